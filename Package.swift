@@ -1,0 +1,73 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Upcoming features every target builds with: imports stay internal unless a
+/// module deliberately re-exports, existentials are spelled `any`.
+let strictness: [SwiftSetting] = [
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "onramp",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "onramp", targets: ["onramp"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+    ],
+    targets: [
+        // The C library, seen only by LibPQ.
+        .systemLibrary(
+            name: "CLibPQ",
+            pkgConfig: "libpq",
+            providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
+        ),
+        // The one way into PostgreSQL: connections, typed rows, COPY, a pool.
+        .target(
+            name: "LibPQ",
+            dependencies: [
+                "CLibPQ",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        // Applies sql/migrations in order, with checksums.
+        .target(
+            name: "Migrations",
+            dependencies: ["LibPQ", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strictness
+        ),
+        // A private, throwaway PostgreSQL cluster for tests, the demo and benchmarks.
+        .target(
+            name: "LocalPostgres",
+            dependencies: ["LibPQ", "Migrations"],
+            swiftSettings: strictness
+        ),
+        // The CLI: one small file per subcommand.
+        .executableTarget(
+            name: "onramp",
+            dependencies: [
+                "LibPQ", "Migrations", "LocalPostgres",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "LibPQTests",
+            dependencies: ["LibPQ", "LocalPostgres"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "MigrationsTests",
+            dependencies: ["LibPQ", "Migrations", "LocalPostgres", "onramp"],
+            swiftSettings: strictness
+        ),
+    ]
+)

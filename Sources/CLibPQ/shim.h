@@ -1,0 +1,4 @@
+#ifndef ONRAMP_CLIBPQ_SHIM_H
+#define ONRAMP_CLIBPQ_SHIM_H
+#include <libpq-fe.h>
+#endif

@@ -1,0 +1,143 @@
+public import Foundation
+
+/// A value bound to a statement parameter. Values travel separately from the SQL
+/// text (PQexecParams), so nothing a caller passes can change a statement.
+public enum PostgresValue: Sendable, Hashable {
+    case null
+    case text(String)
+    case int(Int64)
+    case double(Double)
+    case bool(Bool)
+    case timestamp(Date)
+    /// Microseconds since the Unix epoch, sent as `timestamptz` without a Date round trip.
+    case microseconds(Int64)
+    case bytes([UInt8])
+    case uuid(UUID)
+    /// JSON text, bound as `jsonb`.
+    case json(String)
+    /// A one-dimensional text array (`text[]`).
+    case textArray([String])
+
+    /// Type OID sent with the parameter; 0 lets the server infer it from context
+    /// (which is what makes `'…'` literals work for uuid, jsonb, timestamptz columns).
+    var typeOID: UInt32 {
+        switch self {
+        case .int: PostgresType.int8
+        case .double: PostgresType.float8
+        case .bool: PostgresType.bool
+        case .bytes: PostgresType.bytea
+        case .json: PostgresType.jsonb
+        case .textArray: PostgresType.textArray
+        case .timestamp, .microseconds: PostgresType.timestamptz
+        default: 0
+        }
+    }
+
+    /// True when the value is sent in binary format (raw bytes, no NUL terminator).
+    var isBinary: Bool {
+        if case .bytes = self { return true }
+        return false
+    }
+
+    /// The text-format rendering PostgreSQL parses; nil for NULL.
+    func textRepresentation() -> String? {
+        switch self {
+        case .null: nil
+        case .text(let s), .json(let s): s
+        case .int(let i): String(i)
+        case .double(let d): d.isFinite ? "\(d)" : (d.isNaN ? "NaN" : (d > 0 ? "Infinity" : "-Infinity"))
+        case .bool(let b): b ? "t" : "f"
+        case .timestamp(let date): Timestamps.format(microseconds: Timestamps.microseconds(date))
+        case .microseconds(let us): Timestamps.format(microseconds: us)
+        case .uuid(let u): u.uuidString
+        case .bytes: nil
+        case .textArray(let items): PostgresArray.literal(items)
+        }
+    }
+}
+
+extension PostgresValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByBooleanLiteral,
+    ExpressibleByFloatLiteral, ExpressibleByNilLiteral
+{
+    public init(stringLiteral value: String) { self = .text(value) }
+    public init(integerLiteral value: Int64) { self = .int(value) }
+    public init(booleanLiteral value: Bool) { self = .bool(value) }
+    public init(floatLiteral value: Double) { self = .double(value) }
+    public init(nilLiteral: ()) { self = .null }
+}
+
+extension PostgresValue {
+    public static func int(_ value: Int) -> PostgresValue { .int(Int64(value)) }
+    /// `.text`, or NULL when the optional is empty.
+    public static func optional(_ value: String?) -> PostgresValue { value.map { .text($0) } ?? .null }
+    public static func optional(_ value: Date?) -> PostgresValue { value.map { .timestamp($0) } ?? .null }
+}
+
+/// Type OIDs the layer names.
+public enum PostgresType {
+    public static let bool: UInt32 = 16
+    public static let bytea: UInt32 = 17
+    public static let name: UInt32 = 19
+    public static let int8: UInt32 = 20
+    public static let int2: UInt32 = 21
+    public static let int4: UInt32 = 23
+    public static let text: UInt32 = 25
+    public static let oid: UInt32 = 26
+    public static let json: UInt32 = 114
+    public static let float4: UInt32 = 700
+    public static let float8: UInt32 = 701
+    public static let bpchar: UInt32 = 1042
+    public static let varchar: UInt32 = 1043
+    public static let date: UInt32 = 1082
+    public static let timestamp: UInt32 = 1114
+    public static let timestamptz: UInt32 = 1184
+    public static let interval: UInt32 = 1186
+    public static let numeric: UInt32 = 1700
+    public static let uuid: UInt32 = 2950
+    public static let jsonb: UInt32 = 3802
+    public static let textArray: UInt32 = 1009
+
+    static func name(of oid: UInt32) -> String {
+        switch oid {
+        case bool: "bool"
+        case bytea: "bytea"
+        case name: "name"
+        case int8: "int8"
+        case int2: "int2"
+        case int4: "int4"
+        case text: "text"
+        case oid: "oid"
+        case json: "json"
+        case float4: "float4"
+        case float8: "float8"
+        case bpchar: "bpchar"
+        case varchar: "varchar"
+        case date: "date"
+        case timestamp: "timestamp"
+        case timestamptz: "timestamptz"
+        case interval: "interval"
+        case numeric: "numeric"
+        case uuid: "uuid"
+        case jsonb: "jsonb"
+        case textArray: "text[]"
+        default: "oid \(oid)"
+        }
+    }
+}
+
+/// Array literal text for `text[]` parameters: every element quoted and escaped.
+enum PostgresArray {
+    static func literal(_ items: [String]) -> String {
+        var out = "{"
+        for (i, item) in items.enumerated() {
+            if i > 0 { out += "," }
+            out += "\""
+            for ch in item.unicodeScalars {
+                if ch == "\"" || ch == "\\" { out += "\\" }
+                out.unicodeScalars.append(ch)
+            }
+            out += "\""
+        }
+        return out + "}"
+    }
+}

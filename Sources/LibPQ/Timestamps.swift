@@ -1,0 +1,120 @@
+public import Foundation
+
+/// Exact conversions between `timestamptz` text and microseconds since the Unix
+/// epoch. PostgreSQL stores microseconds; going through `Date` (a Double) for
+/// every row would both cost time and round, so the layer works in integers.
+public enum Timestamps {
+    public static func microseconds(_ date: Date) -> Int64 {
+        Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
+    }
+
+    public static func date(microseconds: Int64) -> Date {
+        Date(timeIntervalSince1970: Double(microseconds) / 1_000_000)
+    }
+
+    /// `2026-11-21T10:00:01.234567Z`, which PostgreSQL parses as timestamptz.
+    public static func format(microseconds us: Int64) -> String {
+        let (days, rem) = floorDivMod(us, 86_400_000_000)
+        let (y, m, d) = civil(fromDays: days)
+        let secondsOfDay = rem / 1_000_000
+        let micros = rem % 1_000_000
+        return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondsOfDay / 3600, 2)):"
+            + "\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)).\(pad(micros, 6))Z"
+    }
+
+    /// Parses the ISO output PostgreSQL gives for timestamptz with `DateStyle=ISO`
+    /// (`2026-11-21 10:00:01.234+00`, offsets `+05:30` too). Nil if malformed.
+    public static func parse(_ text: String) -> Int64? {
+        if text == "infinity" { return Int64.max }
+        if text == "-infinity" { return Int64.min }
+        let b = Array(text.utf8)
+        var i = 0
+        func number(_ count: Int) -> Int64? {
+            guard i + count <= b.count else { return nil }
+            var v: Int64 = 0
+            for k in 0..<count {
+                let c = b[i + k]
+                guard c >= 48, c <= 57 else { return nil }
+                v = v * 10 + Int64(c - 48)
+            }
+            i += count
+            return v
+        }
+        func expect(_ chars: Set<UInt8>) -> Bool {
+            guard i < b.count, chars.contains(b[i]) else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), expect([45]), let month = number(2), expect([45]), let day = number(2),
+            expect([32, 84]), let hour = number(2), expect([58]), let minute = number(2), expect([58]),
+            let second = number(2)
+        else { return nil }
+        var micros: Int64 = 0
+        if i < b.count, b[i] == 46 {
+            i += 1
+            var digits = 0
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                if digits < 6 { micros = micros * 10 + Int64(b[i] - 48) }
+                digits += 1
+                i += 1
+            }
+            for _ in digits..<max(digits, 6) { micros *= 10 }
+        }
+        var offsetSeconds: Int64 = 0
+        if i < b.count {
+            if b[i] == 90 {  // Z
+                i += 1
+            } else {
+                let sign: Int64 = b[i] == 45 ? -1 : 1
+                guard expect([43, 45]), let oh = number(2) else { return nil }
+                var om: Int64 = 0
+                if i < b.count, b[i] == 58 {
+                    i += 1
+                    guard let v = number(2) else { return nil }
+                    om = v
+                }
+                offsetSeconds = sign * (oh * 3600 + om * 60)
+            }
+        }
+        guard i == b.count, (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60,
+            second < 61
+        else { return nil }
+        let days = Self.days(fromCivil: year, month, day)
+        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
+        return seconds * 1_000_000 + micros
+    }
+
+    /// Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
+    public static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
+        let y = month <= 2 ? year - 1 : year
+        let era = (y >= 0 ? y : y - 399) / 400
+        let yoe = y - era * 400
+        let mp = (month + 9) % 12
+        let doy = (153 * mp + 2) / 5 + day - 1
+        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
+        return era * 146_097 + doe - 719_468
+    }
+
+    public static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (m <= 2 ? yoe + era * 400 + 1 : yoe + era * 400, m, d)
+    }
+
+    private static func floorDivMod(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
+        let q = a / b
+        let r = a % b
+        return r < 0 ? (q - 1, r + b) : (q, r)
+    }
+
+    private static func pad(_ v: Int64, _ width: Int) -> String {
+        let s = String(v)
+        return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+    }
+}

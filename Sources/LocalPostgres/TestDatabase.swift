@@ -1,0 +1,154 @@
+public import Foundation
+public import LibPQ
+import Migrations
+import Synchronization
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A fresh database per test. With `ONRAMP_TEST_DATABASE_URL` set, databases are
+/// created on that server; otherwise one private cluster is started for the whole
+/// test process and stopped when it exits. A migrated template is built once, so
+/// each migrated database is a cheap `CREATE DATABASE … TEMPLATE`.
+public struct TestDatabase: Sendable {
+    public let name: String
+    public let url: String
+    /// URL of the server's maintenance database (for admin work such as killing backends).
+    public let adminURL: String
+    /// The private cluster, when the helper started one (nil with an external server).
+    public let cluster: LocalCluster?
+
+    /// A new, empty database, migrated unless `migrated` is false.
+    public static func create(migrated: Bool = true) async throws -> TestDatabase {
+        let server = try await TestServer.shared.get()
+        let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
+        let template = migrated ? try await server.migratedTemplate() : "template0"
+        try await server.admin.query("CREATE DATABASE \(name) TEMPLATE \(template)")
+        return TestDatabase(
+            name: String(name), url: server.url(database: String(name)), adminURL: server.url(database: server.adminDatabase),
+            cluster: server.cluster)
+    }
+
+    /// Drops the database (connections to it are terminated).
+    public func drop() async throws {
+        let server = try await TestServer.shared.get()
+        try await server.admin.query("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
+    }
+
+    /// A pool on this database.
+    public func pool(maxConnections: Int = 4) -> ConnectionPool {
+        ConnectionPool(url: url, maxConnections: maxConnections)
+    }
+
+    /// The repository's `sql/migrations`, found from this source file's location
+    /// so tests work from any working directory.
+    public static var migrationsDirectory: URL {
+        get throws {
+            let fromSource = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+                .deletingLastPathComponent().appendingPathComponent("sql/migrations")
+            return try MigrationFile.locateDirectory(
+                explicit: FileManager.default.fileExists(atPath: fromSource.path) ? fromSource.path : nil)
+        }
+    }
+}
+
+/// The server the test databases live on, shared by every test in the process.
+final class TestServer: Sendable {
+    static let shared = Lazy()
+
+    let cluster: LocalCluster?
+    let baseURL: URLComponents
+    let adminDatabase: String
+    let admin: ConnectionPool
+    private let template = Mutex<Task<String, any Error>?>(nil)
+
+    init(cluster: LocalCluster?, baseURL: URLComponents) {
+        self.cluster = cluster
+        self.baseURL = baseURL
+        let db = baseURL.path.trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        adminDatabase = db.isEmpty ? "postgres" : db
+        var admin = baseURL
+        admin.path = "/" + adminDatabase
+        self.admin = ConnectionPool(url: admin.string ?? "", maxConnections: 2)
+    }
+
+    func url(database: String) -> String {
+        var components = baseURL
+        components.path = "/" + database
+        return components.string ?? ""
+    }
+
+    /// Name of a template database with every migration applied, made once per
+    /// process (unique per process, so parallel test runs on one server do not clash).
+    func migratedTemplate() async throws -> String {
+        let task = template.withLock { slot -> Task<String, any Error> in
+            if let existing = slot { return existing }
+            let made = Task { try await self.makeTemplate() }
+            slot = made
+            return made
+        }
+        return try await task.value
+    }
+
+    private func makeTemplate() async throws -> String {
+        let name = "onramp_template_\(getpid())_\(UUID().uuidString.prefix(6).lowercased())"
+        try await admin.query("CREATE DATABASE \(name) TEMPLATE template0")
+        let migrator = try Migrator(directory: try TestDatabase.migrationsDirectory)
+        let url = self.url(database: name)
+        let pool = ConnectionPool(url: url, maxConnections: 1)
+        _ = try await pool.withConnection { try migrator.migrate($0) }
+        await pool.close()
+        return name
+    }
+
+    /// Starts (once) the private cluster or adopts `ONRAMP_TEST_DATABASE_URL`.
+    final class Lazy: Sendable {
+        private let task = Mutex<Task<TestServer, any Error>?>(nil)
+
+        func get() async throws -> TestServer {
+            let task = self.task.withLock { slot -> Task<TestServer, any Error> in
+                if let existing = slot { return existing }
+                let made = Task { try Self.boot() }
+                slot = made
+                return made
+            }
+            return try await task.value
+        }
+
+        private static func boot() throws -> TestServer {
+            if let external = ProcessInfo.processInfo.environment["ONRAMP_TEST_DATABASE_URL"], !external.isEmpty {
+                guard let components = URLComponents(string: external) else {
+                    throw LocalClusterError("ONRAMP_TEST_DATABASE_URL is not a URL")
+                }
+                return TestServer(cluster: nil, baseURL: components)
+            }
+            let cluster = try LocalCluster.start()
+            ClusterReaper.register(cluster)
+            guard let components = URLComponents(string: cluster.url()) else {
+                throw LocalClusterError("bad cluster URL")
+            }
+            return TestServer(cluster: cluster, baseURL: components)
+        }
+    }
+}
+
+/// Stops the private cluster when the test process exits normally.
+enum ClusterReaper {
+    static let clusters = Mutex<[LocalCluster]>([])
+
+    static func register(_ cluster: LocalCluster) {
+        let first = clusters.withLock { list -> Bool in
+            list.append(cluster)
+            return list.count == 1
+        }
+        if first {
+            atexit {
+                let all = ClusterReaper.clusters.withLock { list -> [LocalCluster] in
+                    defer { list.removeAll() }
+                    return list
+                }
+                for cluster in all { cluster.stop() }
+            }
+        }
+    }
+}

@@ -1,0 +1,93 @@
+public import Foundation
+public import LibPQ
+
+/// Applies migrations in order, each in its own transaction, and records each
+/// with a SHA-256 of its text. A second run is a no-op; a recorded migration whose
+/// file changed stops everything, because the database no longer matches the code.
+public struct Migrator: Sendable {
+    public let files: [MigrationFile]
+
+    public init(files: [MigrationFile]) { self.files = files }
+
+    public init(directory: URL) throws { self.files = try MigrationFile.load(from: directory) }
+
+    public struct Outcome: Sendable, Equatable {
+        public var applied: [String]
+        public var alreadyApplied: [String]
+    }
+
+    /// Serialises concurrent `migrate` runs (two servers starting at once).
+    static let lockKey: Int64 = 0x6f6e_7261_6d70_01
+
+    @discardableResult
+    public func migrate(_ connection: Connection) throws -> Outcome {
+        try connection.query("SELECT pg_advisory_lock($1)", [.int(Self.lockKey)])
+        defer { _ = try? connection.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
+        try connection.executeScript(
+            """
+            CREATE TABLE IF NOT EXISTS onramp_schema_migrations (
+                version    integer PRIMARY KEY,
+                name       text NOT NULL,
+                checksum   text NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """)
+        let recorded = try self.recorded(connection)
+        try verify(recorded: recorded, connection: connection)
+        var outcome = Outcome(applied: [], alreadyApplied: [])
+        for file in files {
+            if recorded[file.version] != nil {
+                outcome.alreadyApplied.append(file.fileName)
+                continue
+            }
+            let checksum = try Self.checksum(file.sql, connection)
+            try connection.transaction { c in
+                try c.executeScript(file.sql)
+                try c.query(
+                    "INSERT INTO onramp_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                    [.int(file.version), .text(file.name), .text(checksum)])
+            }
+            outcome.applied.append(file.fileName)
+        }
+        return outcome
+    }
+
+    /// Files not yet applied; empty means the schema is current (readiness).
+    public func pending(_ connection: Connection) throws -> [MigrationFile] {
+        let exists = try connection.query("SELECT to_regclass('onramp_schema_migrations') IS NOT NULL").scalar(Bool.self)
+        guard exists else { return files }
+        let recorded = try self.recorded(connection)
+        return files.filter { recorded[$0.version] == nil }
+    }
+
+    private func recorded(_ connection: Connection) throws -> [Int: (name: String, checksum: String)] {
+        var map: [Int: (name: String, checksum: String)] = [:]
+        for row in try connection.query("SELECT version, name, checksum FROM onramp_schema_migrations ORDER BY version").rows {
+            map[try row.decode(Int.self, at: 0)] = (try row.decode(String.self, at: 1), try row.decode(String.self, at: 2))
+        }
+        return map
+    }
+
+    private func verify(recorded: [Int: (name: String, checksum: String)], connection: Connection) throws {
+        let known = Dictionary(uniqueKeysWithValues: files.map { ($0.version, $0) })
+        for (version, entry) in recorded.sorted(by: { $0.key < $1.key }) {
+            guard let file = known[version] else {
+                throw MigrationError(
+                    "the database has migration \(String(format: "%03d", version))_\(entry.name) applied, "
+                        + "but no such file exists here; is this binary older than the database?")
+            }
+            let checksum = try Self.checksum(file.sql, connection)
+            guard checksum == entry.checksum else {
+                throw MigrationError(
+                    "migration \(file.fileName) was changed after it was applied "
+                        + "(recorded sha256 \(entry.checksum.prefix(12))…, file now \(checksum.prefix(12))…); "
+                        + "restore the file and add a new migration instead")
+            }
+        }
+    }
+
+    /// SHA-256 computed by PostgreSQL itself, so no crypto dependency is needed here.
+    static func checksum(_ sql: String, _ connection: Connection) throws -> String {
+        try connection.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", [.text(sql)]).scalar(String.self)
+    }
+}

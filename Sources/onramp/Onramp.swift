@@ -1,0 +1,12 @@
+import ArgumentParser
+
+/// The `onramp` executable: one subcommand per job. It only reads options and
+/// calls into the library modules, so tests exercise the same code.
+@main
+struct Onramp: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "onramp",
+        abstract: "Self-hosted onboarding analytics: ingest events, project funnels, report drop-off.",
+        subcommands: [Migrate.self]
+    )
+}

@@ -1,0 +1,24 @@
+# Installs what a fresh Debian machine with only the Swift toolchain lacks.
+# Sourced by scripts/test and scripts/demo.
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    echo "need root to install packages: $*" >&2; return 1; fi
+}
+
+# ensure_packages PKG... : apt-get install those not yet installed.
+ensure_packages() {
+  local missing=()
+  for pkg in "$@"; do
+    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "installing: ${missing[*]}" >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >&2
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+  fi
+}
+
+ensure_database_prerequisites() {
+  ensure_packages postgresql libpq-dev pkg-config
+}
