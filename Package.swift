@@ -19,6 +19,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // The C library, seen only by LibPQ.
@@ -49,6 +50,14 @@ let package = Package(
             dependencies: ["LibPQ", "Migrations"],
             swiftSettings: strictness
         ),
+        // The funnel engine: configuration, windowFunnel, statistics. Pure Swift, no I/O
+        // beyond reading its YAML configuration; knows nothing of SQL or HTTP.
+        .target(
+            name: "Funnels",
+            dependencies: [.product(name: "Yams", package: "Yams")],
+            resources: [.process("Resources")],
+            swiftSettings: strictness
+        ),
         // The CLI: one small file per subcommand.
         .executableTarget(
             name: "onramp",
@@ -57,6 +66,11 @@ let package = Package(
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "FunnelsTests",
+            dependencies: ["Funnels"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -1,0 +1,309 @@
+import Foundation
+import Yams
+
+/// Turns configuration YAML into validated `FunnelConfiguration` values.
+///
+/// Validation happens here, once, so the engine can assume well-formed
+/// funnels: at least one step, required first and last steps, known apps,
+/// unique names, resolvable target steps.
+struct ConfigurationParser {
+    let source: String
+
+    private static let funnelKeys: Set<String> = [
+        "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description",
+    ]
+    private static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional"]
+    private static let matcherKeys: Set<String> = ["event", "screen", "where"]
+    private static let targetKeys: Set<String> = ["name", "metric", "threshold", "min", "max", "from", "to"]
+
+    func parse(yaml: String) throws(ConfigurationError) -> FunnelConfiguration {
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml)
+        } catch {
+            throw ConfigurationError(source: source, message: "invalid YAML: \(error)")
+        }
+        let reader = YAMLReader(source: source)
+        guard let root else { throw reader.error("", "empty configuration") }
+        do {
+            return try parse(root: root, reader: reader)
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError(source: source, message: "\(error)")
+        }
+    }
+
+    private func parse(root: Node, reader: YAMLReader) throws -> FunnelConfiguration {
+        let top = Dictionary(
+            try reader.mapping(root, "", expected: "expected a mapping with 'apps' and 'funnels'"),
+            uniquingKeysWith: { first, _ in first }
+        )
+        var reportTimeZone: String?
+        if let node = top["report_time_zone"], !YAMLReader.isNull(node) {
+            let identifier = try reader.nonEmptyString(node, "report_time_zone")
+            try checkTimeZone(identifier, reader: reader, field: "report_time_zone")
+            reportTimeZone = identifier
+        }
+
+        var apps: [AppConfiguration] = []
+        if let node = top["apps"], !YAMLReader.isNull(node) {
+            for (index, item) in try reader.sequence(node, "apps").enumerated() {
+                let app = try parseApp(item, field: "apps[\(index)]", reader: reader)
+                guard !apps.contains(where: { $0.name == app.name }) else {
+                    throw reader.within("app '\(app.name)'").error("name", "duplicate app name")
+                }
+                apps.append(app)
+            }
+        }
+
+        var funnels: [Funnel] = []
+        guard let funnelsNode = top["funnels"], !YAMLReader.isNull(funnelsNode) else {
+            throw reader.error("funnels", "missing: at least one funnel is required")
+        }
+        for (index, item) in try reader.sequence(funnelsNode, "funnels").enumerated() {
+            let funnel = try parseFunnel(item, field: "funnels[\(index)]", apps: apps, reader: reader)
+            guard !funnels.contains(where: { $0.name == funnel.name }) else {
+                throw reader.within("funnel '\(funnel.name)'").error("name", "duplicate funnel name")
+            }
+            funnels.append(funnel)
+        }
+        return FunnelConfiguration(reportTimeZone: reportTimeZone, apps: apps, funnels: funnels)
+    }
+
+    private func checkTimeZone(_ identifier: String, reader: YAMLReader, field: String) throws {
+        guard TimeZone(identifier: identifier) != nil else {
+            throw reader.error(field, "unknown time zone '\(identifier)' (expected an IANA name such as Europe/Paris)")
+        }
+    }
+
+    // MARK: Apps
+
+    private func parseApp(_ node: Node, field: String, reader: YAMLReader) throws -> AppConfiguration {
+        let entries = Dictionary(try reader.mapping(node, field), uniquingKeysWith: { first, _ in first })
+        guard let nameNode = entries["name"] else { throw reader.error("\(field).name", "missing") }
+        let name = try reader.nonEmptyString(nameNode, "\(field).name")
+        let reader = reader.within("app '\(name)'")
+        var app = AppConfiguration(name: name)
+        if let node = entries["pii_properties"], !YAMLReader.isNull(node) {
+            app.piiProperties = try reader.stringList(node, "pii_properties")
+        }
+        if let node = entries["pii_mode"], !YAMLReader.isNull(node) {
+            let text = try reader.scalar(node, "pii_mode")
+            guard let mode = AppConfiguration.PIIMode(rawValue: text) else {
+                throw reader.error("pii_mode", "expected 'remove' or 'hash', got '\(text)'")
+            }
+            app.piiMode = mode
+        }
+        if let node = entries["time_zone"], !YAMLReader.isNull(node) {
+            let identifier = try reader.nonEmptyString(node, "time_zone")
+            try checkTimeZone(identifier, reader: reader, field: "time_zone")
+            app.timeZone = identifier
+        }
+        return app
+    }
+
+    // MARK: Funnels
+
+    private func parseFunnel(_ node: Node, field: String, apps: [AppConfiguration], reader: YAMLReader) throws -> Funnel {
+        guard case .mapping = node else { throw reader.error(field, "expected a mapping") }
+        let nameNode = try reader.mapping(node, field).first { $0.key == "name" }?.value
+        guard let nameNode else { throw reader.error("\(field).name", "missing") }
+        let name = try reader.nonEmptyString(nameNode, "\(field).name")
+        let reader = reader.within("funnel '\(name)'")
+        let fields = try reader.object(node, "", allowed: Self.funnelKeys)
+
+        guard let appNode = fields["app"] else { throw reader.error("app", "missing") }
+        let app = try reader.nonEmptyString(appNode, "app")
+        guard apps.contains(where: { $0.name == app }) else {
+            throw reader.error("app", "app '\(app)' is not declared under 'apps'")
+        }
+
+        var window = Funnel.defaultWindowSeconds
+        if let node = fields["window"] {
+            let text = try reader.scalar(node, "window")
+            guard let seconds = WindowDuration.seconds(from: text) else {
+                throw reader.error("window", "cannot parse '\(text)' (expected e.g. 24h, 30m, 90s, 2d or whole seconds)")
+            }
+            window = seconds
+        }
+
+        var breakdowns = Funnel.defaultBreakdowns
+        if let node = fields["breakdowns"] {
+            breakdowns = try reader.stringList(node, "breakdowns")
+            if let duplicate = firstDuplicate(breakdowns) {
+                throw reader.error("breakdowns", "'\(duplicate)' is listed twice")
+            }
+        }
+
+        guard let stepsNode = fields["steps"] else { throw reader.error("steps", "missing") }
+        let stepNodes = try reader.sequence(stepsNode, "steps")
+        guard !stepNodes.isEmpty else { throw reader.error("steps", "must list at least one step") }
+        var explicitNames: [String?] = []
+        var matchers: [[EventMatcher]] = []
+        var optional: [Bool] = []
+        for (index, stepNode) in stepNodes.enumerated() {
+            let step = try parseStep(stepNode, field: "steps[\(index)]", reader: reader)
+            explicitNames.append(step.name)
+            matchers.append(step.matchers)
+            optional.append(step.optional)
+        }
+        if optional.first == true { throw reader.error("steps[0].optional", "the first step cannot be optional") }
+        if optional.last == true {
+            throw reader.error("steps[\(optional.count - 1)].optional", "the last step cannot be optional")
+        }
+        if let duplicate = firstDuplicate(explicitNames.compactMap { $0 }),
+           let index = explicitNames.lastIndex(of: duplicate) {
+            throw reader.error("steps[\(index)].name", "duplicate step name '\(duplicate)'")
+        }
+        let names = StepNaming.resolve(explicit: explicitNames, matchers: matchers)
+        let steps = names.indices.map {
+            FunnelStep(name: names[$0], matchers: matchers[$0], isOptional: optional[$0])
+        }
+
+        var exclusions: [EventMatcher] = []
+        if let node = fields["exclude"] {
+            for (index, item) in try reader.sequence(node, "exclude").enumerated() {
+                exclusions.append(try parseMatcher(item, field: "exclude[\(index)]", reader: reader))
+            }
+        }
+
+        var funnel = Funnel(
+            name: name, app: app, windowSeconds: window, steps: steps,
+            breakdowns: breakdowns, exclusions: exclusions
+        )
+        if let node = fields["targets"] {
+            for (index, item) in try reader.sequence(node, "targets").enumerated() {
+                let target = try parseTarget(item, field: "targets[\(index)]", funnel: funnel, reader: reader)
+                guard !funnel.targets.contains(where: { $0.name == target.name }) else {
+                    throw reader.error("targets[\(index)].name", "duplicate target name '\(target.name)'")
+                }
+                funnel.targets.append(target)
+            }
+        }
+        return funnel
+    }
+
+    private func parseStep(
+        _ node: Node, field: String, reader: YAMLReader
+    ) throws -> (name: String?, matchers: [EventMatcher], optional: Bool) {
+        let fields = try reader.object(node, field, allowed: Self.stepKeys)
+        let name = try fields["name"].map { try reader.nonEmptyString($0, "\(field).name") }
+        let optional = try fields["optional"].map { try reader.bool($0, "\(field).optional") } ?? false
+        if let anyOf = fields["any_of"] {
+            for key in ["event", "screen", "where"] where fields[key] != nil {
+                throw reader.error("\(field).\(key)", "cannot be combined with any_of (put it inside each alternative)")
+            }
+            let items = try reader.sequence(anyOf, "\(field).any_of", expected: "expected a list of matchers")
+            guard !items.isEmpty else { throw reader.error("\(field).any_of", "must list at least one matcher") }
+            let matchers = try items.enumerated().map { index, item in
+                try parseMatcher(item, field: "\(field).any_of[\(index)]", reader: reader)
+            }
+            return (name, matchers, optional)
+        }
+        let matcher = try parseMatcherFields(fields, field: field, reader: reader)
+        return (name, [matcher], optional)
+    }
+
+    private func parseMatcher(_ node: Node, field: String, reader: YAMLReader) throws -> EventMatcher {
+        let fields = try reader.object(node, field, allowed: Self.matcherKeys)
+        return try parseMatcherFields(fields, field: field, reader: reader)
+    }
+
+    private func parseMatcherFields(_ fields: [String: Node], field: String, reader: YAMLReader) throws -> EventMatcher {
+        let kind: EventMatcher.Kind
+        let nameNode: Node
+        switch (fields["event"], fields["screen"]) {
+        case (let event?, nil): kind = .event; nameNode = event
+        case (nil, let screen?): kind = .screen; nameNode = screen
+        case (.some, .some):
+            throw reader.error(field, "a step matches either an 'event' or a 'screen', not both")
+        case (nil, nil):
+            throw reader.error(field, "expected 'event', 'screen' or 'any_of'")
+        }
+        let name = try reader.nonEmptyString(nameNode, "\(field).\(kind.rawValue)")
+        var conditions: [String: String] = [:]
+        if let whereNode = fields["where"] {
+            let whereField = "\(field).where"
+            let expected = "expected a mapping of path to value"
+            for (path, value) in try reader.mapping(whereNode, whereField, expected: expected) {
+                guard !path.isEmpty, !path.hasPrefix("."), !path.hasSuffix("."), !path.contains("..") else {
+                    throw reader.error(whereField, "'\(path)' is not a dotted path such as properties.page")
+                }
+                conditions[path] = try reader.scalar(value, "\(whereField).\(path)", expected: "expected a single value to compare with")
+            }
+        }
+        return EventMatcher(kind: kind, name: name, conditions: conditions)
+    }
+
+    // MARK: Targets
+
+    private func parseTarget(_ node: Node, field: String, funnel: Funnel, reader: YAMLReader) throws -> FunnelTarget {
+        let fields = try reader.object(node, field, allowed: Self.targetKeys)
+        guard let metricNode = fields["metric"] else { throw reader.error("\(field).metric", "missing") }
+        let metricName = try reader.scalar(metricNode, "\(field).metric")
+        let metric: FunnelTarget.Metric
+        switch metricName {
+        case "completion_rate": metric = .completionRate
+        case "median_seconds_to_complete": metric = .medianSecondsToComplete
+        case "p90_seconds_to_complete": metric = .p90SecondsToComplete
+        case "conversion":
+            let from = try requiredStep(fields["from"], field: "\(field).from", funnel: funnel, reader: reader)
+            let to = try requiredStep(fields["to"], field: "\(field).to", funnel: funnel, reader: reader)
+            guard from.index < to.index else {
+                throw reader.error("\(field).to", "step '\(to.name)' must come after '\(from.name)'")
+            }
+            metric = .conversion(from: from.name, to: to.name)
+        default:
+            throw reader.error(
+                "\(field).metric",
+                "unknown metric '\(metricName)' (expected completion_rate, median_seconds_to_complete, p90_seconds_to_complete or conversion)"
+            )
+        }
+        if metricName != "conversion" {
+            for key in ["from", "to"] where fields[key] != nil {
+                throw reader.error("\(field).\(key)", "only a 'conversion' target takes from/to")
+            }
+        }
+
+        let lower = try fields["threshold"].map { try reader.number($0, "\(field).threshold") }
+        let minimum = try fields["min"].map { try reader.number($0, "\(field).min") }
+        let maximum = try fields["max"].map { try reader.number($0, "\(field).max") }
+        let bound: FunnelTarget.Bound
+        switch (lower ?? minimum, maximum) {
+        case (let value?, nil) where lower == nil || minimum == nil: bound = .atLeast(value)
+        case (nil, let value?): bound = .atMost(value)
+        default:
+            throw reader.error(field, "expected exactly one of 'threshold' (or 'min') and 'max'")
+        }
+        let isRate = metricName == "completion_rate" || metricName == "conversion"
+        if isRate, !(0...1).contains(bound.limit) {
+            throw reader.error(field, "a rate threshold must be between 0 and 1, got \(bound.limit)")
+        }
+        if !isRate, bound.limit < 0 {
+            throw reader.error(field, "a duration limit cannot be negative")
+        }
+        let name = try fields["name"].map { try reader.nonEmptyString($0, "\(field).name") } ?? metricName
+        return FunnelTarget(name: name, metric: metric, bound: bound)
+    }
+
+    private func requiredStep(
+        _ node: Node?, field: String, funnel: Funnel, reader: YAMLReader
+    ) throws -> (name: String, index: Int) {
+        guard let node else { throw reader.error(field, "missing (a conversion target needs 'from' and 'to')") }
+        let name = try reader.nonEmptyString(node, field)
+        guard let index = funnel.stepIndex(named: name) else {
+            let known = funnel.steps.map { "'\($0.name)'" }.joined(separator: ", ")
+            throw reader.error(field, "unknown step '\(name)' (steps are \(known))")
+        }
+        guard !funnel.steps[index].isOptional else {
+            throw reader.error(field, "step '\(name)' is optional; conversions are measured between required steps")
+        }
+        return (name, index)
+    }
+
+    private func firstDuplicate(_ values: [String]) -> String? {
+        var seen = Set<String>()
+        return values.first { !seen.insert($0).inserted }
+    }
+}

@@ -1,0 +1,151 @@
+/// A configured funnel: ordered steps, a conversion window, exclusions,
+/// breakdown dimensions and targets.
+public struct Funnel: Sendable, Hashable {
+    /// The breakdowns used when a funnel names none (SPEC §4).
+    public static let defaultBreakdowns = ["context.os.name", "context.app.version"]
+    /// The window used when a funnel names none (SPEC §1).
+    public static let defaultWindowSeconds: Int64 = 86_400
+
+    public var name: String
+    public var app: String
+    public var windowSeconds: Int64
+    public var steps: [FunnelStep]
+    public var breakdowns: [String]
+    /// Matchers whose events, between a person's start and last reached step,
+    /// take the person out of the funnel.
+    public var exclusions: [EventMatcher]
+    public var targets: [FunnelTarget]
+
+    public init(
+        name: String,
+        app: String,
+        windowSeconds: Int64 = Funnel.defaultWindowSeconds,
+        steps: [FunnelStep],
+        breakdowns: [String] = Funnel.defaultBreakdowns,
+        exclusions: [EventMatcher] = [],
+        targets: [FunnelTarget] = []
+    ) {
+        self.name = name
+        self.app = app
+        self.windowSeconds = windowSeconds
+        self.steps = steps
+        self.breakdowns = breakdowns
+        self.exclusions = exclusions
+        self.targets = targets
+    }
+
+    /// Positions (in `steps`) of the non-optional steps, which alone define
+    /// reach, completion and time.
+    public var requiredStepIndices: [Int] {
+        steps.indices.filter { !steps[$0].isOptional }
+    }
+
+    /// The window in the unit of `FunnelEvent.timestamp`; saturates instead of
+    /// trapping on absurd values.
+    public var windowMicroseconds: Int64 {
+        let (value, overflow) = windowSeconds.multipliedReportingOverflow(by: 1_000_000)
+        return overflow ? Int64.max : max(0, value)
+    }
+
+    /// Position in `steps` of the step with this display name.
+    public func stepIndex(named name: String) -> Int? {
+        steps.firstIndex { $0.name == name }
+    }
+
+    /// Every attribute path this funnel reads: `where` paths of steps and
+    /// exclusions, and breakdown dimensions.
+    public var referencedPaths: Set<String> {
+        var paths = Set(breakdowns)
+        for matcher in steps.flatMap(\.matchers) + exclusions {
+            paths.formUnion(matcher.conditions.keys)
+        }
+        return paths
+    }
+}
+
+/// A goal the report flags as met or missed (`--fail-on-missed-targets`).
+public struct FunnelTarget: Sendable, Hashable {
+    /// What is measured.
+    public enum Metric: Sendable, Hashable {
+        /// Completers / persons reaching step 1.
+        case completionRate
+        /// Median seconds from chain start to the last step, over completers.
+        case medianSecondsToComplete
+        /// 90th percentile of the same.
+        case p90SecondsToComplete
+        /// Persons reaching step `to` / persons reaching step `from` (display names).
+        case conversion(from: String, to: String)
+
+        /// The configuration spelling.
+        public var configName: String {
+            switch self {
+            case .completionRate: "completion_rate"
+            case .medianSecondsToComplete: "median_seconds_to_complete"
+            case .p90SecondsToComplete: "p90_seconds_to_complete"
+            case .conversion: "conversion"
+            }
+        }
+    }
+
+    /// Which side of the threshold counts as met. Bounds are inclusive: a
+    /// completion rate exactly at `threshold` 0.6 is met, as is a median
+    /// exactly at `max` 600.
+    public enum Bound: Sendable, Hashable {
+        /// `threshold:` — met when value >= limit.
+        case atLeast(Double)
+        /// `max:` — met when value <= limit.
+        case atMost(Double)
+
+        public var limit: Double {
+            switch self {
+            case .atLeast(let value), .atMost(let value): value
+            }
+        }
+
+        public func isMet(by value: Double) -> Bool {
+            switch self {
+            case .atLeast(let limit): value >= limit
+            case .atMost(let limit): value <= limit
+            }
+        }
+    }
+
+    public var name: String
+    public var metric: Metric
+    public var bound: Bound
+
+    public init(name: String, metric: Metric, bound: Bound) {
+        self.name = name
+        self.metric = metric
+        self.bound = bound
+    }
+}
+
+/// Per-app settings the configuration carries for ingestion and reports.
+public struct AppConfiguration: Sendable, Hashable {
+    /// What ingestion does with PII properties.
+    public enum PIIMode: String, Sendable, Hashable {
+        case remove, hash
+    }
+
+    public static let defaultPIIProperties = ["phone", "email", "date_of_birth", "password"]
+
+    public var name: String
+    public var piiProperties: [String]
+    public var piiMode: PIIMode
+    /// The app's report time zone when set explicitly; `nil` means "use the
+    /// global `report_time_zone`, else UTC" (see `FunnelConfiguration.timeZoneIdentifier(for:)`).
+    public var timeZone: String?
+
+    public init(
+        name: String,
+        piiProperties: [String] = AppConfiguration.defaultPIIProperties,
+        piiMode: PIIMode = .remove,
+        timeZone: String? = nil
+    ) {
+        self.name = name
+        self.piiProperties = piiProperties
+        self.piiMode = piiMode
+        self.timeZone = timeZone
+    }
+}

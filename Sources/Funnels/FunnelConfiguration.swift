@@ -1,0 +1,79 @@
+public import Foundation
+
+/// The apps and funnels Onramp reports on, loaded from YAML.
+///
+/// The same file may carry sections for other parts of Onramp: unknown
+/// top-level and app keys are ignored, while everything inside a funnel is
+/// checked strictly because a typo there silently changes the numbers.
+public struct FunnelConfiguration: Sendable, Hashable {
+    /// The resource shipped in the module with the five SPEC §1 funnels.
+    public static let defaultResourceName = "default-funnels"
+
+    /// Global report time zone (IANA identifier), when configured.
+    public var reportTimeZone: String?
+    public var apps: [AppConfiguration]
+    public var funnels: [Funnel]
+
+    public init(reportTimeZone: String? = nil, apps: [AppConfiguration], funnels: [Funnel]) {
+        self.reportTimeZone = reportTimeZone
+        self.apps = apps
+        self.funnels = funnels
+    }
+
+    /// Every dotted attribute path any funnel reads; the caller extracts
+    /// exactly these into `FunnelEvent.attributes`.
+    public var referencedPaths: Set<String> {
+        funnels.reduce(into: Set<String>()) { $0.formUnion($1.referencedPaths) }
+    }
+
+    public func app(named name: String) -> AppConfiguration? {
+        apps.first { $0.name == name }
+    }
+
+    public func funnel(named name: String) -> Funnel? {
+        funnels.first { $0.name == name }
+    }
+
+    public func funnels(forApp app: String) -> [Funnel] {
+        funnels.filter { $0.app == app }
+    }
+
+    /// The time zone a funnel's cohort days are cut in: the app's own
+    /// `time_zone` if set, else the global `report_time_zone`, else UTC.
+    /// A command-line `--time-zone` should override this in the caller.
+    public func timeZoneIdentifier(for funnel: Funnel) -> String {
+        app(named: funnel.app)?.timeZone ?? reportTimeZone ?? "UTC"
+    }
+
+    /// Parses configuration text; `source` names it in error messages.
+    public static func parse(yaml: String, source: String) throws(ConfigurationError) -> FunnelConfiguration {
+        try ConfigurationParser(source: source).parse(yaml: yaml)
+    }
+
+    /// Loads and validates a configuration file (`--config FILE`).
+    public static func load(contentsOf url: URL) throws(ConfigurationError) -> FunnelConfiguration {
+        let source = url.isFileURL ? url.relativePath : url.absoluteString
+        let text: String
+        do {
+            text = try String(contentsOf: url, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(source: source, message: "cannot read file (\(error.localizedDescription))")
+        }
+        return try parse(yaml: text, source: source)
+    }
+
+    /// The configuration bundled with the module (SPEC §1).
+    public static func `default`() throws(ConfigurationError) -> FunnelConfiguration {
+        let fileName = "\(defaultResourceName).yaml"
+        guard let url = Bundle.module.url(forResource: defaultResourceName, withExtension: "yaml") else {
+            throw ConfigurationError(source: fileName, message: "resource missing from the Funnels bundle")
+        }
+        let text: String
+        do {
+            text = try String(contentsOf: url, encoding: .utf8)
+        } catch {
+            throw ConfigurationError(source: fileName, message: "cannot read resource (\(error.localizedDescription))")
+        }
+        return try parse(yaml: text, source: fileName)
+    }
+}

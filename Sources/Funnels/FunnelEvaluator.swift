@@ -1,0 +1,236 @@
+/// Computes one person's `PersonOutcome` from their events (SPEC §4).
+///
+/// Reach follows ClickHouse `windowFunnel`: the largest k such that distinct
+/// events e1..ek match required steps 1..k with t1 ≤ … ≤ tk and
+/// tk − t1 ≤ window (inclusive), over every start. Instead of enumerating
+/// chains it keeps, per required step, the chain reaching that step with the
+/// latest start: a later start dominates because it leaves more of the window
+/// for later steps. Events are swept in time order, one timestamp at a time;
+/// events sharing a timestamp may fill consecutive steps in any order, which
+/// is a small bipartite matching (steps × same-time events), so equal
+/// timestamps never cause a false drop-off and one event never fills two steps.
+/// Cost: O(n · steps) for distinct timestamps, O(n · steps² + groups) overall.
+public enum FunnelEvaluator {
+    public static func evaluate(events: [FunnelEvent], funnel: Funnel, now: Int64) -> PersonOutcome {
+        let required = funnel.requiredStepIndices
+        let window = funnel.windowMicroseconds
+        let timeline = Timeline(events: events, funnel: funnel, required: required)
+        let sweep = ChainSweep.run(timeline: timeline, stepCount: required.count, window: window)
+
+        let level = sweep.firstReach.lastIndex { $0 != nil }.map { $0 + 1 } ?? 0
+        let chain = level > 0 ? sweep.firstReach[level - 1] : nil
+        let completed = level > 0 && level == required.count
+        let chainTimes = chain.map { $0.events.map { timeline.events[$0].timestamp } } ?? []
+
+        var stepTimes = [Int64?](repeating: nil, count: funnel.steps.count)
+        for (position, time) in chainTimes.enumerated() {
+            stepTimes[required[position]] = time
+        }
+
+        var optionalDone = Set<Int>()
+        if let chain {
+            let used = Set(chain.events)
+            for stepIndex in funnel.steps.indices where funnel.steps[stepIndex].isOptional {
+                // `next` = position (among required steps) of the first required step after it.
+                let next = required.firstIndex { $0 > stepIndex } ?? required.count
+                guard next > 0, next < chainTimes.count else { continue }
+                let lower = chainTimes[next - 1], upper = chainTimes[next]
+                let done = timeline.events.indices.first { index in
+                    let event = timeline.events[index]
+                    return !used.contains(index) && event.timestamp >= lower && event.timestamp <= upper
+                        && funnel.steps[stepIndex].matches(event)
+                }
+                if let done {
+                    optionalDone.insert(stepIndex)
+                    stepTimes[stepIndex] = timeline.events[done].timestamp
+                }
+            }
+        }
+
+        var excluded = false
+        if let chain, let last = chainTimes.last, !funnel.exclusions.isEmpty {
+            excluded = timeline.events.contains { event in
+                event.timestamp >= chain.start && event.timestamp <= last
+                    && funnel.exclusions.contains { $0.matches(event) }
+            }
+        }
+
+        let firstStart = timeline.matches.firstIndex { $0.first == 0 }
+        let inProgress = !completed && timeline.events.indices.contains { index in
+            timeline.matches[index].first == 0 && windowIsOpen(start: timeline.events[index].timestamp, window: window, now: now)
+        }
+
+        return PersonOutcome(
+            level: level,
+            completed: completed,
+            inProgress: inProgress,
+            excluded: excluded,
+            startTime: firstStart.map { timeline.events[$0].timestamp },
+            chainStartTime: chain?.start,
+            completionTime: completed ? chainTimes.last : nil,
+            stepTimes: stepTimes,
+            optionalStepsDone: optionalDone,
+            breakdown: breakdownValues(timeline: timeline, firstStart: firstStart, dimensions: funnel.breakdowns)
+        )
+    }
+
+    /// `start + window > now`, without overflow.
+    static func windowIsOpen(start: Int64, window: Int64, now: Int64) -> Bool {
+        let (end, overflow) = start.addingReportingOverflow(window)
+        return overflow || end > now
+    }
+
+    /// Values come from the first step-1 event; a dimension it lacks (e.g.
+    /// `properties.auth_method`, known only after signup) is taken from the
+    /// earliest later event that carries it, else `(none)`.
+    private static func breakdownValues(timeline: Timeline, firstStart: Int?, dimensions: [String]) -> [String: String] {
+        var values: [String: String] = [:]
+        for dimension in dimensions {
+            var value: String?
+            if let firstStart {
+                value = timeline.events[firstStart...].lazy.compactMap { $0.attributes[dimension] }.first
+            }
+            values[dimension] = value ?? PersonOutcome.missingBreakdownValue
+        }
+        return values
+    }
+}
+
+/// A person's events deduplicated by `messageId` and sorted by time, with the
+/// required steps each event can fill.
+struct Timeline {
+    let events: [FunnelEvent]
+    /// Ascending positions among the required steps that each event matches.
+    let matches: [[Int]]
+
+    init(events input: [FunnelEvent], funnel: Funnel, required: [Int]) {
+        var firstIndex: [String: Int] = [:]
+        var unique: [FunnelEvent] = []
+        for event in input {
+            if let index = firstIndex[event.messageId] {
+                // A retry that carries an earlier time wins, so reprocessing is order-independent.
+                if event.timestamp < unique[index].timestamp { unique[index] = event }
+            } else {
+                firstIndex[event.messageId] = unique.count
+                unique.append(event)
+            }
+        }
+        let matched = unique.map { event in
+            required.indices.filter { funnel.steps[required[$0]].matches(event) }
+        }
+        // Ties broken by step order, then messageId, for deterministic outputs.
+        let order = unique.indices.sorted { a, b in
+            if unique[a].timestamp != unique[b].timestamp { return unique[a].timestamp < unique[b].timestamp }
+            let stepA = matched[a].first ?? Int.max, stepB = matched[b].first ?? Int.max
+            if stepA != stepB { return stepA < stepB }
+            return unique[a].messageId < unique[b].messageId
+        }
+        events = order.map { unique[$0] }
+        matches = order.map { matched[$0] }
+    }
+}
+
+/// A chain of distinct events filling required steps 0..<events.count.
+struct Chain: Hashable {
+    /// t1: timestamp of the first event.
+    var start: Int64
+    /// Indices into `Timeline.events`, one per required step, in step order.
+    var events: [Int]
+}
+
+/// The dynamic programme over time-ordered groups of equal timestamps.
+struct ChainSweep {
+    /// Per required step, the chain that first reached it (earliest tk) with
+    /// the latest start among chains reaching it at that time.
+    var firstReach: [Chain?]
+
+    static func run(timeline: Timeline, stepCount: Int, window: Int64) -> ChainSweep {
+        var best = [Chain?](repeating: nil, count: stepCount)
+        var firstReach = [Chain?](repeating: nil, count: stepCount)
+        var groupStart = 0
+        let events = timeline.events
+        while groupStart < events.count {
+            var groupEnd = groupStart + 1
+            while groupEnd < events.count && events[groupEnd].timestamp == events[groupStart].timestamp {
+                groupEnd += 1
+            }
+            let group = Array(groupStart..<groupEnd).filter { !timeline.matches[$0].isEmpty }
+            if !group.isEmpty {
+                extend(&best, group: group, timeline: timeline, time: events[groupStart].timestamp, window: window)
+                for step in 0..<stepCount where firstReach[step] == nil {
+                    firstReach[step] = best[step]
+                }
+            }
+            groupStart = groupEnd
+        }
+        return ChainSweep(firstReach: firstReach)
+    }
+
+    /// Extends the best chains with one group of same-time events: a chain
+    /// may enter the group at any step `entry` (from the best chain reaching
+    /// `entry − 1` before the group, if still within the window, or as a new
+    /// start when `entry` is step 0) and fill steps entry...m with distinct
+    /// group events, for as long as a matching exists.
+    private static func extend(_ best: inout [Chain?], group: [Int], timeline: Timeline, time: Int64, window: Int64) {
+        let previous = best
+        var eventsForStep = [[Int]](repeating: [], count: best.count)
+        for (local, index) in group.enumerated() {
+            for step in timeline.matches[index] { eventsForStep[step].append(local) }
+        }
+        for entry in 0..<best.count where !eventsForStep[entry].isEmpty {
+            let prefix: Chain
+            if entry == 0 {
+                prefix = Chain(start: time, events: [])
+            } else {
+                guard let chain = previous[entry - 1], within(start: chain.start, end: time, window: window) else {
+                    continue
+                }
+                prefix = chain
+            }
+            var matching = GroupMatching(eventsForStep: eventsForStep, groupSize: group.count)
+            for step in entry..<best.count {
+                guard matching.assign(step) else { break }
+                if let current = best[step], current.start >= prefix.start { continue }
+                let filled = (entry...step).map { group[matching.eventOfStep[$0] ?? 0] }
+                best[step] = Chain(start: prefix.start, events: prefix.events + filled)
+            }
+        }
+    }
+
+    /// `end − start ≤ window`, without overflow.
+    static func within(start: Int64, end: Int64, window: Int64) -> Bool {
+        let (span, overflow) = end.subtractingReportingOverflow(start)
+        return !overflow && span <= window
+    }
+}
+
+/// Kuhn's augmenting-path matching of steps to same-time events, grown one
+/// step at a time so each prefix entry...m is checked incrementally.
+struct GroupMatching {
+    let eventsForStep: [[Int]]
+    var stepOfEvent: [Int?]
+    var eventOfStep: [Int: Int] = [:]
+
+    init(eventsForStep: [[Int]], groupSize: Int) {
+        self.eventsForStep = eventsForStep
+        self.stepOfEvent = Array(repeating: nil, count: groupSize)
+    }
+
+    mutating func assign(_ step: Int) -> Bool {
+        var visited = [Bool](repeating: false, count: stepOfEvent.count)
+        return augment(step, visited: &visited)
+    }
+
+    private mutating func augment(_ step: Int, visited: inout [Bool]) -> Bool {
+        for event in eventsForStep[step] where !visited[event] {
+            visited[event] = true
+            if let holder = stepOfEvent[event] {
+                guard augment(holder, visited: &visited) else { continue }
+            }
+            stepOfEvent[event] = step
+            eventOfStep[step] = event
+            return true
+        }
+        return false
+    }
+}

@@ -1,0 +1,67 @@
+/// Where one person stands in one funnel: the unit the nightly job stores per
+/// person and recomputes when late events touch that person.
+public struct PersonOutcome: Sendable, Hashable {
+    /// Value recorded for a breakdown dimension no event carried.
+    public static let missingBreakdownValue = "(none)"
+
+    /// Required steps reached in order within the window (0 when step 1 was
+    /// never seen). Optional steps do not count.
+    public var level: Int
+    /// Reached the last required step.
+    public var completed: Bool
+    /// Not completed and some step-1 event's window is still open at `now`.
+    public var inProgress: Bool
+    /// An excluded event fell between the chain's start and last reached step.
+    public var excluded: Bool
+    /// The person's first step-1 event: defines the cohort day.
+    public var startTime: Int64?
+    /// Start (t1) of the chain that defines level and timings; for completers
+    /// the latest start of a chain ending at the earliest completion.
+    public var chainStartTime: Int64?
+    /// When the last required step was first reachable (tk), for completers.
+    public var completionTime: Int64?
+    /// Aligned with `Funnel.steps`: for required steps the time along the
+    /// chain (nil past `level`); for optional steps the time the person did
+    /// it between the surrounding required steps, if they did.
+    public var stepTimes: [Int64?]
+    /// Positions in `Funnel.steps` of the optional steps done in between.
+    public var optionalStepsDone: Set<Int>
+    /// Breakdown dimension -> value (`(none)` when missing).
+    public var breakdown: [String: String]
+
+    public init(
+        level: Int,
+        completed: Bool,
+        inProgress: Bool,
+        excluded: Bool,
+        startTime: Int64?,
+        chainStartTime: Int64?,
+        completionTime: Int64?,
+        stepTimes: [Int64?],
+        optionalStepsDone: Set<Int>,
+        breakdown: [String: String]
+    ) {
+        self.level = level
+        self.completed = completed
+        self.inProgress = inProgress
+        self.excluded = excluded
+        self.startTime = startTime
+        self.chainStartTime = chainStartTime
+        self.completionTime = completionTime
+        self.stepTimes = stepTimes
+        self.optionalStepsDone = optionalStepsDone
+        self.breakdown = breakdown
+    }
+
+    /// tk − t1 in microseconds, for completers.
+    public var microsecondsToComplete: Int64? {
+        guard let completionTime, let chainStartTime else { return nil }
+        let (value, overflow) = completionTime.subtractingReportingOverflow(chainStartTime)
+        return overflow ? nil : value
+    }
+
+    /// tk − t1 in seconds, for completers.
+    public var secondsToComplete: Double? {
+        microsecondsToComplete.map { Double($0) / 1_000_000 }
+    }
+}
