@@ -14,6 +14,10 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "onramp", targets: ["onramp"]),
+        .library(name: "LibPQ", targets: ["LibPQ"]),
+        .library(name: "Migrations", targets: ["Migrations"]),
+        .library(name: "LocalPostgres", targets: ["LocalPostgres"]),
+        .library(name: "Funnels", targets: ["Funnels"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
