@@ -62,11 +62,25 @@ let package = Package(
             resources: [.process("Resources")],
             swiftSettings: strictness
         ),
+        // The nightly job: checkpoint, identity links, recompute touched persons, report tables.
+        .target(
+            name: "Projection",
+            dependencies: ["LibPQ", "Funnels"],
+            swiftSettings: strictness
+        ),
+        // Renders funnel reports: terminal table, markdown, csv, json.
+        .target(
+            name: "Reports",
+            dependencies: ["Funnels"],
+            swiftSettings: strictness
+        ),
+        // Helpers shared by the test targets (running the built CLI).
+        .target(name: "TestSupport", swiftSettings: strictness),
         // The CLI: one small file per subcommand.
         .executableTarget(
             name: "onramp",
             dependencies: [
-                "LibPQ", "Migrations", "LocalPostgres",
+                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -78,13 +92,23 @@ let package = Package(
             swiftSettings: strictness
         ),
         .testTarget(
+            name: "ProjectionTests",
+            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "onramp"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "ReportsTests",
+            dependencies: ["Funnels", "Reports"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
             name: "LibPQTests",
             dependencies: ["LibPQ", "LocalPostgres"],
             swiftSettings: strictness
         ),
         .testTarget(
             name: "MigrationsTests",
-            dependencies: ["LibPQ", "Migrations", "LocalPostgres", "onramp"],
+            dependencies: ["LibPQ", "Migrations", "LocalPostgres", "TestSupport", "onramp"],
             swiftSettings: strictness
         ),
     ]

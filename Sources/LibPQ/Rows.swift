@@ -195,3 +195,67 @@ public struct PostgresBytes: PostgresDecodable, Hashable {
         }
     }
 }
+
+/// A one-dimensional array column (`text[]`, `int8[]`, `timestamptz[]`, …) as
+/// the text of each element; NULL elements are nil.
+public struct PostgresArrayText: PostgresDecodable, Hashable {
+    public let elements: [String?]
+    public static let acceptedTypes: Set<UInt32> = [1009, 1015, 1016, 1007, 1005, 1022, 1021, 1185, 1115, 1000, 2951, 3807]
+    public static func decode(text: String) -> PostgresArrayText? {
+        PostgresArray.parse(text).map(PostgresArrayText.init)
+    }
+
+    /// The elements as integers (NULL stays nil); nil when one is not an integer.
+    public func integers() -> [Int64?]? {
+        var out: [Int64?] = []
+        out.reserveCapacity(elements.count)
+        for element in elements {
+            guard let element else {
+                out.append(nil)
+                continue
+            }
+            guard let value = Int64(element) else { return nil }
+            out.append(value)
+        }
+        return out
+    }
+}
+
+extension PostgresArray {
+    /// Parses PostgreSQL's array output (`{a,"b c",NULL}`), one dimension.
+    static func parse(_ text: String) -> [String?]? {
+        let scalars = Array(text.unicodeScalars)
+        guard scalars.first == "{", scalars.last == "}" else { return nil }
+        var items: [String?] = []
+        var i = 1
+        let end = scalars.count - 1
+        if i == end { return [] }
+        while i < end {
+            if scalars[i] == "\"" {
+                var value = String.UnicodeScalarView()
+                i += 1
+                while i < end, scalars[i] != "\"" {
+                    if scalars[i] == "\\", i + 1 < end { i += 1 }
+                    value.append(scalars[i])
+                    i += 1
+                }
+                guard i < end else { return nil }
+                i += 1
+                items.append(String(value))
+            } else {
+                var value = String.UnicodeScalarView()
+                while i < end, scalars[i] != "," {
+                    value.append(scalars[i])
+                    i += 1
+                }
+                let s = String(value)
+                items.append(s == "NULL" ? nil : s)
+            }
+            if i < end {
+                guard scalars[i] == "," else { return nil }
+                i += 1
+            }
+        }
+        return items
+    }
+}

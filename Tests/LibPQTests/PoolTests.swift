@@ -108,7 +108,7 @@ struct PoolTests {
         let db = try await TestDatabase.create(migrated: false)
         let pool = db.pool(maxConnections: 1)
         try await pool.query("CREATE TABLE t (v int)")
-        try await pool.transaction { c in try c.query("INSERT INTO t VALUES (1)") }
+        _ = try await pool.transaction { c in try c.query("INSERT INTO t VALUES (1)") }
         struct Oops: Error {}
         await #expect(throws: Oops.self) {
             try await pool.transaction { c in

@@ -2,6 +2,7 @@ import Foundation
 import LibPQ
 import LocalPostgres
 import Migrations
+import TestSupport
 import Testing
 
 /// `onramp migrate` as a user runs it: the real binary, a real database.

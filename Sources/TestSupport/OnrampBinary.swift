@@ -1,18 +1,19 @@
-import Foundation
+public import Foundation
 
-/// Runs the built `onramp` executable, which sits next to the test bundle.
-enum OnrampBinary {
-    struct Output {
-        let status: Int32
-        let stdout: String
-        let stderr: String
+/// Runs the built `onramp` executable (it sits next to the test bundle), so
+/// tests exercise the CLI exactly as a user or a scheduler runs it.
+public enum OnrampBinary {
+    public struct Output: Sendable {
+        public let status: Int32
+        public let stdout: String
+        public let stderr: String
     }
 
-    static var url: URL {
+    public static var url: URL {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("onramp")
     }
 
-    static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
+    public static func run(_ arguments: [String], environment: [String: String] = [:]) throws -> Output {
         let process = Process()
         process.executableURL = url
         process.arguments = arguments

@@ -1,0 +1,56 @@
+import LibPQ
+
+/// The job's position in the log: the snapshot of its last run, as a
+/// transaction-id horizon plus the transactions still running at that moment
+/// (see 002_projection.sql for why not a seq).
+struct Checkpoint: Equatable {
+    var horizon: Int64
+    var pending: [Int64]
+
+    static let start = Checkpoint(horizon: 0, pending: [])
+
+    static func load(_ c: Connection) throws -> Checkpoint {
+        let row = try c.query("SELECT horizon_txid, pending_txids FROM projection_checkpoint").scalarRow()
+        return Checkpoint(
+            horizon: try row.decode(Int64.self, at: 0),
+            pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
+    }
+
+    func save(_ c: Connection) throws {
+        try c.query(
+            "UPDATE projection_checkpoint SET horizon_txid = $1, pending_txids = $2::int8[], updated_at = now()",
+            [.int(horizon), .text("{" + pending.map(String.init).joined(separator: ",") + "}")])
+    }
+
+    /// The running transaction's snapshot: what this run will have read.
+    static func current(_ c: Connection) throws -> Checkpoint {
+        let row = try c.query(
+            """
+            SELECT pg_snapshot_xmax(s)::text::int8,
+                   ARRAY(SELECT x::text::int8 FROM pg_snapshot_xip(s) AS x ORDER BY 1)
+            FROM pg_current_snapshot() AS s
+            """
+        ).scalarRow()
+        return Checkpoint(
+            horizon: try row.decode(Int64.self, at: 0),
+            pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
+    }
+
+    /// SQL condition selecting events written after this checkpoint, given as
+    /// `$1, $2, $3` (see `parameters`); the lower bound lets the BRIN index skip
+    /// everything older. Only committed rows are visible, so together with the
+    /// snapshot this selects exactly the events the last run could not see.
+    static let newEventsCondition = "e.txid >= $1 AND (e.txid >= $2 OR e.txid = ANY($3::int8[]))"
+
+    var parameters: [PostgresValue] {
+        [.int(min(horizon, pending.min() ?? horizon)), .int(horizon), .text("{" + pending.map(String.init).joined(separator: ",") + "}")]
+    }
+}
+
+extension QueryResult {
+    /// The first row, or an error when there is none.
+    func scalarRow() throws -> Row {
+        guard let row = first else { throw PostgresError(.unexpectedResult, message: "expected one row, got none") }
+        return row
+    }
+}

@@ -1,0 +1,105 @@
+import Foundation
+public import Funnels
+import LibPQ
+
+/// One person's stored outcome in one funnel: a `funnel_persons` row.
+public struct StoredOutcome: Sendable {
+    public var personId: String
+    public var cohortDay: String
+    public var outcome: PersonOutcome
+}
+
+/// Reads and writes `funnel_persons`.
+enum OutcomeStore {
+    static let columns = """
+        funnel, app, person_id, cohort_day, level, last_step_index, last_step_name, completed, in_progress, excluded,
+        start_time, chain_start_time, completion_time, seconds_to_complete, step_times_us, optional_steps_done, breakdown
+        """
+
+    /// Deletes the rows of the touched persons; returns the (funnel, day) pairs they occupied.
+    static func deleteTouched(_ c: Connection) throws -> Set<FunnelDay> {
+        var days = Set<FunnelDay>()
+        for row in try c.query(
+            """
+            DELETE FROM funnel_persons f USING touched t WHERE f.app = t.app AND f.person_id = t.person
+            RETURNING f.funnel, f.cohort_day::text
+            """
+        ).rows {
+            days.insert(FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1)))
+        }
+        return days
+    }
+
+    /// The row's fields, in `columns` order.
+    static func fields(funnel: Funnel, person: String, day: String, outcome o: PersonOutcome) -> [PostgresValue] {
+        let required = funnel.requiredStepIndices
+        let lastPosition = max(0, min(o.level, required.count) - 1)
+        let lastIndex = required.isEmpty ? 0 : required[lastPosition]
+        let stepTimes = "{" + o.stepTimes.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"
+        let optional = "{" + o.optionalStepsDone.sorted().map { String($0 + 1) }.joined(separator: ",") + "}"
+        return [
+            .text(funnel.name), .text(funnel.app), .text(person), .text(day), .int(o.level), .int(lastIndex + 1),
+            .text(funnel.steps.indices.contains(lastIndex) ? funnel.steps[lastIndex].name : ""),
+            .bool(o.completed), .bool(o.inProgress && !o.completed), .bool(o.excluded),
+            o.startTime.map { .microseconds($0) } ?? .null, o.chainStartTime.map { .microseconds($0) } ?? .null,
+            o.completionTime.map { .microseconds($0) } ?? .null, o.secondsToComplete.map { .double($0) } ?? .null,
+            .text(stepTimes), .text(optional), .json(jsonObject(o.breakdown)),
+        ]
+    }
+
+    /// Outcomes of one funnel on the given cohort days (all days when nil).
+    static func load(_ c: Connection, funnel: Funnel, days: [String]?) throws -> [StoredOutcome] {
+        var result: [StoredOutcome] = []
+        let filter = days == nil ? "" : "AND cohort_day = ANY($2::date[])"
+        var parameters: [PostgresValue] = [.text(funnel.name)]
+        if let days { parameters.append(.textArray(days)) }
+        try c.forEachRow(
+            """
+            SELECT person_id, cohort_day::text, level, completed, in_progress, excluded,
+                   (extract(epoch FROM start_time) * 1000000)::int8,
+                   (extract(epoch FROM chain_start_time) * 1000000)::int8,
+                   (extract(epoch FROM completion_time) * 1000000)::int8,
+                   step_times_us, optional_steps_done, breakdown
+            FROM funnel_persons WHERE funnel = $1 \(filter)
+            ORDER BY person_id
+            """, parameters
+        ) { row in
+            let breakdownJSON = try row.decode(PostgresJSON.self, at: 11)
+            let breakdown = (try? breakdownJSON.decode([String: String].self)) ?? [:]
+            let optional = (try row.decode(PostgresArrayText.self, at: 10).integers() ?? []).compactMap { $0.map { Int($0) - 1 } }
+            let outcome = PersonOutcome(
+                level: try row.decode(Int.self, at: 2), completed: try row.decode(Bool.self, at: 3),
+                inProgress: try row.decode(Bool.self, at: 4), excluded: try row.decode(Bool.self, at: 5),
+                startTime: try row.decode(Int64?.self, at: 6), chainStartTime: try row.decode(Int64?.self, at: 7),
+                completionTime: try row.decode(Int64?.self, at: 8),
+                stepTimes: try row.decode(PostgresArrayText.self, at: 9).integers() ?? [],
+                optionalStepsDone: Set(optional), breakdown: breakdown)
+            result.append(
+                StoredOutcome(
+                    personId: try row.decode(String.self, at: 0), cohortDay: try row.decode(String.self, at: 1),
+                    outcome: outcome))
+        }
+        return result
+    }
+
+    /// Deterministic JSON object text (sorted keys), so rebuilds compare equal byte for byte.
+    static func jsonObject(_ values: [String: String]) -> String {
+        let data = (try? JSONSerialization.data(withJSONObject: values, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return String(decoding: data, as: UTF8.self)
+    }
+}
+
+/// A cohort day of one funnel: the unit whose report rows are rewritten.
+struct FunnelDay: Hashable, Sendable {
+    let funnel: String
+    let day: String
+}
+
+extension OutcomeStore {
+    static func copy(_ c: Connection, rows: [[PostgresValue]]) throws {
+        guard !rows.isEmpty else { return }
+        try c.copyIn("COPY funnel_persons (\(columns)) FROM STDIN") { writer in
+            for row in rows { try writer.writeRow(row) }
+        }
+    }
+}

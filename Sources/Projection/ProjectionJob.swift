@@ -1,0 +1,139 @@
+public import Foundation
+public import Funnels
+public import LibPQ
+
+/// The nightly job (SPEC §5): folds the log into per-person funnel outcomes and
+/// per-cohort-day report rows.
+///
+/// Incremental runs read only events written by transactions between the last
+/// checkpoint and the current horizon, recompute only the persons those events
+/// touch (with all their events, however old) plus persons whose window was
+/// still open, and rewrite only the cohort days that changed. `rebuild` does the
+/// same for everyone from scratch and must give identical tables.
+///
+/// A run is one REPEATABLE READ transaction (kill it at any point and nothing
+/// is half-written), under a session advisory lock taken *before* the snapshot,
+/// so a second concurrent run exits instead of writing over the first.
+public struct ProjectionJob: Sendable {
+    public enum Mode: String, Sendable { case incremental, rebuild }
+
+    public struct Summary: Sendable, Equatable {
+        public var mode: Mode
+        public var previousHorizon: Int64
+        public var horizon: Int64
+        /// Events committed since the last run (the run's new input).
+        public var newEvents: Int
+        /// Events read to recompute the touched persons.
+        public var eventsRead: Int
+        public var personsRecomputed: Int
+        public var cohortDaysRewritten: Int
+    }
+
+    static let lockKey: Int64 = 0x6f6e_7261_6d70_02
+
+    public let configuration: FunnelConfiguration
+    /// Overrides the configured report time zone for cohort days.
+    public let timeZoneOverride: String?
+    public let showProgress: Bool
+
+    public init(configuration: FunnelConfiguration, timeZoneOverride: String? = nil, showProgress: Bool = true) {
+        self.configuration = configuration
+        self.timeZoneOverride = timeZoneOverride
+        self.showProgress = showProgress
+    }
+
+    /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
+    public func run(_ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date())) throws -> Summary {
+        guard try c.query("SELECT pg_try_advisory_lock($1)", [.int(Self.lockKey)]).scalar(Bool.self) else {
+            throw ProjectionError.busy
+        }
+        defer { _ = try? c.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
+        return try c.transaction(isolation: "REPEATABLE READ") { c in try runLocked(c, mode: mode, now: now) }
+    }
+
+    func timeZone(for funnel: Funnel) -> TimeZone {
+        TimeZone(identifier: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)) ?? TimeZone(identifier: "UTC")
+            ?? .current
+    }
+
+    private func runLocked(_ c: Connection, mode: Mode, now: Int64) throws -> Summary {
+        let current = try Checkpoint.current(c)
+        let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
+        let apps = Array(Set(configuration.funnels.map(\.app))).sorted()
+        if mode == .rebuild {
+            try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts")
+        }
+        let newEvents = try c.query(
+            "SELECT count(*) FROM events e WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)",
+            previous.parameters + [.textArray(apps)]
+        ).scalar(Int.self)
+        let relinks = try IdentityLinker.update(c, apps: apps, since: previous)
+
+        var affected = Set<FunnelDay>()
+        var touched: [String: Set<String>] = [:]
+        let scope: PersonHistoryReader.Scope
+        let expectedEvents: Int
+        switch mode {
+        case .rebuild:
+            scope = .all
+            expectedEvents = try c.query("SELECT count(*) FROM events WHERE app = ANY($1)", [.textArray(apps)]).scalar(Int.self)
+        case .incremental:
+            scope = .touched
+            touched = try TouchedPersons.collect(c, apps: apps, since: previous, relinks: relinks)
+            affected = try OutcomeStore.deleteTouched(c)
+            for row in try c.query("SELECT funnel, cohort_day::text FROM funnel_cohorts WHERE in_progress").rows {
+                affected.insert(FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1)))
+            }
+            expectedEvents = try c.query(
+                """
+                SELECT (SELECT count(*) FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.user_id)
+                     + (SELECT count(*) FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.anonymous_id
+                        WHERE e.user_id IS NULL)
+                """
+            ).scalar(Int.self)
+        }
+
+        let progress = Progress(label: mode == .rebuild ? "rebuild" : "report", total: expectedEvents, enabled: showProgress)
+        var eventsRead = 0
+        var persons = 0
+        for app in apps {
+            let funnels = configuration.funnels(forApp: app)
+            let paths = Array(Set(funnels.flatMap(\.referencedPaths))).sorted()
+            let timeZones = funnels.map(timeZone(for:))
+            let appTouched: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
+            if appTouched?.isEmpty == true { continue }
+            var pending: [[PostgresValue]] = []
+            let reader = PersonHistoryReader(app: app, paths: paths)
+            try reader.read(
+                c, scope: scope,
+                afterBatch: { count in
+                    eventsRead += count
+                    progress.advance(by: count)
+                    try OutcomeStore.copy(c, rows: pending)
+                    pending.removeAll(keepingCapacity: true)
+                },
+                { person, events in
+                    if let appTouched, !appTouched.contains(person) { return }
+                    persons += 1
+                    for (funnel, zone) in zip(funnels, timeZones) {
+                        let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: now)
+                        guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
+                        let day = CohortCalendar.day(of: start, in: zone)
+                        affected.insert(FunnelDay(funnel: funnel.name, day: day))
+                        pending.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
+                    }
+                })
+        }
+        progress.finish()
+
+        let daysByFunnel = Dictionary(grouping: affected, by: \.funnel)
+        for funnel in configuration.funnels {
+            guard let days = daysByFunnel[funnel.name] else { continue }
+            try CohortTables.rewrite(c, funnel: funnel, days: Set(days.map(\.day)), now: now, timeZone: timeZone(for: funnel))
+        }
+        try current.save(c)
+        return Summary(
+            mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: eventsRead,
+            personsRecomputed: persons, cohortDaysRewritten: affected.count)
+    }
+}

@@ -1,0 +1,41 @@
+import Foundation
+public import Funnels
+public import LibPQ
+
+/// Builds the reports `onramp report` renders from the stored per-person
+/// outcomes (not from the log), for a range of cohort days.
+public struct ReportQuery: Sendable {
+    public var from: String?
+    public var to: String?
+    public var funnels: [String]
+    public var timeZoneOverride: String?
+
+    public init(from: String? = nil, to: String? = nil, funnels: [String] = [], timeZoneOverride: String? = nil) {
+        self.from = from
+        self.to = to
+        self.funnels = funnels
+        self.timeZoneOverride = timeZoneOverride
+    }
+
+    /// One report per selected funnel, in configuration order.
+    public func reports(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelReport] {
+        let selected = funnels.isEmpty ? configuration.funnels : try funnels.map { name in
+            guard let funnel = configuration.funnel(named: name) else {
+                let known = configuration.funnels.map(\.name).joined(separator: ", ")
+                throw ProjectionError(code: .badConfiguration, description: "no funnel named '\(name)' (configured: \(known))")
+            }
+            return funnel
+        }
+        return try selected.map { funnel in
+            let zone = TimeZone(identifier: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)) ?? .gmt
+            let outcomes = try OutcomeStore.load(c, funnel: funnel, days: nil).compactMap { stored -> PersonOutcome? in
+                guard let start = stored.outcome.startTime else { return nil }
+                let day = CohortCalendar.day(of: start, in: zone)
+                if let from, day < from { return nil }
+                if let to, day > to { return nil }
+                return stored.outcome
+            }
+            return FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: zone)
+        }
+    }
+}

@@ -1,0 +1,47 @@
+import LibPQ
+
+/// The persons an incremental run recomputes, in temp tables for the readers:
+/// `touched(app, person)` and `touched_keys(app, id)` (every user id and
+/// anonymous id whose events belong to a touched person).
+enum TouchedPersons {
+    static func collect(
+        _ c: Connection, apps: [String], since checkpoint: Checkpoint, relinks: [IdentityLinker.Relink]
+    ) throws -> [String: Set<String>] {
+        try c.executeScript(
+            """
+            CREATE TEMP TABLE touched (app text, person text, PRIMARY KEY (app, person)) ON COMMIT DROP;
+            CREATE TEMP TABLE touched_keys (app text, id text, PRIMARY KEY (app, id)) ON COMMIT DROP;
+            """)
+        // Persons with new events (identity already updated for them).
+        try c.query(
+            """
+            INSERT INTO touched
+            SELECT DISTINCT e.app, COALESCE(e.user_id, l.user_id, e.anonymous_id)
+            FROM events e LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
+            WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
+            ON CONFLICT DO NOTHING
+            """, checkpoint.parameters + [.textArray(apps)])
+        // Persons who lost an anonymous id to a (new or earlier) user.
+        if !relinks.isEmpty {
+            try c.query(
+                "INSERT INTO touched SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
+                [.textArray(relinks.map(\.app)), .textArray(relinks.map(\.previousPerson))])
+        }
+        // Persons whose window was still open last time: their state may have changed with the clock alone.
+        try c.query(
+            "INSERT INTO touched SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress ON CONFLICT DO NOTHING")
+        try c.executeScript(
+            """
+            INSERT INTO touched_keys SELECT app, person FROM touched ON CONFLICT DO NOTHING;
+            INSERT INTO touched_keys
+                SELECT l.app, l.anonymous_id FROM identity_links l JOIN touched t ON t.app = l.app AND t.person = l.user_id
+                ON CONFLICT DO NOTHING;
+            ANALYZE touched; ANALYZE touched_keys;
+            """)
+        var result: [String: Set<String>] = [:]
+        for row in try c.query("SELECT app, person FROM touched").rows {
+            result[try row.decode(String.self, at: 0), default: []].insert(try row.decode(String.self, at: 1))
+        }
+        return result
+    }
+}

@@ -1,0 +1,152 @@
+import Foundation
+import Funnels
+
+/// The JSON document of SPEC §5 (fields in a stable order; more may be added).
+enum JSONReport {
+    static func render(_ reports: [FunnelReport], range: ReportRange) -> String {
+        let document: JSON = .object([
+            ("generated_at", .string(range.generatedAt)),
+            ("range", .object([("from", range.from.map(JSON.string) ?? .null), ("to", range.to.map(JSON.string) ?? .null)])),
+            ("funnels", .array(reports.map(funnel))),
+        ])
+        return document.serialized() + "\n"
+    }
+
+    static func funnel(_ r: FunnelReport) -> JSON {
+        .object([
+            ("funnel", .string(r.funnel)),
+            ("app", .string(r.app)),
+            ("window_seconds", .number(Double(r.windowSeconds))),
+            ("time_zone", .string(r.timeZone)),
+            ("started", .number(Double(r.started))),
+            ("completed", .number(Double(r.completed))),
+            ("in_progress", .number(Double(r.inProgress))),
+            ("excluded", .number(Double(r.excludedPersons))),
+            (
+                "steps",
+                .array(
+                    r.steps.map { s in
+                        .object([
+                            ("index", .number(Double(s.index))), ("name", .string(s.name)), ("optional", .bool(s.isOptional)),
+                            ("persons", .number(Double(s.persons))),
+                            ("conversion_from_previous", .optional(s.conversionFromPrevious.value)),
+                            ("conversion_from_start", .optional(s.conversionFromStart.value)),
+                            ("drop_off", .number(Double(s.dropOff))), ("in_progress", .number(Double(s.inProgress))),
+                            ("median_seconds_from_previous", .optional(s.medianSecondsFromPrevious)),
+                        ])
+                    })
+            ),
+            ("completion_rate", rate(r.completionRate)),
+            (
+                "time_to_complete_seconds",
+                .object([
+                    ("median", .optional(r.timeToComplete.medianSeconds)), ("p90", .optional(r.timeToComplete.p90Seconds)),
+                    ("completers", .number(Double(r.timeToComplete.completers))),
+                ])
+            ),
+            (
+                "targets",
+                .array(
+                    r.targets.map { t in
+                        .object([
+                            ("name", .string(t.name)), ("threshold", .number(t.threshold)), ("value", .optional(t.value)),
+                            ("met", .bool(t.met)),
+                        ])
+                    })
+            ),
+            (
+                "cohorts",
+                .array(
+                    r.cohorts.map { d in
+                        .object([
+                            ("day", .string(d.day)), ("started", .number(Double(d.started))),
+                            ("completed", .number(Double(d.completed))), ("in_progress", .bool(d.inProgress)),
+                            ("in_progress_persons", .number(Double(d.inProgressPersons))),
+                            ("completion_rate", rate(d.completionRate)),
+                        ])
+                    })
+            ),
+            (
+                "breakdowns",
+                .object(
+                    r.breakdowns.map { b in
+                        (
+                            b.dimension,
+                            .array(
+                                b.values.map { v in
+                                    .object([
+                                        ("value", .string(v.value)), ("started", .number(Double(v.started))),
+                                        ("completed", .number(Double(v.completed))), ("completion_rate", rate(v.completionRate)),
+                                    ])
+                                })
+                        )
+                    })
+            ),
+            (
+                "comparisons",
+                .object(
+                    r.breakdowns.map { b in
+                        (
+                            b.dimension,
+                            .array(
+                                Comparisons.against(baselineOf: b, in: r).map { c in
+                                    .object([
+                                        ("value", .string(c.a.value)), ("baseline", .string(c.b.value)),
+                                        ("difference", .number(c.difference)), ("z", .number(c.z)), ("p_value", .number(c.pValue)),
+                                    ])
+                                })
+                        )
+                    })
+            ),
+        ])
+    }
+
+    static func rate(_ rate: Rate) -> JSON {
+        .object([
+            ("value", .optional(rate.value)),
+            ("ci95", rate.ci95.map { .array([.number($0.lower), .number($0.upper)]) } ?? .null),
+        ])
+    }
+}
+
+/// A JSON value with ordered object keys, so documents read in a stable order.
+indirect enum JSON {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSON])
+    case object([(String, JSON)])
+
+    static func optional(_ value: Double?) -> JSON { value.map(JSON.number) ?? .null }
+
+    func serialized() -> String {
+        switch self {
+        case .null: return "null"
+        case .bool(let b): return b ? "true" : "false"
+        case .number(let n):
+            guard n.isFinite else { return "null" }
+            if n == n.rounded(), abs(n) < 1e15 { return String(Int64(n)) }
+            return "\(n)"
+        case .string(let s): return Self.quote(s)
+        case .array(let items): return "[" + items.map { $0.serialized() }.joined(separator: ",") + "]"
+        case .object(let pairs): return "{" + pairs.map { Self.quote($0.0) + ":" + $0.1.serialized() }.joined(separator: ",") + "}"
+        }
+    }
+
+    static func quote(_ s: String) -> String {
+        var out = "\""
+        for scalar in s.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case _ where scalar.value < 0x20: out += String(format: "\\u%04x", scalar.value)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,73 @@
+import Foundation
+import Funnels
+
+/// The default terminal report: aligned per-step table with drop-off bars,
+/// completion with its interval, time to complete, targets, cohorts and breakdowns.
+struct TableRenderer {
+    var colors: Bool
+
+    func render(_ reports: [FunnelReport], range: ReportRange) -> String {
+        reports.map { render($0, range: range) }.joined(separator: "\n")
+    }
+
+    private func render(_ r: FunnelReport, range: ReportRange) -> String {
+        var out = "\(r.funnel) (app \(r.app)) — window \(Formatting.window(r.windowSeconds)), \(range.label), time zone \(r.timeZone)\n"
+        let nameWidth = max(24, (r.steps.map(\.name.count).max() ?? 0) + 2)
+        out += "  " + Formatting.pad("#", 3) + Formatting.pad("step", nameWidth) + Formatting.pad("persons", 9, right: true)
+            + Formatting.pad("from prev", 11, right: true) + Formatting.pad("from start", 12, right: true)
+            + Formatting.pad("drop-off", 10, right: true) + Formatting.pad("in prog.", 10, right: true)
+            + Formatting.pad("median Δ", 11, right: true) + "  reached\n"
+        let top = max(1, r.steps.first?.persons ?? 1)
+        for step in r.steps {
+            let width = 24
+            let filled = Int((Double(step.persons) / Double(top) * Double(width)).rounded())
+            let bar = String(repeating: "█", count: min(width, filled)) + String(repeating: "·", count: max(0, width - filled))
+            let name = step.isOptional ? "(\(step.name))" : step.name
+            out += "  " + Formatting.pad("\(step.index)", 3) + Formatting.pad(name, nameWidth)
+                + Formatting.pad("\(step.persons)", 9, right: true)
+                + Formatting.pad(Formatting.percent(step.conversionFromPrevious.value), 11, right: true)
+                + Formatting.pad(step.isOptional ? "" : Formatting.percent(step.conversionFromStart.value), 12, right: true)
+                + Formatting.pad(step.isOptional ? "" : "\(step.dropOff)", 10, right: true)
+                + Formatting.pad(step.isOptional ? "" : "\(step.inProgress)", 10, right: true)
+                + Formatting.pad(Formatting.duration(step.medianSecondsFromPrevious), 11, right: true) + "  \(bar)\n"
+        }
+        out += "  completion \(Formatting.percent(r.completionRate.value)) \(Formatting.interval(r.completionRate)) "
+            + "(\(r.completed) of \(r.started)); in progress \(r.inProgress); excluded \(r.excludedPersons)\n"
+        out += "  time to complete: median \(Formatting.duration(r.timeToComplete.medianSeconds)), "
+            + "p90 \(Formatting.duration(r.timeToComplete.p90Seconds)) over \(r.timeToComplete.completers) completers\n"
+        for target in r.targets { out += "  target \(Formatting.target(target))\n" }
+        if !r.cohorts.isEmpty {
+            out += "  cohorts:   day          started  completed  rate\n"
+            for day in r.cohorts {
+                out += "             \(day.day)  " + Formatting.pad("\(day.started)", 7, right: true)
+                    + Formatting.pad("\(day.completed)", 11, right: true)
+                    + Formatting.pad(Formatting.percent(day.completionRate.value), 8, right: true)
+                    + (day.inProgress ? "  in progress" : "") + "\n"
+            }
+        }
+        for breakdown in r.breakdowns {
+            out += "  by \(breakdown.dimension):\n"
+            for value in breakdown.values {
+                out += "    " + Formatting.pad(value.value, 22) + Formatting.pad("\(value.started)", 8, right: true)
+                    + Formatting.pad(Formatting.percent(value.completionRate.value), 9, right: true) + " "
+                    + Formatting.interval(value.completionRate) + "\n"
+            }
+            for comparison in Comparisons.against(baselineOf: breakdown, in: r) {
+                out += "    \(comparison.a.value) vs \(comparison.b.value): "
+                    + String(format: "%+.1f pts, p = %.3g", comparison.difference * 100, comparison.pValue) + "\n"
+            }
+        }
+        return out
+    }
+}
+
+/// Each breakdown value (a) compared with the most common one (b, the baseline):
+/// `difference` is a − b in completion rate.
+enum Comparisons {
+    static func against(baselineOf breakdown: BreakdownReport, in report: FunnelReport) -> [BreakdownComparison] {
+        guard let baseline = breakdown.values.max(by: { ($0.started, $1.value) < ($1.started, $0.value) }) else { return [] }
+        return breakdown.values.filter { $0.value != baseline.value }.compactMap {
+            report.compare(breakdown: breakdown.dimension, a: $0.value, b: baseline.value)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+import Foundation
+import Funnels
+import LibPQ
+
+/// Writes events straight into the log (as ingestion would, ledger included),
+/// so the job's tests control every field.
+struct SeedEvent: Sendable {
+    var app: String
+    var type: String = "track"
+    var messageId: String = UUID().uuidString
+    var event: String?
+    var anonymousId: String?
+    var userId: String?
+    var timestamp: Int64
+    var properties: String = "{}"
+    var context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
+}
+
+enum EventSeeder {
+    static func insert(_ c: Connection, _ events: [SeedEvent]) throws {
+        try c.transaction { c in
+            try c.copyIn(
+                """
+                COPY events (app, type, message_id, event, anonymous_id, user_id, "timestamp", original_timestamp,
+                             received_at, properties, context) FROM STDIN
+                """
+            ) { writer in
+                for e in events {
+                    try writer.writeRow([
+                        .text(e.app), .text(e.type), .text(e.messageId), .optional(e.event), .optional(e.anonymousId),
+                        .optional(e.userId), .microseconds(e.timestamp), .microseconds(e.timestamp),
+                        .microseconds(Timestamps.microseconds(Date())), .text(e.properties), .text(e.context),
+                    ])
+                }
+            }
+            try c.query(
+                """
+                INSERT INTO event_ids (app, message_id, seq, received_at)
+                SELECT app, message_id, seq, received_at FROM events e
+                WHERE NOT EXISTS (SELECT 1 FROM event_ids i WHERE i.app = e.app AND i.message_id = e.message_id)
+                ON CONFLICT DO NOTHING
+                """)
+        }
+    }
+
+    /// Random journeys through every configured funnel, days in the past, with
+    /// drop-offs, repeats, anonymous-then-identified persons and duplicates.
+    static func journeys(configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10) -> [SeedEvent] {
+        var rng = SplitMix(seed: seed)
+        let base = Timestamps.microseconds(Date()) - Int64(daysAgo) * 86_400_000_000
+        var events: [SeedEvent] = []
+        for funnel in configuration.funnels {
+            let required = funnel.requiredStepIndices
+            for p in 0..<personsPerFunnel {
+                let anonymous = "\(funnel.name)-anon-\(p)"
+                let user = rng.next() % 3 == 0 ? "\(funnel.name)-user-\(p)" : nil
+                var t = base + Int64(rng.next() % 5) * 86_400_000_000 + Int64(rng.next() % 86_400) * 1_000_000
+                let stop = Int(rng.next() % UInt64(required.count + 2))
+                for (position, stepIndex) in required.enumerated() where position <= stop {
+                    guard let matcher = funnel.steps[stepIndex].matchers.first else { continue }
+                    t += Int64(rng.next() % 1800) * 1_000_000
+                    let identified = user != nil && position >= required.count / 2
+                    var properties: [String: String] = [:]
+                    for (path, value) in matcher.conditions where path.hasPrefix("properties.") {
+                        properties[String(path.dropFirst("properties.".count))] = value
+                    }
+                    properties["auth_method"] = ["email", "google", "apple"][p % 3]
+                    properties["flow_version"] = p % 2 == 0 ? "v2" : "v3"
+                    let event = SeedEvent(
+                        app: funnel.app, type: matcher.kind == .screen ? "screen" : "track",
+                        messageId: "\(funnel.name)-\(p)-\(position)", event: matcher.name, anonymousId: anonymous,
+                        userId: identified ? user : nil, timestamp: t, properties: json(properties),
+                        context: p % 4 == 0 ? #"{"os": {"name": "Android"}, "app": {"version": "2.2.0"}}"# : #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#)
+                    events.append(event)
+                    if rng.next() % 10 == 0 {  // the same screen again after a resume
+                        var again = event
+                        again.messageId += "-again"
+                        again.timestamp += 5_000_000
+                        events.append(again)
+                    }
+                }
+            }
+        }
+        return events
+    }
+
+    static func json(_ values: [String: String]) -> String {
+        String(decoding: (try? JSONSerialization.data(withJSONObject: values, options: [.sortedKeys])) ?? Data("{}".utf8), as: UTF8.self)
+    }
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// The projection tables as text, row by row, for exact comparisons.
+enum TableDump {
+    static let queries = [
+        "funnel_persons": "SELECT * FROM funnel_persons ORDER BY funnel, person_id",
+        "funnel_daily": "SELECT * FROM funnel_daily ORDER BY funnel, cohort_day, step_index",
+        "funnel_cohorts": "SELECT * FROM funnel_cohorts ORDER BY funnel, cohort_day",
+        "identity_links": "SELECT * FROM identity_links ORDER BY app, anonymous_id",
+    ]
+
+    static func dump(_ c: Connection) throws -> [String: [String]] {
+        var out: [String: [String]] = [:]
+        for (table, sql) in queries {
+            out[table] = try c.query(sql).rows.map { row in
+                (0..<row.count).map { row.text(at: $0) ?? "∅" }.joined(separator: "|")
+            }
+        }
+        return out
+    }
+}

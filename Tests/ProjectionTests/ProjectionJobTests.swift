@@ -1,0 +1,158 @@
+import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+import Projection
+import TestSupport
+import Testing
+
+@Suite("the nightly job against a real PostgreSQL")
+struct ProjectionJobTests {
+    static let configuration: FunnelConfiguration = {
+        guard let c = try? FunnelConfiguration.default() else { fatalError("default configuration must load") }
+        return c
+    }()
+
+    func job() -> ProjectionJob { ProjectionJob(configuration: Self.configuration, showProgress: false) }
+
+    @Test("report, then rebuild, give identical tables; a second report with nothing new changes nothing")
+    func reportThenRebuildIdentical() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 300, seed: 7)
+        // Arrives in three nights, to exercise the incremental path.
+        for (n, part) in [events.prefix(events.count / 3), events.dropFirst(events.count / 3).prefix(events.count / 3),
+                          events.dropFirst(2 * (events.count / 3))].enumerated() {
+            try await pool.withConnection { c in try EventSeeder.insert(c, Array(part)) }
+            let summary = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+            #expect(summary.newEvents == part.count, "night \(n)")
+        }
+        let incremental = try await pool.withConnection { try TableDump.dump($0) }
+        #expect((incremental["funnel_persons"]?.count ?? 0) > 1000)
+        #expect((incremental["funnel_daily"]?.count ?? 0) > 100)
+        #expect((incremental["identity_links"]?.count ?? 0) > 100)
+
+        let idle = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(idle.newEvents == 0)
+        #expect(idle.personsRecomputed == 0)
+        #expect(try await pool.withConnection { try TableDump.dump($0) } == incremental)
+
+        let rebuilt = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        #expect(rebuilt.newEvents == events.count)
+        let afterRebuild = try await pool.withConnection { try TableDump.dump($0) }
+        for table in TableDump.queries.keys.sorted() {
+            #expect(afterRebuild[table] == incremental[table], "\(table) differs after rebuild")
+        }
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("a late event for an old cohort rewrites exactly that cohort's rows")
+    func lateEventRewritesOneCohort() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let day: Int64 = 86_400_000_000
+        let start = (Timestamps.microseconds(Date()) / day - 10) * day + 3_600_000_000  // 10 days ago, 01:00 UTC
+        // umuve: one person a day for five days, each stopping after the any_of step.
+        var events: [SeedEvent] = []
+        for d in 0..<5 {
+            let t = start + Int64(d) * day
+            events.append(SeedEvent(app: "umuve", event: "onboarding_screen_viewed", anonymousId: "dev-\(d)", timestamp: t, properties: #"{"page": 1}"#))
+            events.append(SeedEvent(app: "umuve", event: "onboarding_skipped", anonymousId: "dev-\(d)", timestamp: t + 10_000_000))
+        }
+        let seeded = events
+        try await pool.withConnection { c in try EventSeeder.insert(c, seeded) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        let before = try await pool.withConnection { try TableDump.dump($0) }
+        let cohortRows = { (dump: [String: [String]]) in (dump["funnel_cohorts"] ?? []) + (dump["funnel_daily"] ?? []) }
+
+        // Days later, the offline device of day 2 delivers the rest of its onboarding.
+        let late = start + 2 * day
+        try await pool.withConnection { c in
+            try EventSeeder.insert(c, [
+                SeedEvent(app: "umuve", event: "apple_sign_in_completed", anonymousId: "dev-2", userId: "user-2", timestamp: late + 60_000_000),
+                SeedEvent(app: "umuve", event: "main_screen_viewed", anonymousId: "dev-2", userId: "user-2", timestamp: late + 90_000_000),
+            ])
+        }
+        let summary = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(summary.newEvents == 2)
+        #expect(summary.personsRecomputed == 1)
+        let after = try await pool.withConnection { try TableDump.dump($0) }
+        let lateDay = Timestamps.format(microseconds: late).prefix(10)
+        let changedBefore = Set(cohortRows(before)).subtracting(cohortRows(after))
+        let changedAfter = Set(cohortRows(after)).subtracting(cohortRows(before))
+        #expect(!changedAfter.isEmpty)
+        #expect(changedBefore.allSatisfy { $0.contains(lateDay) }, "\(changedBefore)")
+        #expect(changedAfter.allSatisfy { $0.contains(lateDay) }, "\(changedAfter)")
+        let completed = try await pool.query(
+            "SELECT p.completed, p.person_id FROM funnel_persons p WHERE p.funnel = 'umuve_onboarding' AND p.cohort_day = $1::date",
+            [.text(String(lateDay))])
+        #expect(try completed.rows.map { try $0.decode(Bool.self, at: 0) } == [true])
+        #expect(try completed.rows.map { try $0.decode(String.self, at: 1) } == ["user-2"])  // anonymous and identified halves are one person
+        #expect(try await pool.query("SELECT count(*) FROM funnel_persons WHERE person_id = 'dev-2'").scalar(Int.self) == 0)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("a row with a lower seq that commits after a higher one was read is not stepped over")
+    func lateCommitIsNotSkipped() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let t = Timestamps.microseconds(Date()) - 5 * 86_400_000_000
+        let slow = try Connection.connect(db.url)
+        // A writer takes its seq and txid first, but commits last.
+        try slow.executeScript("BEGIN")
+        try EventSeederRaw.insertUncommitted(slow, SeedEvent(app: "forma", event: "onboarding_step_viewed", anonymousId: "slow", timestamp: t, properties: #"{"step": "welcome"}"#))
+        try await pool.withConnection { c in
+            try EventSeeder.insert(c, [SeedEvent(app: "forma", event: "onboarding_step_viewed", anonymousId: "fast", timestamp: t, properties: #"{"step": "welcome"}"#)])
+        }
+        let visible = try await pool.query("SELECT seq FROM events").rows.map { try $0.decode(Int64.self, at: 0) }
+        let slowSeq = try slow.query("SELECT seq FROM events WHERE anonymous_id = 'slow'").scalar(Int64.self)
+        #expect(visible.count == 1 && visible[0] > slowSeq)
+        let first = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(first.newEvents == 1)  // only the committed row; the open writer's row is left for later
+        try slow.executeScript("COMMIT")
+        let second = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(second.newEvents == 1)  // the late-committing row, with the lower seq, is picked up
+        let persons = try await pool.query("SELECT person_id FROM funnel_persons ORDER BY 1").rows.map { try $0.decode(String.self, at: 0) }
+        #expect(persons == ["fast", "slow"])
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("a second run while one holds the lock exits with a clear message and writes nothing")
+    func concurrentRunsDoNotBothWrite() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 2)
+        let job = self.job()
+        try await pool.withConnection { c in
+            try EventSeeder.insert(c, EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 20, seed: 3))
+        }
+        let holder = try Connection.connect(db.url)
+        #expect(try holder.query("SELECT pg_try_advisory_lock($1)", [.int(0x6f6e_7261_6d70_02)]).scalar(Bool.self))
+        let error = await #expect(throws: ProjectionError.self) { try await pool.withConnection { c in try job.run(c, mode: .incremental) } }
+        #expect(error?.code == .busy)
+        #expect(error?.description.contains("another `onramp report`") == true)
+        #expect(try await pool.query("SELECT count(*) FROM funnel_persons").scalar(Int.self) == 0)
+        #expect(try await pool.query("SELECT horizon_txid FROM projection_checkpoint").scalar(Int64.self) == 0)
+        #expect(try OnrampBinary.run(["report", "--database-url", db.url, "--quiet"]).stderr.contains("another `onramp report`"))
+        _ = try holder.query("SELECT pg_advisory_unlock_all()")
+        let summary = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(summary.personsRecomputed > 0)
+        await pool.close()
+        try await db.drop()
+    }
+}
+
+enum EventSeederRaw {
+    static func insertUncommitted(_ c: Connection, _ e: SeedEvent) throws {
+        try c.query(
+            """
+            INSERT INTO events (app, type, message_id, event, anonymous_id, "timestamp", received_at, properties)
+            VALUES ($1, 'track', $2, $3, $4, $5, now(), $6::jsonb)
+            """, [.text(e.app), .text(e.messageId), .optional(e.event), .optional(e.anonymousId), .microseconds(e.timestamp), .text(e.properties)])
+    }
+}
