@@ -35,4 +35,20 @@ public enum OnrampBinary {
             stdout: (try? String(contentsOf: out, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOf: err, encoding: .utf8)) ?? "")
     }
+
+    /// Starts the CLI and sends it SIGKILL after `seconds`; true if it was
+    /// still running then (and so was really killed mid-work).
+    public static func runAndKill(_ arguments: [String], after seconds: Double) throws -> Bool {
+        let process = Process()
+        process.executableURL = url
+        process.arguments = arguments
+        process.standardOutput = FileHandle.nullDevice
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        Thread.sleep(forTimeInterval: seconds)
+        let running = process.isRunning
+        if running { kill(process.processIdentifier, SIGKILL) }
+        process.waitUntilExit()
+        return running && process.terminationReason == .uncaughtSignal
+    }
 }

@@ -1,0 +1,144 @@
+import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+import TestSupport
+import Testing
+
+/// `onramp report` and `onramp rebuild` as a scheduler runs them: the real binary.
+@Suite("onramp report / rebuild commands")
+struct ReportCommandTests {
+    static let configuration: FunnelConfiguration = {
+        guard let c = try? FunnelConfiguration.default() else { fatalError("default configuration must load") }
+        return c
+    }()
+
+    @Test("a run killed with SIGKILL at random points, then rerun, gives the same tables as an uninterrupted run")
+    func killedRunThenRerun() async throws {
+        let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 2500, seed: 11)
+        let reference = try await TestDatabase.create()
+        let victim = try await TestDatabase.create()
+        for db in [reference, victim] {
+            let pool = db.pool(maxConnections: 1)
+            try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+            await pool.close()
+        }
+        let started = Date()
+        let clean = try OnrampBinary.run(["report", "--database-url", reference.url, "--quiet", "--format", "json"])
+        #expect(clean.status == 0, "\(clean.stderr)")
+        let duration = Date().timeIntervalSince(started)
+
+        var rng = SplitMix(seed: 99)
+        var kills = 0
+        for _ in 0..<3 {
+            let fraction = 0.15 + Double(rng.next() % 70) / 100
+            let killed = try OnrampBinary.runAndKill(
+                ["report", "--database-url", victim.url, "--quiet"], after: duration * fraction)
+            if killed { kills += 1 }
+            let pool = victim.pool(maxConnections: 1)
+            #expect(try await pool.query("SELECT count(*) FROM funnel_persons").scalar(Int.self) == 0 || !killed)
+            await pool.close()
+        }
+        #expect(kills >= 1, "the job finished before every kill; nothing was interrupted")
+        let rerun = try OnrampBinary.run(["report", "--database-url", victim.url, "--quiet"])
+        #expect(rerun.status == 0, "\(rerun.stderr)")
+
+        let a = reference.pool(maxConnections: 1)
+        let b = victim.pool(maxConnections: 1)
+        let expected = try await a.withConnection { try TableDump.dump($0) }
+        let actual = try await b.withConnection { try TableDump.dump($0) }
+        #expect((expected["funnel_persons"]?.count ?? 0) > 5000)
+        for table in TableDump.queries.keys.sorted() {
+            #expect(actual[table] == expected[table], "\(table) differs after kill + rerun")
+        }
+        await a.close()
+        await b.close()
+        try await reference.drop()
+        try await victim.drop()
+    }
+
+    @Test("report prints the SPEC's JSON shape, writes every format with --out, and flags missed targets")
+    func formatsAndTargets() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        try await pool.withConnection { c in
+            try EventSeeder.insert(c, EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 200, seed: 5))
+        }
+        await pool.close()
+        let out = FileManager.default.temporaryDirectory.appendingPathComponent("report-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: out) }
+        let run = try OnrampBinary.run(
+            ["report", "--database-url", db.url, "--format", "json", "--out", out.path, "--funnel", "yoked_onboarding",
+             "--funnel", "ops_employee"])
+        #expect(run.status == 0, "\(run.stderr)")
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(run.stdout.utf8)) as? [String: Any])
+        let funnels = try #require(document["funnels"] as? [[String: Any]])
+        #expect(funnels.map { $0["funnel"] as? String } == ["yoked_onboarding", "ops_employee"])
+        let yoked = funnels[0]
+        #expect(yoked["app"] as? String == "yoked")
+        #expect(yoked["window_seconds"] as? Int == 86_400)
+        let steps = try #require(yoked["steps"] as? [[String: Any]])
+        #expect(steps.count == 12)
+        #expect(steps.first?["name"] as? String == "onboarding_started")
+        #expect(steps.first?["conversion_from_previous"] as? Double == 1.0)
+        for key in ["index", "persons", "conversion_from_start", "drop_off", "median_seconds_from_previous"] {
+            #expect(steps[0].keys.contains(key), "step field \(key)")
+        }
+        let completion = try #require(yoked["completion_rate"] as? [String: Any])
+        let ci = try #require(completion["ci95"] as? [Double])
+        let value = try #require(completion["value"] as? Double)
+        #expect(ci.count == 2 && ci[0] <= value && value <= ci[1])
+        #expect((yoked["time_to_complete_seconds"] as? [String: Any])?.keys.contains("p90") == true)
+        let targets = try #require(yoked["targets"] as? [[String: Any]])
+        #expect(Set(targets.compactMap { $0["name"] as? String }) == ["completion_rate", "median_time_to_complete", "verification_success"])
+        let cohorts = try #require(yoked["cohorts"] as? [[String: Any]])
+        #expect(!cohorts.isEmpty && cohorts.allSatisfy { $0["in_progress"] as? Bool == false })
+        let breakdowns = try #require(funnels[1]["breakdowns"] as? [String: Any])
+        #expect(Set(breakdowns.keys) == ["context.os.name", "context.app.version", "properties.auth_method", "properties.flow_version"])
+        let started = try #require(yoked["started"] as? Int)
+        #expect(steps[0]["persons"] as? Int == started)
+
+        for name in ["report.txt", "report.md", "report.csv", "report.json"] {
+            #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent(name).path), "\(name)")
+        }
+        let csv = try String(contentsOf: out.appendingPathComponent("report.csv"), encoding: .utf8)
+        #expect(csv.split(separator: "\n").count == 1 + 12 + 7)
+
+        // The seeded yoked journeys complete far less than 60 %: the target is missed.
+        let strict = try OnrampBinary.run(["report", "--database-url", db.url, "--fail-on-missed-targets", "--quiet"])
+        #expect(strict.status == 3)
+        #expect(strict.stderr.contains("missed targets: yoked_onboarding.completion_rate"))
+        #expect(strict.stdout.contains("MISSED completion_rate"))
+        let table = try OnrampBinary.run(["report", "--database-url", db.url, "--quiet", "--funnel", "umuve_onboarding"])
+        #expect(table.stdout.contains("umuve_onboarding (app umuve)"))
+        #expect(table.stdout.contains("onboarding_screen_viewed"))
+        let bad = try OnrampBinary.run(["report", "--database-url", db.url, "--funnel", "nope"])
+        #expect(bad.status != 0 && bad.stderr.contains("no funnel named 'nope'"))
+        try await db.drop()
+    }
+
+    @Test("a bad configuration file names the file, the funnel and the field, and nothing runs")
+    func badConfiguration() async throws {
+        let db = try await TestDatabase.create()
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("bad-\(UUID().uuidString).yaml")
+        try """
+            apps: [{name: shop}]
+            funnels:
+              - name: checkout
+                app: shop
+                steps:
+                  - event: cart_viewed
+                  - where: {properties.x: 1}
+            """.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+        let run = try OnrampBinary.run(["report", "--database-url", db.url, "--config", file.path])
+        #expect(run.status != 0)
+        #expect(run.stderr.contains(file.lastPathComponent))
+        #expect(run.stderr.contains("checkout"))
+        #expect(run.stderr.contains("steps[1]"))
+        let pool = db.pool(maxConnections: 1)
+        #expect(try await pool.query("SELECT horizon_txid FROM projection_checkpoint").scalar(Int64.self) == 0)
+        await pool.close()
+        try await db.drop()
+    }
+}
