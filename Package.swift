@@ -75,7 +75,7 @@ let package = Package(
             swiftSettings: strictness
         ),
         // Helpers shared by the test targets (running the built CLI).
-        .target(name: "TestSupport", swiftSettings: strictness),
+        .target(name: "TestSupport", dependencies: ["LibPQ", "Funnels"], swiftSettings: strictness),
         // The CLI: one small file per subcommand.
         .executableTarget(
             name: "onramp",
@@ -94,6 +94,11 @@ let package = Package(
         .testTarget(
             name: "ProjectionTests",
             dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "onramp"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "AnalyticsTests",
+            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(

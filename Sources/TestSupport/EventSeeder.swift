@@ -1,23 +1,39 @@
-import Foundation
-import Funnels
-import LibPQ
+public import Foundation
+public import Funnels
+public import LibPQ
 
-/// Writes events straight into the log (as ingestion would, ledger included),
+/// Writes events straight into the log (for the job's and the analysts' tests) (as ingestion would, ledger included),
 /// so the job's tests control every field.
-struct SeedEvent: Sendable {
-    var app: String
-    var type: String = "track"
-    var messageId: String = UUID().uuidString
-    var event: String?
-    var anonymousId: String?
-    var userId: String?
-    var timestamp: Int64
-    var properties: String = "{}"
-    var context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
+public struct SeedEvent: Sendable {
+    public var app: String
+    public var type: String = "track"
+    public var messageId: String = UUID().uuidString
+    public var event: String?
+    public var anonymousId: String?
+    public var userId: String?
+    public var timestamp: Int64
+    public var properties: String = "{}"
+    public var context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
+
+    public init(
+        app: String, type: String = "track", messageId: String = UUID().uuidString, event: String? = nil,
+        anonymousId: String? = nil, userId: String? = nil, timestamp: Int64, properties: String = "{}",
+        context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
+    ) {
+        self.app = app
+        self.type = type
+        self.messageId = messageId
+        self.event = event
+        self.anonymousId = anonymousId
+        self.userId = userId
+        self.timestamp = timestamp
+        self.properties = properties
+        self.context = context
+    }
 }
 
-enum EventSeeder {
-    static func insert(_ c: Connection, _ events: [SeedEvent]) throws {
+public enum EventSeeder {
+    public static func insert(_ c: Connection, _ events: [SeedEvent]) throws {
         try c.transaction { c in
             try c.copyIn(
                 """
@@ -45,7 +61,7 @@ enum EventSeeder {
 
     /// Random journeys through every configured funnel, days in the past, with
     /// drop-offs, repeats, anonymous-then-identified persons and duplicates.
-    static func journeys(configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10) -> [SeedEvent] {
+    public static func journeys(configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10) -> [SeedEvent] {
         var rng = SplitMix(seed: seed)
         let base = Timestamps.microseconds(Date()) - Int64(daysAgo) * 86_400_000_000
         var events: [SeedEvent] = []
@@ -84,15 +100,15 @@ enum EventSeeder {
         return events
     }
 
-    static func json(_ values: [String: String]) -> String {
+    public static func json(_ values: [String: String]) -> String {
         String(decoding: (try? JSONSerialization.data(withJSONObject: values, options: [.sortedKeys])) ?? Data("{}".utf8), as: UTF8.self)
     }
 }
 
-struct SplitMix {
+public struct SplitMix: Sendable {
     var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
+    public init(seed: UInt64) { state = seed }
+    public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state
         z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
@@ -102,15 +118,15 @@ struct SplitMix {
 }
 
 /// The projection tables as text, row by row, for exact comparisons.
-enum TableDump {
-    static let queries = [
+public enum TableDump {
+    public static let queries = [
         "funnel_persons": "SELECT * FROM funnel_persons ORDER BY funnel, person_id",
         "funnel_daily": "SELECT * FROM funnel_daily ORDER BY funnel, cohort_day, step_index",
         "funnel_cohorts": "SELECT * FROM funnel_cohorts ORDER BY funnel, cohort_day",
         "identity_links": "SELECT * FROM identity_links ORDER BY app, anonymous_id",
     ]
 
-    static func dump(_ c: Connection) throws -> [String: [String]] {
+    public static func dump(_ c: Connection) throws -> [String: [String]] {
         var out: [String: [String]] = [:]
         for (table, sql) in queries {
             out[table] = try c.query(sql).rows.map { row in

@@ -1,0 +1,111 @@
+import Foundation
+import Funnels
+import LibPQ
+import TestSupport
+import Testing
+
+/// Every sql/examples query, run as the role it is written for, on the
+/// hand-made dataset, with its answer checked.
+@Suite("sql/examples as onramp_analyst", .serialized)
+struct ExampleQueriesTests {
+    @Test("every example file is covered by a check here")
+    func everyExampleIsChecked() throws {
+        let files = try FileManager.default.contentsOfDirectory(
+            atPath: AnalystSession.sqlDirectory.appendingPathComponent("examples").path
+        ).filter { $0.hasSuffix(".sql") }.sorted()
+        #expect(files.count >= 8)
+        #expect(files == Self.checked)
+    }
+
+    static let checked = [
+        "01_yoked_dropoff_by_app_version.sql", "02_yoked_median_otp_to_profile.sql", "03_ops_stuck_at_company_details.sql",
+        "04_ops_employee_flow_version_comparison.sql", "05_ops_completion_by_signup_method.sql",
+        "06_daily_completion_trend.sql", "07_events_per_platform_per_day.sql", "08_umuve_skip_or_swipe.sql",
+        "09_operator_quarantine_by_reason.sql",
+    ]
+
+    @Test("the examples give the answers the dataset implies")
+    func answers() async throws {
+        let session = try await AnalystSession.make()
+        let analyst = session.analyst
+        func run(_ file: String) async throws -> [[String: String]] {
+            try await analyst.query(try AnalystSession.example(file)).table
+        }
+
+        // 01: y2 (2.2.0) stops at phone_entered, y3 (2.3.0) at profile_created.
+        let dropoff = try await run("01_yoked_dropoff_by_app_version.sql")
+        func row(_ version: String, _ step: String) -> [String: String]? {
+            dropoff.first { $0["app_version"] == version && $0["step_name"] == step }
+        }
+        #expect(row("2.2.0", "onboarding_started")?["reached"] == "2")
+        #expect(row("2.2.0", "phone_entered")?["dropped_here"] == "1")
+        #expect(row("2.2.0", "otp_verified")?["reached"] == "1")
+        #expect(row("2.3.0", "profile_created")?["dropped_here"] == "1")
+        #expect(row("2.3.0", "onboarding_completed")?["reached"] == "1")
+        #expect(dropoff.count == 24)
+
+        // 02: otp -> profile took 120 s (y1), 300 s (y3), 600 s (y4).
+        let otp = try await run("02_yoked_median_otp_to_profile.sql")
+        #expect(otp.count == 1)
+        #expect(otp.first?["persons"] == "3")
+        #expect(Double(otp.first?["median_seconds"] ?? "") == 300)
+        #expect(Double(otp.first?["p90_seconds"] ?? "") == 540)
+
+        // 03: c1 is stuck for three days; c2 reached the screen two hours ago; c3 finished.
+        let stuck = try await run("03_ops_stuck_at_company_details.sql")
+        #expect(stuck.map { $0["person_id"] } == ["c1"])
+
+        // 04: v2 3/10, v3 8/10: +0.5, p from the same test the engine uses.
+        let comparison = try await run("04_ops_employee_flow_version_comparison.sql")
+        let v3 = try #require(comparison.first)
+        #expect(v3["version"] == "v3" && v3["started"] == "10" && v3["completed"] == "8")
+        #expect(abs((Double(v3["difference_vs_v2"] ?? "") ?? 0) - 0.5) < 1e-12)
+        let engine = try #require(Statistics.twoProportionZTest(successes1: 8, trials1: 10, successes2: 3, trials2: 10))
+        #expect(abs((Double(v3["p_value"] ?? "") ?? -1) - engine.pValue) < 1e-6)
+        let wilson = try #require(Statistics.wilson(successes: 8, trials: 10))
+        #expect(abs((Double(v3["ci_low"] ?? "") ?? -1) - wilson.lower) < 1e-12)
+        #expect(abs((Double(v3["ci_high"] ?? "") ?? -1) - wilson.upper) < 1e-12)
+
+        // 05: completion per auth method, counted straight from the dataset definition.
+        let byMethod = try await run("05_ops_completion_by_signup_method.sql")
+        for method in ["apple", "email", "google"] {
+            let members = (1...20).filter { AnalystDataset.employeeAuth($0) == method }
+            let done = members.filter(AnalystDataset.employeeCompletes)
+            let r = byMethod.first { $0["auth_method"] == method }
+            #expect(r?["started"] == "\(members.count)", "\(method)")
+            #expect(r?["completed"] == "\(done.count)", "\(method)")
+        }
+
+        // 06: yoked's cohort: 4 started, 2 completed, window closed.
+        let trend = try await run("06_daily_completion_trend.sql")
+        let yokedDay = Timestamps.format(microseconds: AnalystDataset.t0).prefix(10)
+        let yoked = trend.first { $0["funnel"] == "yoked_onboarding" && $0["cohort_day"] == String(yokedDay) }
+        #expect(yoked?["started"] == "4" && yoked?["completed"] == "2" && yoked?["completion_rate"] == "0.5000")
+        #expect(yoked?["window_open"] == "f")
+        #expect(trend.contains { $0["funnel"] == "ops_company_creator" && $0["window_open"] == "t" })
+
+        // 07: events per app, day and platform match what was written.
+        let perPlatform = try await run("07_events_per_platform_per_day.sql")
+        let dataset = AnalystDataset()
+        var expected: [String: Int] = [:]
+        for e in dataset.events {
+            let os = e.context.contains("Android") ? "Android" : "iOS"
+            expected["\(e.app)|\(Timestamps.format(microseconds: e.timestamp).prefix(10))|\(os)", default: 0] += 1
+        }
+        var actual: [String: Int] = [:]
+        for r in perPlatform { actual["\(r["app"] ?? "")|\(r["day"] ?? "")|\(r["os_name"] ?? "")"] = Int(r["events"] ?? "") }
+        #expect(actual == expected)
+
+        // 08: two skippers (one signs in), one swiper (signs in).
+        let branches = try await run("08_umuve_skip_or_swipe.sql")
+        #expect(branches.map { [$0["branch"] ?? "", $0["persons"] ?? "", $0["signed_in"] ?? ""] } == [["skipped", "2", "1"], ["swiped", "1", "1"]])
+
+        // 09 is the operator's: the analyst is refused, the operator sees the reasons.
+        let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }
+        #expect(refused?.sqlState == SQLState.insufficientPrivilege)
+        let quarantine = try await session.operatorPool.query(try AnalystSession.example("09_operator_quarantine_by_reason.sql")).table
+        #expect(quarantine.map { [$0["app"] ?? "", $0["reason_code"] ?? "", $0["messages"] ?? ""] }
+                == [["yoked", "invalid_timestamp", "2"], ["ops", "missing_identity", "1"]])
+        try await session.close()
+    }
+}
