@@ -131,6 +131,7 @@ public struct ProjectionJob: Sendable {
             guard let days = daysByFunnel[funnel.name] else { continue }
             try CohortTables.rewrite(c, funnel: funnel, days: Set(days.map(\.day)), now: now, timeZone: timeZone(for: funnel))
         }
+        try TargetTable.write(c, configuration: configuration)
         try current.save(c)
         return Summary(
             mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: eventsRead,

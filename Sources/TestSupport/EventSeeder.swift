@@ -124,6 +124,7 @@ public enum TableDump {
         "funnel_daily": "SELECT * FROM funnel_daily ORDER BY funnel, cohort_day, step_index",
         "funnel_cohorts": "SELECT * FROM funnel_cohorts ORDER BY funnel, cohort_day",
         "identity_links": "SELECT * FROM identity_links ORDER BY app, anonymous_id",
+        "funnel_targets": "SELECT * FROM funnel_targets ORDER BY funnel, name",
     ]
 
     public static func dump(_ c: Connection) throws -> [String: [String]] {
