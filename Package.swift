@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "Migrations", targets: ["Migrations"]),
         .library(name: "LocalPostgres", targets: ["LocalPostgres"]),
         .library(name: "Funnels", targets: ["Funnels"]),
+        .library(name: "OnrampClient", targets: ["OnrampClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -74,13 +75,17 @@ let package = Package(
             dependencies: ["Funnels"],
             swiftSettings: strictness
         ),
+        // The client SDK for apps: Foundation only, Segment's wire format.
+        .target(name: "OnrampClient", swiftSettings: strictness),
+        // `onramp simulate`: devices walking the five flows, sending through OnrampClient.
+        .target(name: "Simulation", dependencies: ["OnrampClient"], swiftSettings: strictness),
         // Helpers shared by the test targets (running the built CLI).
         .target(name: "TestSupport", dependencies: ["LibPQ", "Funnels"], swiftSettings: strictness),
         // The CLI: one small file per subcommand.
         .executableTarget(
             name: "onramp",
             dependencies: [
-                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports",
+                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -1,0 +1,72 @@
+import Foundation
+import Synchronization
+
+/// The client's on-disk queue: one file per message, written atomically
+/// (temp file + rename) before `track` returns, deleted only after the server
+/// answered for it. An app killed between any two calls loses nothing; a
+/// message whose answer was lost is sent again with the same `messageId`,
+/// which the server counts as a duplicate instead of storing it twice.
+final class DiskQueue: Sendable {
+    let directory: URL
+    private let maxCount: Int
+    private let state: Mutex<State>
+
+    private struct State {
+        var files: [URL]
+        var nextSequence: UInt64
+        var dropped: Int
+    }
+
+    init(directory: URL, maxCount: Int) throws {
+        self.directory = directory
+        self.maxCount = max(1, maxCount)
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let existing = try FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: nil)
+            .filter { $0.pathExtension == "json" }
+            .sorted { $0.lastPathComponent < $1.lastPathComponent }
+        let last = existing.last.flatMap { UInt64($0.lastPathComponent.prefix(20)) } ?? 0
+        state = Mutex(State(files: existing, nextSequence: last + 1, dropped: 0))
+    }
+
+    var count: Int { state.withLock { $0.files.count } }
+    /// Messages dropped because the queue was full (oldest first).
+    var dropped: Int { state.withLock { $0.dropped } }
+
+    /// Persists a message; when the queue is full the oldest message is dropped.
+    func append(_ message: Message) throws {
+        let data = try JSONEncoder().encode(message)
+        let (file, evicted) = state.withLock { s -> (URL, [URL]) in
+            let name = String(format: "%020llu", s.nextSequence) + ".json"
+            s.nextSequence += 1
+            let file = directory.appendingPathComponent(name)
+            s.files.append(file)
+            var evicted: [URL] = []
+            while s.files.count > maxCount {
+                evicted.append(s.files.removeFirst())
+                s.dropped += 1
+            }
+            return (file, evicted)
+        }
+        try data.write(to: file, options: [.atomic])
+        for old in evicted { try? FileManager.default.removeItem(at: old) }
+    }
+
+    /// The oldest messages, up to `limit`, with their files.
+    func peek(_ limit: Int) -> [(URL, Message)] {
+        let files = state.withLock { Array($0.files.prefix(limit)) }
+        return files.compactMap { file in
+            guard let data = try? Data(contentsOf: file), let message = try? JSONDecoder().decode(Message.self, from: data) else {
+                // Unreadable (e.g. a torn write from before rename semantics): drop it.
+                remove([file])
+                return nil
+            }
+            return (file, message)
+        }
+    }
+
+    func remove(_ files: [URL]) {
+        let set = Set(files)
+        state.withLock { $0.files.removeAll { set.contains($0) } }
+        for file in files { try? FileManager.default.removeItem(at: file) }
+    }
+}

@@ -1,0 +1,145 @@
+import Foundation
+import OnrampClient
+
+/// One thing a simulated device does, at a time relative to its first open.
+struct Action: Sendable {
+    enum Kind: Sendable { case track, screen, identify }
+    var kind: Kind
+    var name: String
+    var properties: [String: JSONValue] = [:]
+    /// Seconds after the device's first event.
+    var at: Double
+}
+
+/// A device's onboarding: the app, its context and what it does.
+struct Journey: Sendable {
+    var app: String
+    var context: [String: JSONValue]
+    var actions: [Action]
+}
+
+/// Builds journeys that walk the five flows of the SPEC with realistic gaps,
+/// drop-offs at every step, resumed sessions that repeat a screen, skips,
+/// sign-in (identify) part way, and real differences between variants.
+enum JourneyModel {
+    static let apps = ["yoked", "ops", "umuve", "forma"]
+
+    static func journey(app: String, rng: inout SeededRandom) -> Journey {
+        switch app {
+        case "yoked": yoked(&rng)
+        case "ops": ops(&rng)
+        case "umuve": umuve(&rng)
+        default: forma(&rng)
+        }
+    }
+
+    static func device(_ rng: inout SeededRandom, versions: [(String, Double)]) -> [String: JSONValue] {
+        let ios = rng.chance(0.62)
+        let version = rng.pick(versions)
+        return [
+            "app": ["version": .string(version)],
+            "os": ["name": .string(ios ? "iOS" : "Android"), "version": .string(ios ? "17.\(Int.random(in: 0...5, using: &rng))" : "14")],
+            "device": ["type": .string(ios ? "ios" : "android")],
+            "locale": .string(rng.pick([("en-US", 6), ("en-GB", 2), ("de-DE", 1), ("es-MX", 1)])),
+        ]
+    }
+
+    /// Walks `steps` with a continue probability and median gap each; a step may be repeated after a resume.
+    static func walk(
+        _ steps: [(name: String, kind: Action.Kind, properties: [String: JSONValue], continueRate: Double, gap: Double)],
+        rng: inout SeededRandom, start: Double = 0
+    ) -> [Action] {
+        var t = start
+        var actions: [Action] = []
+        for (i, step) in steps.enumerated() {
+            if i > 0 {
+                guard rng.chance(step.continueRate) else { break }
+                t += rng.gap(median: step.gap)
+                if rng.chance(0.04) {  // app killed and resumed hours later: the screen shows again
+                    actions.append(Action(kind: step.kind, name: steps[i - 1].name, properties: steps[i - 1].properties, at: t))
+                    t += rng.gap(median: 3 * 3600)
+                }
+            }
+            actions.append(Action(kind: step.kind, name: step.name, properties: step.properties, at: t))
+        }
+        return actions
+    }
+
+    static func yoked(_ rng: inout SeededRandom) -> Journey {
+        let context = device(&rng, versions: [("2.3.0", 6), ("2.2.1", 3), ("2.1.0", 1)])
+        let oldVersion = context["app"] == ["version": "2.1.0"]
+        let steps: [(String, Double, Double)] = [
+            ("onboarding_started", 1, 0), ("phone_entered", 0.93, 25), ("otp_verified", oldVersion ? 0.8 : 0.95, 40),
+            ("age_verified", 0.97, 20), ("profile_created", 0.93, 90), ("location_allowed", 0.9, 15),
+            ("questionnaire_started", 0.97, 10), ("questionnaire_completed", 0.9, 180), ("profiling_completed", 0.98, 60),
+            ("verification_consent_given", 0.94, 20), ("verification_completed", 0.93, 45), ("onboarding_completed", 0.99, 5),
+        ]
+        var actions = walk(steps.map { ($0.0, .track, [:], $0.1, $0.2) }, rng: &rng)
+        if let otp = actions.first(where: { $0.name == "otp_verified" }) {
+            // The phone number becomes the account: the device is identified from here on.
+            actions.append(Action(kind: .identify, name: "yoked-user-\(rng.next() % 1_000_000_000)", at: otp.at + 1))
+        }
+        return Journey(app: "yoked", context: context, actions: actions)
+    }
+
+    static func ops(_ rng: inout SeededRandom) -> Journey {
+        let context = device(&rng, versions: [("3.4.0", 7), ("3.3.2", 3)])
+        let creator = rng.chance(0.35)
+        let flow: JSONValue = creator ? "company_creator" : "employee"
+        let version: String = rng.chance(0.5) ? "v3" : "v2"  // consolidated flow vs the older 6/11-step one
+        let auth: String = rng.pick([("email", 5), ("google", 3), ("apple", 2)])
+        let boost = version == "v3" ? 0.04 : 0  // the consolidated flow really converts better
+        let authBoost = auth == "apple" ? 0.02 : (auth == "email" ? -0.03 : 0)
+        let props: [String: JSONValue] = ["flow": flow, "flow_version": .string(version), "auth_method": .string(auth)]
+        let screens: [(String, Double, Double)] = creator
+            ? [("welcome", 1, 0), ("signup", 0.9, 8), ("credentials", 0.88 + authBoost, 30), ("profile", 0.92, 40),
+               ("companySetup", 0.9 + boost, 20), ("companyDetails", 0.85 + boost, 90), ("companyCode", 0.93 + boost, 30),
+               ("ready", 0.97, 10), ("tutorial", 0.95, 20)]
+            : [("welcome", 1, 0), ("signup", 0.9, 8), ("credentials", 0.86 + authBoost, 30), ("profile", 0.9 + boost, 40),
+               ("codeEntry", 0.8 + 2 * boost, 60), ("ready", 0.96, 10), ("tutorial", 0.93, 20)]
+        var actions = walk(screens.map { ($0.0, .screen, props, $0.1, $0.2) }, rng: &rng)
+        if let credentials = actions.first(where: { $0.name == "credentials" }) {
+            actions.append(Action(kind: .identify, name: "ops-user-\(rng.next() % 1_000_000_000)", at: credentials.at + 2))
+        }
+        return Journey(app: "ops", context: context, actions: actions)
+    }
+
+    static func umuve(_ rng: inout SeededRandom) -> Journey {
+        let context = device(&rng, versions: [("1.2.0", 8), ("1.1.0", 2)])
+        var t = 0.0
+        var actions = [Action(kind: .track, name: "onboarding_screen_viewed", properties: ["page": 1], at: t)]
+        guard rng.chance(0.92) else { return Journey(app: "umuve", context: context, actions: actions) }
+        if rng.chance(0.45) {
+            t += rng.gap(median: 3)
+            actions.append(Action(kind: .track, name: "onboarding_skipped", properties: ["from_page": 1], at: t))
+        } else {
+            for page in 2...3 {
+                t += rng.gap(median: 4)
+                actions.append(Action(kind: .track, name: "onboarding_screen_viewed", properties: ["page": .number(Double(page))], at: t))
+                if !rng.chance(0.95) { return Journey(app: "umuve", context: context, actions: actions) }
+            }
+        }
+        guard rng.chance(0.7) else { return Journey(app: "umuve", context: context, actions: actions) }
+        t += rng.gap(median: 20)
+        actions.append(Action(kind: .track, name: "apple_sign_in_completed", at: t))
+        actions.append(Action(kind: .identify, name: "umuve-user-\(rng.next() % 1_000_000_000)", at: t + 1))
+        if rng.chance(0.96) {
+            actions.append(Action(kind: .track, name: "main_screen_viewed", at: t + rng.gap(median: 2)))
+        }
+        return Journey(app: "umuve", context: context, actions: actions)
+    }
+
+    static func forma(_ rng: inout SeededRandom) -> Journey {
+        var context = device(&rng, versions: [("1.0.3", 7), ("1.0.2", 3)])
+        context["os"] = ["name": "macOS", "version": "15.1"]
+        context["device"] = ["type": "mac"]
+        let steps: [(String, Double, Double)] = [
+            ("welcome", 1, 0), ("folders", 0.9, 20), ("quiz", 0.85, 40), ("folderTemplates", 0.9, 60), ("preview", 0.95, 30),
+        ]
+        var actions = walk(steps.map { ("onboarding_step_viewed", .track, ["step": .string($0.0)], $0.1, $0.2) }, rng: &rng)
+        if actions.count == steps.count, rng.chance(0.93), let last = actions.last {
+            actions.append(Action(kind: .track, name: "onboarding_completed", at: last.at + rng.gap(median: 10)))
+        }
+        return Journey(app: "forma", context: context, actions: actions)
+    }
+}
