@@ -79,13 +79,19 @@ let package = Package(
         .target(name: "OnrampClient", swiftSettings: strictness),
         // `onramp simulate`: devices walking the five flows, sending through OnrampClient.
         .target(name: "Simulation", dependencies: ["OnrampClient"], swiftSettings: strictness),
+        // `onramp bench`: measured against this machine's own limits, in ratios.
+        .target(
+            name: "Benchmarks",
+            dependencies: ["LibPQ", "LocalPostgres", "Migrations", "Simulation"],
+            swiftSettings: strictness
+        ),
         // Helpers shared by the test targets (running the built CLI).
         .target(name: "TestSupport", dependencies: ["LibPQ", "Funnels"], swiftSettings: strictness),
         // The CLI: one small file per subcommand.
         .executableTarget(
             name: "onramp",
             dependencies: [
-                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation",
+                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation", "Benchmarks",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

@@ -151,41 +151,15 @@ public final class LocalCluster: Sendable {
         return Int(UInt16(bigEndian: address.sin_port))
     }
 
-    /// Runs a command to completion, as `user` when given (via runuser).
-    ///
-    /// posix_spawn and waitpid rather than Foundation's Process: `pg_ctl start`
-    /// leaves a daemon behind that inherits descriptors, and Process's
-    /// wait-for-exit can hang from a concurrency thread. Output goes to a file.
     @discardableResult
     static func run(_ executable: String, _ arguments: [String], as user: String? = nil) throws -> String {
         let argv = user.map { ["/usr/sbin/runuser", "-u", $0, "--", executable] + arguments } ?? ([executable] + arguments)
-        let outputPath = NSTemporaryDirectory() + "onramp-cmd-\(UUID().uuidString).log"
-        defer { unlink(outputPath) }
-        var actions = posix_spawn_file_actions_t()
-        posix_spawn_file_actions_init(&actions)
-        defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o644)
-        posix_spawn_file_actions_adddup2(&actions, 1, 2)
-        var cArgs: [UnsafeMutablePointer<CChar>?] = argv.map { strdup($0) } + [nil]
-        defer { for arg in cArgs { free(arg) } }
-        var pid: pid_t = 0
-        let spawned = posix_spawn(&pid, argv[0], &actions, nil, &cArgs, environ)
-        guard spawned == 0 else {
-            throw LocalClusterError("cannot run \(argv[0]): \(String(cString: strerror(spawned)))")
-        }
-        var status: Int32 = 0
-        while waitpid(pid, &status, 0) < 0 {
-            guard errno == EINTR else { throw LocalClusterError("waitpid failed for \(executable)") }
-        }
-        let text = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
-        let exited = (status & 0x7f) == 0
-        let code = (status >> 8) & 0xff
-        guard exited, code == 0 else {
+        let result = try ChildProcess.run(argv)
+        guard result.status == 0 else {
             let name = (executable as NSString).lastPathComponent
-            throw LocalClusterError("\(name) failed (\(exited ? "exit \(code)" : "signal \(status & 0x7f)")): \(text)")
+            throw LocalClusterError("\(name) failed (\(result.statusDescription)): \(result.output)")
         }
-        return text
+        return result.output
     }
 }
 

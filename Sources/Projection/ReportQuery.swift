@@ -19,6 +19,16 @@ public struct ReportQuery: Sendable {
 
     /// One report per selected funnel, in configuration order.
     public func reports(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelReport] {
+        try results(c, configuration: configuration, now: now).map(\.report)
+    }
+
+    /// A funnel's report plus the completers' times (the dashboard's distribution chart).
+    public struct FunnelResult: Sendable {
+        public var report: FunnelReport
+        public var secondsToComplete: [Double]
+    }
+
+    public func results(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelResult] {
         let selected = funnels.isEmpty ? configuration.funnels : try funnels.map { name in
             guard let funnel = configuration.funnel(named: name) else {
                 let known = configuration.funnels.map(\.name).joined(separator: ", ")
@@ -35,7 +45,9 @@ public struct ReportQuery: Sendable {
                 if let to, day > to { return nil }
                 return stored.outcome
             }
-            return FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: zone)
+            let durations = outcomes.filter { !$0.excluded && $0.level > 0 }.compactMap(\.secondsToComplete)
+            return FunnelResult(
+                report: FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: zone), secondsToComplete: durations)
         }
     }
 }

@@ -22,7 +22,7 @@ struct ReportOptions: ParsableArguments {
     @Option(help: "table, markdown, csv or json.")
     var format: String = "table"
 
-    @Option(help: "Also write every format into this directory.")
+    @Option(help: "Also write every format and the HTML dashboard (index.html) into this directory.")
     var out: String?
 
     @Flag(help: "Exit with status 3 when a configured target is missed.")
@@ -53,13 +53,14 @@ struct ReportOptions: ParsableArguments {
         let pool = ConnectionPool(url: try database.resolvedURL(), maxConnections: 1)
         let now = Timestamps.microseconds(Date())
         let outcome = await Result(catching: {
-            try await pool.withConnection { c -> (ProjectionJob.Summary, [FunnelReport]) in
+            try await pool.withConnection { c -> (ProjectionJob.Summary, [ReportQuery.FunnelResult]) in
                 let summary = try job.run(c, mode: mode, now: now)
-                return (summary, try query.reports(c, configuration: configuration, now: now))
+                return (summary, try query.results(c, configuration: configuration, now: now))
             }
         })
         await pool.close()
-        let (summary, reports) = try outcome.get()
+        let (summary, results) = try outcome.get()
+        let reports = results.map(\.report)
         Console.info(
             "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons recomputed, "
                 + "\(summary.cohortDaysRewritten) cohort days rewritten")
@@ -73,7 +74,14 @@ struct ReportOptions: ParsableArguments {
                 try format.render(reports, range: range).write(
                     to: directory.appendingPathComponent(format.fileName), atomically: true, encoding: .utf8)
             }
-            Console.info("wrote \(ReportFormat.allCases.map(\.fileName).joined(separator: ", ")) to \(directory.path)")
+            let pages = HTMLDashboard(range: range).render(
+                results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) })
+            for (name, html) in pages {
+                try html.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+            }
+            Console.info(
+                "wrote \(ReportFormat.allCases.map(\.fileName).joined(separator: ", ")) and the HTML dashboard "
+                    + "(\(pages.count) pages) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")
         }
         let missed = reports.flatMap { r in r.targets.filter { !$0.met }.map { "\(r.funnel).\($0.name)" } }
         if failOnMissedTargets, !missed.isEmpty {

@@ -98,7 +98,7 @@ struct ReportCommandTests {
         let started = try #require(yoked["started"] as? Int)
         #expect(steps[0]["persons"] as? Int == started)
 
-        for name in ["report.txt", "report.md", "report.csv", "report.json"] {
+        for name in ["report.txt", "report.md", "report.csv", "report.json", "index.html", "yoked_onboarding.html", "ops_employee.html"] {
             #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent(name).path), "\(name)")
         }
         let csv = try String(contentsOf: out.appendingPathComponent("report.csv"), encoding: .utf8)

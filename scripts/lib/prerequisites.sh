@@ -22,3 +22,8 @@ ensure_packages() {
 ensure_database_prerequisites() {
   ensure_packages postgresql libpq-dev pkg-config
 }
+
+# The HTML dashboard test renders pages in Debian's headless Chromium.
+ensure_browser() {
+  ensure_packages chromium
+}

@@ -1,0 +1,55 @@
+import ArgumentParser
+import Benchmarks
+import Foundation
+import Migrations
+
+/// `onramp bench`: throughput measured against this machine's own limits.
+struct Bench: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Benchmarks, reported as ratios to the raw limits measured in the same run.",
+        subcommands: [BenchReport.self])
+}
+
+/// `onramp bench report`: rebuild and incremental report vs a raw scan of the log.
+struct BenchReport: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(commandName: "report", abstract: "Time rebuild and the incremental report.")
+
+    @Option(help: "Events of history to write (over 30 days).")
+    var events: Int = 1_000_000
+
+    @Option(name: .customLong("database-url"), help: "Server to create the bench database on (default: $DATABASE_URL, else a private cluster).")
+    var databaseURL: String?
+
+    @Option(help: "Directory of migrations (default: found as the README describes).")
+    var migrations: String?
+
+    @Flag(help: "Print the result as JSON.")
+    var json = false
+
+    func run() async throws {
+        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+        let bench = ReportBenchmark(
+            events: events, executable: executable,
+            serverURL: databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"],
+            migrations: try MigrationFile.locateDirectory(explicit: migrations), log: { Console.info($0) })
+        let r = try await bench.run()
+        if json {
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+            print(String(decoding: try encoder.encode(r), as: UTF8.self))
+            return
+        }
+        print(
+            """
+            events                       \(r.events)
+            load (COPY, incl. ledger)    \(fmt(r.loadSeconds)) s   \(Int(Double(r.events) / r.loadSeconds)) events/s
+            raw scan (COPY TO STDOUT)    \(fmt(r.rawScanSeconds)) s   \(Int(Double(r.events) / r.rawScanSeconds)) events/s, \(r.rawScanBytes / 1_048_576) MB
+            rebuild                      \(fmt(r.rebuildSeconds)) s   \(Int(r.rebuildEventsPerSecond)) events/s, peak RSS \(fmt(r.rebuildPeakRSSMegabytes)) MB
+            one more day (\(r.dayEvents) events) report  \(fmt(r.incrementalSeconds)) s   peak RSS \(fmt(r.incrementalPeakRSSMegabytes)) MB
+            rebuild ÷ raw scan           \(fmt(r.rebuildOverRawScan))   (goal ≤ 2)
+            incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild))   (goal ≤ 0.10)
+            """)
+    }
+
+    private func fmt(_ x: Double) -> String { String(format: "%.2f", x) }
+}

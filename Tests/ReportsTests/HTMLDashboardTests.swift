@@ -1,0 +1,387 @@
+import Foundation
+import Funnels
+import Reports
+import Testing
+
+/// The HTML dashboard: pure checks on the generated pages, then the same pages
+/// loaded in headless Chromium (Debian's `chromium` package).
+@Suite("HTML dashboard")
+struct HTMLDashboardTests {
+    static let hostile = "<script>alert(1)</script>"
+    static let range = ReportRange(from: "2026-11-14", to: "2026-11-21", generatedAt: "2026-11-22T06:00:00Z")
+
+    /// The 3-person report of the renderer tests, whose numbers are known by
+    /// hand: completion 1 of 3 = 33.3 %, persons per step 3, 2, 1.
+    static func small() throws -> DashboardFunnel {
+        DashboardFunnel(report: try RenderersTests.report(), secondsToComplete: [600])
+    }
+
+    /// A hostile funnel: every user-controlled name is markup.
+    static func hostileFunnel() throws -> DashboardFunnel {
+        let configuration = try FunnelConfiguration.parse(
+            yaml: """
+                apps: [{name: shop}]
+                funnels:
+                  - name: "\(hostile)"
+                    app: shop
+                    breakdowns: ["properties.x\\"><b>"]
+                    steps:
+                      - {name: "\(hostile)", event: a}
+                      - {name: "b\\"'&<i>", event: b}
+                """, source: "hostile.yaml")
+        let funnel = try #require(configuration.funnels.first)
+        let t0: Int64 = 20_000 * 86_400_000_000
+        let now = t0 + 3 * 86_400_000_000
+        func e(_ name: String, _ seconds: Int64) -> FunnelEvent {
+            FunnelEvent(messageId: UUID().uuidString, kind: .track, name: name, timestamp: t0 + seconds * 1_000_000,
+                        attributes: ["properties.x\"><b>": "<img src=x onerror=alert(2)>"])
+        }
+        let outcomes = [
+            FunnelEvaluator.evaluate(events: [e("a", 0), e("b", 30)], funnel: funnel, now: now),
+            FunnelEvaluator.evaluate(events: [e("a", 10)], funnel: funnel, now: now),
+        ]
+        let report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        return DashboardFunnel(report: report, secondsToComplete: outcomes.compactMap(\.secondsToComplete))
+    }
+
+    /// A realistic funnel: 600 persons over 8 cohort days (the last ones still
+    /// in progress), an optional step, two breakdowns and two targets.
+    static func realistic() throws -> DashboardFunnel {
+        let configuration = try FunnelConfiguration.parse(
+            yaml: """
+                apps: [{name: yoked}]
+                funnels:
+                  - name: yoked_onboarding
+                    app: yoked
+                    window: 24h
+                    steps:
+                      - {event: onboarding_started}
+                      - {event: otp_verified}
+                      - {event: tutorial_seen, optional: true}
+                      - {event: profile_created}
+                      - {event: onboarding_completed}
+                    targets:
+                      - {name: completion_rate, metric: completion_rate, threshold: 0.6}
+                      - {name: median_time, metric: median_seconds_to_complete, max: 900}
+                """, source: "yoked.yaml")
+        let funnel = try #require(configuration.funnels.first)
+        let day: Int64 = 86_400_000_000
+        let t0: Int64 = 20_771 * day  // 2026-11-14
+        let now = t0 + 7 * day + 18 * 3_600_000_000
+        var random = SeededRandom(seed: 42)
+        var outcomes: [PersonOutcome] = []
+        for person in 0..<600 {
+            let os = random.unit() < 0.6 ? "iOS" : "Android"
+            let version = random.unit() < 0.5 ? "2.3.0" : "2.4.0"
+            let attributes = ["context.os.name": os, "context.app.version": version]
+            var t = t0 + Int64(person % 8) * day + Int64(random.unit() * Double(day))
+            var events = [FunnelEvent(messageId: "\(person)-s", kind: .track, name: "onboarding_started", timestamp: t, attributes: attributes)]
+            let advance = os == "iOS" ? [0.92, 0.55, 0.85, 0.83] : [0.86, 0.4, 0.78, 0.76]
+            for (index, name) in ["otp_verified", "tutorial_seen", "profile_created", "onboarding_completed"].enumerated() {
+                let gap = 20 + pow(random.unit(), 3) * 3_000  // seconds, long-tailed
+                if name == "tutorial_seen" {
+                    if random.unit() < advance[index] {
+                        events.append(FunnelEvent(messageId: "\(person)-t", kind: .track, name: name, timestamp: t + Int64(gap * 100_000), attributes: attributes))
+                    }
+                    continue
+                }
+                guard random.unit() < advance[index] else { break }
+                t += Int64(gap * 1_000_000)
+                guard t <= now else { break }
+                events.append(FunnelEvent(messageId: "\(person)-\(index + 1)", kind: .track, name: name, timestamp: t, attributes: attributes))
+            }
+            outcomes.append(FunnelEvaluator.evaluate(events: events, funnel: funnel, now: now))
+        }
+        let report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        let included = outcomes.filter { !$0.excluded && $0.level > 0 }
+        return DashboardFunnel(report: report, secondsToComplete: included.compactMap(\.secondsToComplete))
+    }
+
+    static func all() throws -> [DashboardFunnel] {
+        [try realistic(), try small(), try hostileFunnel()]
+    }
+
+    static func percent(_ value: Double?) -> String {
+        value.map { String(format: "%.1f%%", $0 * 100) } ?? "—"
+    }
+
+    // MARK: Pure checks
+
+    @Test("one page per funnel with sanitised, unique names, and an index linking them")
+    func files() throws {
+        let files = HTMLDashboard(range: Self.range).render(try Self.all())
+        let pages = HTMLDashboard.pageNames(for: ["yoked_onboarding", "checkout, \"quoted\"", Self.hostile])
+        #expect(pages == ["yoked_onboarding.html", "checkout-quoted.html", "script-alert-1-script.html"])
+        #expect(Set(files.keys) == Set(["index.html"] + pages))
+        #expect(HTMLDashboard.pageNames(for: ["a b", "a/b", "index", "", "../.."]) == ["a-b.html", "a-b-2.html", "index-2.html", "funnel.html", "funnel-2.html"])
+        let index = try #require(files["index.html"])
+        for page in pages { Self.expect(index, contains: "href=\"\(page)\"") }
+    }
+
+    @Test("self-contained: no network references, no scripts, links only to sibling pages")
+    func selfContained() throws {
+        let files = HTMLDashboard(range: Self.range).render(try Self.all())
+        for (name, html) in files {
+            Self.expect(html, lacks: "http://")
+            Self.expect(html, lacks: "https://")
+            Self.expect(html.lowercased(), lacks: "<script")
+            Self.expect(html.replacingOccurrences(of: "url(#hatch)", with: ""), lacks: "url(")
+            Self.expect(html, contains: "Content-Security-Policy")
+            for target in Self.attributeValues(in: html, named: ["href", "src", "action", "xlink:href"]) {
+                #expect(target == "index.html" || (files[target] != nil && !target.contains("/")), "\(name) links to \(target)")
+            }
+        }
+    }
+
+    @Test("user-controlled names are escaped everywhere")
+    func escaping() throws {
+        let files = HTMLDashboard(range: Self.range).render([try Self.hostileFunnel()])
+        let page = try #require(files["script-alert-1-script.html"])
+        let index = try #require(files["index.html"])
+        for html in [page, index] {
+            Self.expect(html, lacks: Self.hostile)
+            Self.expect(html, lacks: "<img")
+            Self.expect(html, lacks: "<b>")
+            Self.expect(html, contains: "&lt;script&gt;alert(1)&lt;/script&gt;")
+        }
+        Self.expect(page, contains: "data-step-name=\"b&quot;&#39;&amp;&lt;i&gt;\"")
+        Self.expect(page, contains: "&lt;img src=x onerror=alert(2)&gt;")
+        Self.expect(page, contains: "data-dimension=\"properties.x&quot;&gt;&lt;b&gt;\"")
+    }
+
+    @Test("the report's numbers are on the page, in stable places")
+    func numbers() throws {
+        let files = HTMLDashboard(range: Self.range).render([try Self.small()])
+        let page = try #require(files["checkout-quoted.html"])
+        Self.expect(page, contains: "id=\"completion-rate\" data-value=\"\(1.0 / 3.0)\">33.3%<")
+        Self.expect(page, contains: "<span id=\"completion-ci\">[6.1%–79.2%]</span>")
+        Self.expect(page, contains: "id=\"started\">3<")
+        Self.expect(page, contains: "id=\"completed\">1<")
+        Self.expect(page, contains: "id=\"in-progress\">1<")
+        Self.expect(page, contains: "id=\"median-time\" data-value=\"600.0\">10m 0s<")
+        #expect(Self.attributeValues(in: page, named: ["data-step-persons"]) == ["3", "2", "1"])
+        Self.expect(page, contains: "data-target=\"completion_rate\" data-met=\"false\"")
+        Self.expect(page, contains: "id=\"targets-missed\">1 missed<")
+        Self.expect(page, contains: "data-cohort-day=\"2024-10-05\" data-in-progress=\"true\"")
+        Self.expect(page, contains: "in progress</text>")  // the trend chart marks the open day
+        Self.expect(page, contains: "data-baseline=\"true\"")  // iOS, the larger group
+        Self.expect(page, contains: "data-value=\"Android\"")
+        Self.expect(page, contains: "median 10m 0s</text>")
+        let index = try #require(files["index.html"])
+        Self.expect(index, contains: "data-field=\"completion-rate\" data-value=\"\(1.0 / 3.0)\">33.3%<")
+        Self.expect(index, contains: "data-field=\"started\">3<")
+    }
+
+    @Test("breakdown comparisons match the report's, charts are present for a realistic funnel")
+    func realisticPage() throws {
+        let funnel = try Self.realistic()
+        let report = funnel.report
+        let page = try #require(HTMLDashboard(range: Self.range).render([funnel])["yoked_onboarding.html"])
+        Self.expect(page, contains: ">\(Self.percent(report.completionRate.value))<")
+        #expect(Self.attributeValues(in: page, named: ["data-step-persons"]) == report.steps.map { "\($0.persons)" })
+        let comparison = try #require(report.compare(breakdown: "context.os.name", a: "Android", b: "iOS"))
+        Self.expect(page, contains: String(format: "%+.1f pts", comparison.difference * 100))
+        Self.expect(page, contains: String(format: "%.3g", comparison.pValue))
+        Self.expect(page, contains: "class=\"chart funnel\"")
+        Self.expect(page, contains: "class=\"chart trend-chart\"")
+        Self.expect(page, contains: "class=\"chart histogram\"")
+        Self.expect(page, contains: "class=\"band\"")
+        Self.expect(page, contains: "class=\"point open\"")
+        #expect(report.cohorts.contains { $0.inProgress } && report.cohorts.contains { !$0.inProgress })
+    }
+
+    @Test("a long tail goes into one overflow bar; no data gives a message, not an empty chart")
+    func histogramEdges() throws {
+        var funnel = try Self.small()
+        funnel.secondsToComplete = [60, 120, 600, 600, 100_000]
+        let page = try #require(HTMLDashboard(range: Self.range).render([funnel])["checkout-quoted.html"])
+        Self.expect(page, contains: "class=\"hist overflow\"")
+        Self.expect(page, contains: "over 20m 0s (up to 1d 3h): 1 completers")
+        funnel.secondsToComplete = []
+        let empty = try #require(HTMLDashboard(range: Self.range).render([funnel])["checkout-quoted.html"])
+        Self.expect(empty, contains: "No one has completed this funnel yet.")
+        Self.expect(empty, lacks: "class=\"chart histogram\"")
+    }
+
+    // MARK: Chromium
+
+    @Test("renders in headless Chromium without console errors and shows the report's numbers",
+          .timeLimit(.minutes(5)))
+    func chromium() async throws {
+        let browser = try #require(
+            Chromium.executable(),
+            "chromium is not installed: run `apt-get install chromium` (scripts/test installs it) — this test does not skip")
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-html-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+
+        // First prove that console detection works on this Chromium: a page
+        // with a script error, a console.error and a blocked network load
+        // must be caught, or a silent pass below would mean nothing.
+        let canary = directory.appendingPathComponent("canary.html")
+        try Data(Chromium.canaryPage.utf8).write(to: canary)
+        let canaryRun = try await Chromium.dumpDOM(browser, canary, profile: directory.appendingPathComponent("profile"))
+        #expect(canaryRun.consoleLines.contains { $0.contains("Uncaught ReferenceError") }, "console detection is broken: \(canaryRun.stderr.suffix(2000))")
+        #expect(canaryRun.consoleLines.contains { $0.contains("onramp-canary-error") })
+        #expect(canaryRun.consoleLines.contains { $0.contains("Content Security Policy") })
+
+        let funnels = try Self.all()
+        let files = HTMLDashboard(range: Self.range).render(funnels)
+        // ONRAMP_HTML_KEEP=DIR also leaves the pages there, for scripts/screenshot DIR.
+        let keep = ProcessInfo.processInfo.environment["ONRAMP_HTML_KEEP"].map { URL(fileURLWithPath: $0) }
+        if let keep { try FileManager.default.createDirectory(at: keep, withIntermediateDirectories: true) }
+        for (name, html) in files {
+            try Data(html.utf8).write(to: directory.appendingPathComponent(name))
+            if let keep { try Data(html.utf8).write(to: keep.appendingPathComponent(name)) }
+        }
+        let pages = HTMLDashboard.pageNames(for: funnels.map(\.report.funnel))
+        for (funnel, page) in zip(funnels, pages) {
+            let run = try await Chromium.dumpDOM(browser, directory.appendingPathComponent(page), profile: directory.appendingPathComponent("profile"))
+            #expect(run.status == 0, "\(page): chromium exited \(run.status): \(run.stderr.suffix(2000))")
+            #expect(run.consoleLines.isEmpty, "\(page): console messages: \(run.consoleLines)")
+            let dom = run.dom
+            let report = funnel.report
+            #expect(Self.elementText(in: dom, id: "completion-rate") == Self.percent(report.completionRate.value), "\(page)")
+            #expect(Self.elementText(in: dom, id: "started") == "\(report.started)")
+            #expect(Self.elementText(in: dom, id: "completed") == "\(report.completed)")
+            #expect(Self.attributeValues(in: dom, named: ["data-step-persons"]) == report.steps.map { "\($0.persons)" }, "\(page)")
+            Self.expect(dom, contains: "<svg")
+            // No element came from data: the only scripts are none at all.
+            Self.expect(dom.lowercased(), lacks: "<script")
+            Self.expect(dom, lacks: "<img")
+        }
+
+        let indexRun = try await Chromium.dumpDOM(browser, directory.appendingPathComponent("index.html"), profile: directory.appendingPathComponent("profile"))
+        #expect(indexRun.consoleLines.isEmpty, "index.html: console messages: \(indexRun.consoleLines)")
+        Self.expect(indexRun.dom, contains: "data-field=\"completion-rate\" data-value=\"\(1.0 / 3.0)\">33.3%<")
+        Self.expect(indexRun.dom, contains: "&lt;script&gt;alert(1)&lt;/script&gt;")
+        Self.expect(indexRun.dom.lowercased(), lacks: "<script")
+    }
+
+    // MARK: Helpers
+
+    /// `contains` without printing a whole page on failure.
+    static func expect(_ html: String, contains needle: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        if !html.contains(needle) { Issue.record("missing: \(needle)", sourceLocation: sourceLocation) }
+    }
+
+    static func expect(_ html: String, lacks needle: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        if html.contains(needle) { Issue.record("unexpected: \(needle)", sourceLocation: sourceLocation) }
+    }
+
+    /// Values of the named attributes (double-quoted, as the renderer and
+    /// Chromium's serializer write them), in document order.
+    static func attributeValues(in html: String, named names: Set<String>) -> [String] {
+        var values: [String] = []
+        var rest = html[...]
+        while let equals = rest.range(of: "=\"") {
+            let before = rest[..<equals.lowerBound]
+            let name = before.reversed().prefix { !$0.isWhitespace && $0 != "<" && $0 != "\"" }
+            let after = rest[equals.upperBound...]
+            guard let close = after.firstIndex(of: "\"") else { break }
+            if names.contains(String(name.reversed())) { values.append(String(after[..<close])) }
+            rest = after[after.index(after: close)...]
+        }
+        return values
+    }
+
+    /// The text of the element with this id (no nested markup expected).
+    static func elementText(in html: String, id: String) -> String? {
+        guard let start = html.range(of: "id=\"\(id)\""),
+              let open = html[start.upperBound...].firstIndex(of: ">"),
+              let close = html[open...].firstIndex(of: "<") else { return nil }
+        return String(html[html.index(after: open)..<close])
+    }
+}
+
+/// A deterministic generator (SplitMix64) so the realistic report is the same on every run.
+struct SeededRandom {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+    /// Uniform in [0, 1).
+    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
+}
+
+/// Runs Debian's `chromium` headless. Console messages (script errors,
+/// `console.*`, blocked loads reported by the Content-Security-Policy) are
+/// logged to stderr by `--enable-logging=stderr --v=0` as lines containing
+/// `:CONSOLE`; since the dashboard has no scripts, any such line is a failure.
+enum Chromium {
+    struct Run {
+        var status: Int32
+        var dom: String
+        var stderr: String
+        var consoleLines: [String] {
+            stderr.split(separator: "\n").map(String.init).filter { $0.contains(":CONSOLE") || $0.contains("Uncaught") }
+        }
+    }
+
+    static let flags = [
+        "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+        "--no-default-browser-check", "--disable-extensions", "--disable-background-networking",
+        "--enable-logging=stderr", "--v=0",
+    ]
+
+    static let canaryPage = """
+        <!DOCTYPE html><html><head><meta charset="utf-8">
+        <meta http-equiv="Content-Security-Policy" content="default-src 'none'; script-src 'unsafe-inline'">
+        </head><body><img src="https://example.invalid/x.png">
+        <script>console.error("onramp-canary-error"); notDefined();</script></body></html>
+        """
+
+    /// `$CHROMIUM`, else `chromium` or `chromium-browser` on the PATH.
+    static func executable() -> String? {
+        let environment = ProcessInfo.processInfo.environment
+        if let explicit = environment["CHROMIUM"], FileManager.default.isExecutableFile(atPath: explicit) { return explicit }
+        let path = (environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin").split(separator: ":")
+        for name in ["chromium", "chromium-browser"] {
+            for directory in path {
+                let candidate = "\(directory)/\(name)"
+                if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+            }
+        }
+        return nil
+    }
+
+    /// Loads `page` and returns the serialized DOM after load, with a 120 s limit.
+    static func dumpDOM(_ browser: String, _ page: URL, profile: URL) async throws -> Run {
+        let output = page.deletingLastPathComponent().appendingPathComponent("\(page.lastPathComponent).\(UUID().uuidString).out")
+        let errors = page.deletingLastPathComponent().appendingPathComponent("\(page.lastPathComponent).\(UUID().uuidString).err")
+        guard FileManager.default.createFile(atPath: output.path, contents: nil),
+              FileManager.default.createFile(atPath: errors.path, contents: nil) else {
+            throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: page.deletingLastPathComponent().path])
+        }
+        defer {
+            try? FileManager.default.removeItem(at: output)
+            try? FileManager.default.removeItem(at: errors)
+        }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: browser)
+        process.arguments = flags + ["--user-data-dir=\(profile.path)", "--dump-dom", page.absoluteString]
+        process.standardOutput = try FileHandle(forWritingTo: output)
+        process.standardError = try FileHandle(forWritingTo: errors)
+        try process.run()
+        let deadline = ContinuousClock.now + .seconds(120)
+        while process.isRunning {
+            if ContinuousClock.now > deadline {
+                process.terminate()
+                Issue.record("chromium did not finish loading \(page.lastPathComponent) within 120 s")
+                break
+            }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        process.waitUntilExit()
+        return Run(
+            status: process.terminationStatus,
+            dom: (try? String(contentsOf: output, encoding: .utf8)) ?? "",
+            stderr: (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+        )
+    }
+}
