@@ -25,6 +25,13 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/hummingbird-project/hummingbird.git", from: "2.28.1"),
+        .package(url: "https://github.com/apple/swift-metrics.git", from: "2.13.0"),
+        .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/adam-fowler/compress-nio.git", from: "1.5.0"),
+        .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     ],
     targets: [
         // The C library, seen only by LibPQ.
@@ -63,6 +70,32 @@ let package = Package(
             resources: [.process("Resources")],
             swiftSettings: strictness
         ),
+        // The event log: Segment messages, validation, PII, clock skew, ids, write keys,
+        // quarantine and the exactly-once append. Knows nothing of HTTP.
+        .target(
+            name: "EventLog",
+            dependencies: [
+                "LibPQ",
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        // `onramp serve`: the Hummingbird application, routes, auth, limits, group commit, metrics.
+        .target(
+            name: "IngestServer",
+            dependencies: [
+                "EventLog", "LibPQ", "Migrations", "Funnels",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
         // The nightly job: checkpoint, identity links, recompute touched persons, report tables.
         .target(
             name: "Projection",
@@ -92,7 +125,9 @@ let package = Package(
             name: "onramp",
             dependencies: [
                 "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation", "Benchmarks",
+                "EventLog", "IngestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
@@ -100,6 +135,27 @@ let package = Package(
         .testTarget(
             name: "FunnelsTests",
             dependencies: ["Funnels"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "EventLogTests",
+            dependencies: ["EventLog", "LibPQ", "LocalPostgres"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "IngestServerTests",
+            dependencies: [
+                "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Funnels", "Migrations",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdTesting", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "Yams", package: "Yams"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

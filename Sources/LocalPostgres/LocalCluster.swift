@@ -23,17 +23,20 @@ public final class LocalCluster: Sendable {
     public let superuser = "onramp"
     private let runAs: String?
     private let binDirectory: URL
+    /// The server options `start` used (port, socket directory, durability), reused by `resume`.
+    private let serverOptions: String
 
     /// URL of the cluster's `postgres` database, or another database by name.
     public func url(database: String = "postgres") -> String {
         "postgresql://\(superuser)@127.0.0.1:\(port)/\(database)"
     }
 
-    private init(directory: URL, port: Int, runAs: String?, binDirectory: URL) {
+    private init(directory: URL, port: Int, runAs: String?, binDirectory: URL, serverOptions: String) {
         self.directory = directory
         self.port = port
         self.runAs = runAs
         self.binDirectory = binDirectory
+        self.serverOptions = serverOptions
     }
 
     /// Creates and starts a new cluster.
@@ -58,13 +61,14 @@ public final class LocalCluster: Sendable {
             if !options.durable {
                 settings += ["-c fsync=off", "-c synchronous_commit=off", "-c full_page_writes=off"]
             }
+            let serverOptions = settings.joined(separator: " ")
             do {
                 try run(
                     bin.appendingPathComponent("pg_ctl").path,
-                    ["-D", data.path, "-l", base.appendingPathComponent("server.log").path, "-o", settings.joined(separator: " "),
+                    ["-D", data.path, "-l", base.appendingPathComponent("server.log").path, "-o", serverOptions,
                      "-w", "-t", "60", "start"],
                     as: runAs)
-                return LocalCluster(directory: base, port: port, runAs: runAs, binDirectory: bin)
+                return LocalCluster(directory: base, port: port, runAs: runAs, binDirectory: bin, serverOptions: serverOptions)
             } catch {
                 lastError = error  // most likely the port was taken meanwhile; try another
             }
@@ -98,7 +102,7 @@ public final class LocalCluster: Sendable {
         try Self.run(
             binDirectory.appendingPathComponent("pg_ctl").path,
             ["-D", directory.appendingPathComponent("data").path, "-l", directory.appendingPathComponent("server.log").path,
-             "-w", "start"], as: runAs)
+             "-o", serverOptions, "-w", "-t", "60", "start"], as: runAs)
     }
 
     // MARK: Helpers

@@ -1,0 +1,123 @@
+public import LibPQ
+
+/// A rejected message on its way to `quarantine`.
+public struct QuarantineEntry: Sendable, Hashable {
+    public var app: String?
+    public var receivedAt: Int64
+    public var rejection: Rejection
+
+    public init(app: String?, receivedAt: Int64, rejection: Rejection) {
+        self.app = app
+        self.receivedAt = receivedAt
+        self.rejection = rejection
+    }
+}
+
+/// Appends to the event log, exactly once per `(app, messageId)`, forever.
+///
+/// One call is one transaction and two statements, whatever the number of
+/// events: the quarantine rows, then the events, passed as parallel `text[]`
+/// parameters and expanded with `unnest`. The events statement inserts into the
+/// `event_ids` ledger with `ON CONFLICT DO NOTHING` and writes to `events` only
+/// the rows the ledger accepted (`RETURNING`), so an event and its ledger row
+/// land together or not at all, and concurrent writers (other server
+/// instances) cannot both store one message.
+public enum EventStore {
+    /// For each input event, true when it was stored, false when it was a
+    /// duplicate (of an earlier one in the log, or earlier in `events`).
+    public static func append(
+        _ events: [NewEvent], quarantine: [QuarantineEntry], on connection: Connection
+    ) throws -> [Bool] {
+        try connection.transaction { c in
+            try insertQuarantine(quarantine, on: c)
+            return try insertEvents(events, on: c)
+        }
+    }
+
+    /// Same as `append`, but without opening a transaction: for callers that
+    /// hold one already.
+    public static func insertEvents(_ events: [NewEvent], on connection: Connection) throws -> [Bool] {
+        guard !events.isEmpty else { return [] }
+        struct Key: Hashable {
+            let app: String
+            let id: String
+        }
+        // Duplicates inside the input are resolved here: the first one is the candidate.
+        var firstIndex: [Key: Int] = [:]
+        var unique: [NewEvent] = []
+        for (i, event) in events.enumerated() {
+            let key = Key(app: event.app, id: event.messageID)
+            if firstIndex[key] == nil {
+                firstIndex[key] = i
+                unique.append(event)
+            }
+        }
+        func column(_ f: (NewEvent) -> String) -> PostgresValue { .textArray(unique.map(f)) }
+        func time(_ us: Int64?) -> String { us.map { Timestamps.format(microseconds: $0) } ?? "" }
+        let parameters: [PostgresValue] = [
+            column(\.app), column(\.type.rawValue), column(\.messageID), column { $0.event ?? "" },
+            column { $0.anonymousID ?? "" }, column { $0.userID ?? "" }, column { time($0.timestamp) },
+            column { time($0.originalTimestamp) }, column { time($0.sentAt) }, column { time($0.receivedAt) },
+            column(\.properties), column(\.context), column { $0.traits ?? "" },
+        ]
+        let stored = try connection.query(appendSQL, parameters)
+        var accepted = Set<Key>()
+        for row in stored.rows {
+            accepted.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
+        }
+        return events.enumerated().map { i, event in
+            let key = Key(app: event.app, id: event.messageID)
+            return firstIndex[key] == i && accepted.contains(key)
+        }
+    }
+
+    public static func insertQuarantine(_ entries: [QuarantineEntry], on connection: Connection) throws {
+        guard !entries.isEmpty else { return }
+        let parameters: [PostgresValue] = [
+            .textArray(entries.map { $0.app ?? "" }),
+            .textArray(entries.map { Timestamps.format(microseconds: $0.receivedAt) }),
+            .textArray(entries.map { String($0.rejection.index) }),
+            .textArray(entries.map { $0.rejection.messageID ?? "" }),
+            .textArray(entries.map(\.rejection.code)),
+            .textArray(entries.map(\.rejection.message)),
+            .textArray(entries.map(\.rejection.raw)),
+        ]
+        try connection.query(
+            """
+            INSERT INTO quarantine (app, received_at, batch_index, message_id, reason_code, reason, raw)
+            SELECT NULLIF(app, ''), received_at::timestamptz, batch_index::integer, NULLIF(message_id, ''),
+                   reason_code, reason, raw
+            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                 AS t(app, received_at, batch_index, message_id, reason_code, reason, raw)
+            """, parameters)
+    }
+
+    /// Creates the coming months' partitions (idempotent; the server calls it at start-up and daily).
+    @discardableResult
+    public static func ensurePartitions(on connection: Connection) throws -> Int {
+        try connection.query("SELECT onramp_ensure_event_partitions()").scalar(Int.self)
+    }
+
+    static let appendSQL = """
+        WITH input AS (
+            SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
+                                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[])
+                WITH ORDINALITY AS t(app, type, message_id, event, anonymous_id, user_id, ts,
+                                     original_ts, sent_at, received_at, properties, context, traits, ord)
+        ), accepted AS (
+            INSERT INTO event_ids (app, message_id, seq, received_at)
+            SELECT app, message_id, nextval('event_seq'), received_at::timestamptz FROM input ORDER BY ord
+            ON CONFLICT DO NOTHING
+            RETURNING app, message_id, seq
+        )
+        INSERT INTO events (seq, app, type, message_id, event, anonymous_id, user_id, "timestamp",
+                            original_timestamp, sent_at, received_at, properties, context, traits)
+        SELECT a.seq, i.app, i.type, i.message_id, NULLIF(i.event, ''), NULLIF(i.anonymous_id, ''),
+               NULLIF(i.user_id, ''), i.ts::timestamptz, NULLIF(i.original_ts, '')::timestamptz,
+               NULLIF(i.sent_at, '')::timestamptz, i.received_at::timestamptz, i.properties::jsonb,
+               i.context::jsonb, NULLIF(i.traits, '')::jsonb
+        FROM accepted a JOIN input i ON i.app = a.app AND i.message_id = a.message_id
+        ORDER BY a.seq
+        RETURNING app, message_id
+        """
+}

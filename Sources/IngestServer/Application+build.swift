@@ -1,0 +1,108 @@
+import EventLog
+public import Hummingbird
+import LibPQ
+import Logging
+import Migrations
+import NIOCore
+import ServiceLifecycle
+
+/// Builds the ingestion application: what `onramp serve` runs and the tests test.
+///
+/// Its services (the group-commit writer, partition upkeep, the pool's closer)
+/// run in the application's `ServiceGroup`; on SIGTERM/SIGINT the HTTP server
+/// stops accepting and finishes its requests first, then the writer commits
+/// and answers whatever is still queued, then the pool closes.
+public func buildApplication(configuration: IngestConfiguration) async throws -> some ApplicationProtocol {
+    let logger = configuration.logger
+    let pool = ConnectionPool(
+        ConnectionPool.Configuration(
+            conninfo: configuration.databaseURL, maxConnections: configuration.poolSize, acquireTimeout: .seconds(5)))
+    let metrics = IngestMetrics()
+    let committer = GroupCommitter(
+        pool: pool, maxQueuedRequests: configuration.maxQueuedRequests, backoff: configuration.databaseBackoff,
+        metrics: metrics, logger: logger)
+    let migrator: Migrator? = {
+        if let directory = configuration.migrationsDirectory { return try? Migrator(directory: directory) }
+        return (try? MigrationFile.locateDirectory()).flatMap { try? Migrator(directory: $0) }
+    }()
+
+    let router = Router(context: BasicRequestContext.self)
+    router.add(middleware: StatusMetricsMiddleware(metrics: metrics))
+    IngestController(
+        keys: WriteKeyStore(pool: pool), committer: committer,
+        limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
+        policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, logger: logger
+    ).addRoutes(to: router.group("v1"))
+    HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator).addRoutes(to: router)
+
+    let onRunning = configuration.onServerRunning
+    var app = Application(
+        router: router,
+        configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "onramp"),
+        onServerRunning: { channel in
+            let port = channel.localAddress?.port ?? configuration.port
+            logger.info("onramp serve listening", metadata: ["host": "\(configuration.host)", "port": "\(port)"])
+            await onRunning?(port)
+        },
+        logger: logger
+    )
+    // Service order matters: shutdown runs in reverse, so the pool closes last.
+    app.addServices(
+        PoolCloser(pool: pool), committer,
+        PartitionUpkeep(pool: pool, interval: configuration.partitionMaintenanceInterval, logger: logger))
+    return app
+}
+
+/// Counts every answer by status (`onramp_http_requests_total`).
+struct StatusMetricsMiddleware: RouterMiddleware {
+    let metrics: IngestMetrics
+
+    func handle(
+        _ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response
+    ) async throws -> Response {
+        do {
+            let response = try await next(request, context)
+            metrics.request(status: response.status.code)
+            return response
+        } catch let error as any HTTPResponseError {
+            metrics.request(status: error.status.code)
+            throw error
+        } catch {
+            metrics.request(status: 500)
+            throw error
+        }
+    }
+}
+
+/// Closes the pool when the service group shuts down.
+struct PoolCloser: Service {
+    let pool: ConnectionPool
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await pool.close()
+    }
+}
+
+/// Calls `onramp_ensure_event_partitions()` at start-up and then every `interval`.
+struct PartitionUpkeep: Service {
+    let pool: ConnectionPool
+    let interval: Duration
+    let logger: Logger
+
+    func run() async throws {
+        while !Task.isShuttingDownGracefully && !Task.isCancelled {
+            do {
+                let created = try await pool.withConnection { try EventStore.ensurePartitions(on: $0) }
+                if created > 0 { logger.info("created event partitions", metadata: ["count": "\(created)"]) }
+            } catch {
+                logger.warning("could not ensure event partitions", metadata: ["error": "\(error)"])
+            }
+            do {
+                try await cancelWhenGracefulShutdown { try await Task.sleep(for: interval) }
+            } catch {
+                return
+            }
+        }
+    }
+}

@@ -1,0 +1,188 @@
+import CoreMetrics
+import EventLog
+import Logging
+import LibPQ
+import ServiceLifecycle
+import Synchronization
+
+/// Why a request's events could not be committed (HTTP 503 with `Retry-After`).
+public struct CommitUnavailable: Error, Sendable, CustomStringConvertible {
+    public enum Reason: String, Sendable {
+        /// The queue of requests waiting for a commit is full.
+        case saturated
+        /// The database could not be reached; the writer fails fast for a moment.
+        case databaseUnavailable
+        /// The server is shutting down.
+        case shuttingDown
+    }
+
+    public var reason: Reason
+    public var retryAfterSeconds: Int
+    public var description: String { reason.rawValue }
+}
+
+/// Group commit: every request queued while the previous commit ran is
+/// appended with the others in ONE transaction, and each request is answered
+/// only after that transaction committed.
+///
+/// The queue is bounded; when it is full, or the database has just failed,
+/// `commit` throws `CommitUnavailable` at once instead of waiting. After a
+/// connection failure the writer fails fast for `backoff`, then lets the next
+/// group through as a probe, so service resumes on its own when PostgreSQL is back.
+final class GroupCommitter: Service, Sendable {
+    /// The outcome of one request: for each of its events, stored or duplicate.
+    typealias Outcome = [Bool]
+
+    struct Pending: Sendable {
+        let events: [NewEvent]
+        let quarantine: [QuarantineEntry]
+        let continuation: CheckedContinuation<Outcome, any Error>
+    }
+
+    private struct State {
+        var queue: [Pending] = []
+        var queuedMessages = 0
+        var failingUntil: ContinuousClock.Instant?
+        var closed = false
+    }
+
+    private let pool: ConnectionPool
+    private let maxQueuedRequests: Int
+    private let maxEventsPerCommit: Int
+    private let backoff: Duration
+    private let metrics: IngestMetrics
+    private let logger: Logger
+    private let state = Mutex(State())
+    private let wakeups: AsyncStream<Void>
+    private let wake: AsyncStream<Void>.Continuation
+
+    init(
+        pool: ConnectionPool, maxQueuedRequests: Int, maxEventsPerCommit: Int = 20_000,
+        backoff: Duration = .seconds(1), metrics: IngestMetrics, logger: Logger
+    ) {
+        self.pool = pool
+        self.maxQueuedRequests = maxQueuedRequests
+        self.maxEventsPerCommit = maxEventsPerCommit
+        self.backoff = backoff
+        self.metrics = metrics
+        self.logger = logger
+        (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+    }
+
+    /// True while the writer fails fast after a database failure.
+    var isFailing: Bool {
+        state.withLock { s in s.failingUntil.map { $0 > .now } ?? false }
+    }
+
+    /// Requests waiting for a commit, for metrics.
+    var queueDepth: Int { state.withLock { $0.queue.count } }
+
+    /// Queues the events (and rejected messages) and returns once they are
+    /// committed; throws `CommitUnavailable` at once when that cannot happen soon.
+    func commit(_ events: [NewEvent], quarantine: [QuarantineEntry]) async throws -> Outcome {
+        if events.isEmpty && quarantine.isEmpty { return [] }
+        return try await withCheckedThrowingContinuation { continuation in
+            let refusal = state.withLock { s -> CommitUnavailable? in
+                if s.closed { return CommitUnavailable(reason: .shuttingDown, retryAfterSeconds: 5) }
+                if let until = s.failingUntil, until > .now {
+                    return CommitUnavailable(reason: .databaseUnavailable, retryAfterSeconds: 1)
+                }
+                if s.queue.count >= maxQueuedRequests { return CommitUnavailable(reason: .saturated, retryAfterSeconds: 1) }
+                s.queue.append(Pending(events: events, quarantine: quarantine, continuation: continuation))
+                s.queuedMessages += events.count
+                return nil
+            }
+            if let refusal {
+                continuation.resume(throwing: refusal)
+            } else {
+                wake.yield()
+            }
+        }
+    }
+
+    /// The writer loop. On graceful shutdown it stops taking new requests,
+    /// commits and answers everything already queued, then returns.
+    func run() async throws {
+        await withGracefulShutdownHandler {
+            for await _ in wakeups {
+                await drain()
+            }
+        } onGracefulShutdown: {
+            self.state.withLock { $0.closed = true }
+            self.wake.finish()
+        }
+        await drain()
+        logger.info("group commit writer stopped")
+    }
+
+    /// Commits groups until the queue is empty.
+    private func drain() async {
+        while true {
+            let group = state.withLock { s -> [Pending] in
+                var taken: [Pending] = []
+                var count = 0
+                while let next = s.queue.first, taken.isEmpty || count + next.events.count <= maxEventsPerCommit {
+                    taken.append(s.queue.removeFirst())
+                    count += next.events.count
+                }
+                s.queuedMessages -= count
+                return taken
+            }
+            if group.isEmpty { return }
+            await commit(group)
+        }
+    }
+
+    private func commit(_ group: [Pending]) async {
+        let events = group.flatMap(\.events)
+        let quarantine = group.flatMap(\.quarantine)
+        let started = ContinuousClock.now
+        do {
+            let stored = try await pool.withConnection { connection in
+                try EventStore.append(events, quarantine: quarantine, on: connection)
+            }
+            metrics.commitLatency.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
+            metrics.groupSize.record(group.count)
+            metrics.updatePool(pool.usage)
+            state.withLock { $0.failingUntil = nil }
+            var offset = 0
+            for pending in group {
+                let slice = Array(stored[offset..<offset + pending.events.count])
+                offset += pending.events.count
+                pending.continuation.resume(returning: slice)
+            }
+        } catch let error as PostgresError where error.isConnectionFailure || error.code == .poolTimeout || error.code == .poolClosed {
+            logger.warning("commit failed: database unavailable", metadata: ["error": "\(error)", "requests": "\(group.count)"])
+            let retry = max(1, Int(backoff.components.seconds))
+            let until = ContinuousClock.now + backoff
+            let waiting = state.withLock { s -> [Pending] in
+                s.failingUntil = until
+                defer {
+                    s.queue.removeAll()
+                    s.queuedMessages = 0
+                }
+                return s.queue
+            }
+            for pending in group + waiting {
+                pending.continuation.resume(throwing: CommitUnavailable(reason: .databaseUnavailable, retryAfterSeconds: retry))
+            }
+        } catch {
+            // Not the database's availability: something in one request. Commit
+            // each request alone so one cannot fail the others.
+            if group.count > 1 {
+                logger.warning("group commit failed; retrying requests one by one", metadata: ["error": "\(error)"])
+                for pending in group { await commit([pending]) }
+            } else {
+                logger.error("commit failed", metadata: ["error": "\(error)"])
+                for pending in group { pending.continuation.resume(throwing: error) }
+            }
+        }
+    }
+}
+
+extension Duration {
+    var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+    }
+}

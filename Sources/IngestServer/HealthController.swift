@@ -1,0 +1,56 @@
+import CoreMetrics
+import Foundation
+import Hummingbird
+import LibPQ
+import Migrations
+
+/// `/healthz`, `/readyz`, `/metrics`.
+struct HealthController: Sendable {
+    let pool: ConnectionPool
+    let committer: GroupCommitter
+    let metrics: IngestMetrics
+    let migrator: Migrator?
+
+    struct Status: Codable, Sendable {
+        var status: String
+    }
+
+    func addRoutes(to router: Router<BasicRequestContext>) {
+        router.get("healthz") { _, _ in JSONBody.response(Status(status: "ok")) }
+        router.get("readyz") { _, _ in await ready() }
+        router.get("metrics") { _, _ in
+            metrics.updatePool(pool.usage)
+            metrics.queueDepth.record(committer.queueDepth)
+            return Response(
+                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+                body: .init(byteBuffer: .init(string: metrics.render())))
+        }
+    }
+
+    /// Ready when the database answers and has every migration this binary knows.
+    func ready() async -> Response {
+        let migrator = self.migrator
+        let pending: Result<Int, any Error>
+        do {
+            pending = .success(
+                try await pool.withConnection { connection in
+                    _ = try connection.query("SELECT 1")
+                    return try migrator?.pending(connection).count ?? 0
+                })
+        } catch {
+            pending = .failure(error)
+        }
+        switch pending {
+        case .success(0):
+            return JSONBody.response(Status(status: "ready"))
+        case .success(let count):
+            return APIError(
+                status: .serviceUnavailable, code: "migrations_pending",
+                message: "\(count) migration(s) not applied; run onramp migrate", retryAfter: 5
+            ).response
+        case .failure:
+            return APIError(status: .serviceUnavailable, code: "database_unavailable", message: "the database cannot be reached", retryAfter: 1)
+                .response
+        }
+    }
+}

@@ -1,0 +1,36 @@
+public import EventLog
+public import Foundation
+public import Logging
+
+/// Everything `buildApplication` needs; `onramp serve` fills it from flags,
+/// the tests from their own values.
+public struct IngestConfiguration: Sendable {
+    public var host = "127.0.0.1"
+    /// 0 picks a free port (tests); `onServerRunning` learns which.
+    public var port = 8080
+    public var databaseURL: String
+    public var poolSize = 8
+    /// Validation limits and per-app PII settings.
+    public var policy = IngestPolicy()
+    /// Largest request body, before and after gzip decompression.
+    public var maxBodyBytes = 512 * 1024
+    /// Requests that may wait for a commit before new ones get 503.
+    public var maxQueuedRequests = 4_096
+    /// Per-key token bucket: requests a second and burst size.
+    public var rateLimitPerSecond: Double = 500
+    public var rateLimitBurst: Double = 1_000
+    /// How long the writer fails fast after losing the database.
+    public var databaseBackoff: Duration = .seconds(1)
+    /// Migrations the readiness check compares with the database (nil: look them up
+    /// as `onramp migrate` does; if none are found, readiness checks only the connection).
+    public var migrationsDirectory: URL?
+    /// How often partitions for coming months are ensured.
+    public var partitionMaintenanceInterval: Duration = .seconds(86_400)
+    public var logger = Logger(label: "onramp.serve")
+    /// Called with the bound port once the server listens.
+    public var onServerRunning: (@Sendable (Int) async -> Void)?
+
+    public init(databaseURL: String) {
+        self.databaseURL = databaseURL
+    }
+}

@@ -1,0 +1,73 @@
+import CompressNIO
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// Reads a request body within the limits: the raw body and, for
+/// `Content-Encoding: gzip`, the inflated body may each be at most `limit`
+/// bytes; inflating stops as soon as the output passes the limit, so a gzip
+/// bomb never inflates in memory.
+enum RequestBodyReader {
+    static func read(_ request: Request, limit: Int) async throws(APIError) -> Data {
+        try checkContentType(request)
+        let encoding = request.headers[.contentEncoding]?.trimmingCharacters(in: .whitespaces).lowercased() ?? "identity"
+        guard ["identity", "gzip", "x-gzip", ""].contains(encoding) else {
+            throw APIError(
+                status: .unsupportedMediaType, code: "unsupported_content_encoding",
+                message: "Content-Encoding '\(encoding)' is not supported; send identity or gzip", field: "Content-Encoding")
+        }
+        if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
+            throw tooLarge(limit, after: false)
+        }
+        var buffer = ByteBuffer()
+        do {
+            for try await chunk in request.body {
+                guard buffer.readableBytes + chunk.readableBytes <= limit else { throw tooLarge(limit, after: false) }
+                var chunk = chunk
+                buffer.writeBuffer(&chunk)
+            }
+        } catch let error as APIError {
+            throw error
+        } catch {
+            throw APIError(status: .badRequest, code: "invalid_body", message: "the request body could not be read", field: "body")
+        }
+        if encoding == "gzip" || encoding == "x-gzip" {
+            do {
+                let inflated = try buffer.decompress(with: .gzip(), maxSize: limit + 1)
+                guard inflated.readableBytes <= limit else { throw tooLarge(limit, after: true) }
+                return Data(inflated.readableBytesView)
+            } catch let error as APIError {
+                throw error
+            } catch let error as CompressNIOError where error == .bufferOverflow {
+                throw tooLarge(limit, after: true)
+            } catch {
+                throw APIError(
+                    status: .badRequest, code: "invalid_gzip", message: "the body is not valid gzip data", field: "body")
+            }
+        }
+        return Data(buffer.readableBytesView)
+    }
+
+    /// JSON only (`application/json`, with any parameters, or a `+json` type);
+    /// a missing Content-Type is taken as JSON.
+    static func checkContentType(_ request: Request) throws(APIError) {
+        guard let value = request.headers[.contentType] else { return }
+        let mediaType = value.split(separator: ";", maxSplits: 1).first.map {
+            $0.trimmingCharacters(in: .whitespaces).lowercased()
+        } ?? ""
+        if mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) { return }
+        throw APIError(
+            status: .unsupportedMediaType, code: "unsupported_media_type",
+            message: "Content-Type '\(mediaType)' is not supported; send application/json", field: "Content-Type")
+    }
+
+    static func tooLarge(_ limit: Int, after: Bool) -> APIError {
+        APIError(
+            status: .contentTooLarge, code: "body_too_large",
+            message: after
+                ? "the body is over \(limit / 1024) KB after gzip decompression"
+                : "the body is over \(limit / 1024) KB",
+            field: "body")
+    }
+}

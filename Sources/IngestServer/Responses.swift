@@ -1,0 +1,74 @@
+import EventLog
+import Foundation
+import HTTPTypes
+import Hummingbird
+import NIOCore
+
+/// `200` body: Segment clients look only at the status; others read the counts.
+struct BatchResponse: Codable, Sendable {
+    struct Rejected: Codable, Sendable {
+        var index: Int
+        var messageId: String?
+        var code: String
+        var message: String
+    }
+
+    var success = true
+    var accepted: Int
+    var duplicates: Int
+    var rejected: [Rejected]
+}
+
+/// `{"error": {"code", "message", "field"?}}` for every non-2xx answer.
+struct ErrorBody: Codable, Sendable {
+    struct Detail: Codable, Sendable {
+        var code: String
+        var message: String
+        var field: String?
+    }
+
+    var error: Detail
+}
+
+/// An answer the routes give instead of throwing, so every failure has the same shape.
+struct APIError: Error, Sendable {
+    var status: HTTPResponse.Status
+    var code: String
+    var message: String
+    var field: String?
+    var retryAfter: Int?
+
+    static func badRequest(_ code: String, _ message: String, field: String) -> APIError {
+        APIError(status: .badRequest, code: code, message: message, field: field)
+    }
+
+    init(status: HTTPResponse.Status, code: String, message: String, field: String? = nil, retryAfter: Int? = nil) {
+        self.status = status
+        self.code = code
+        self.message = message
+        self.field = field
+        self.retryAfter = retryAfter
+    }
+
+    var response: Response {
+        var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
+        if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        let body = ErrorBody(error: .init(code: code, message: message, field: field))
+        return Response(status: status, headers: headers, body: .init(byteBuffer: JSONBody.encode(body)))
+    }
+}
+
+enum JSONBody {
+    static func encode(_ value: some Encodable) -> ByteBuffer {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        let data = (try? encoder.encode(value)) ?? Data("{}".utf8)
+        return ByteBuffer(bytes: data)
+    }
+
+    static func response(_ value: some Encodable, status: HTTPResponse.Status = .ok) -> Response {
+        Response(
+            status: status, headers: [.contentType: "application/json; charset=utf-8"],
+            body: .init(byteBuffer: encode(value)))
+    }
+}

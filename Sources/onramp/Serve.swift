@@ -1,0 +1,58 @@
+import ArgumentParser
+import EventLog
+import Foundation
+import Funnels
+import Hummingbird
+import IngestServer
+import Logging
+
+/// `onramp serve`: the Segment-compatible ingestion service.
+struct Serve: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Accept Segment-style events over HTTP and append them to the event log exactly once.")
+
+    @OptionGroup var database: DatabaseOptions
+
+    @Option(help: "Address to listen on.")
+    var host = "127.0.0.1"
+
+    @Option(help: "Port to listen on (0 picks a free one).")
+    var port = 8080
+
+    /// Per-app PII lists and modes come from the funnel configuration.
+    @OptionGroup var funnels: ConfigurationOptions
+
+    @Option(help: "Database connections for the writer and lookups.")
+    var poolSize = 8
+
+    @Option(help: "Per-write-key rate limit, requests per second.")
+    var rateLimit: Double = 500
+
+    @Option(help: "Oldest accepted event, in days before the receive time.")
+    var horizonDays = 30
+
+    func run() async throws {
+        var logger = Logger(label: "onramp.serve")
+        logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info
+        var configuration = IngestConfiguration(databaseURL: try database.resolvedURL())
+        configuration.host = host
+        configuration.port = port
+        configuration.poolSize = poolSize
+        configuration.rateLimitPerSecond = rateLimit
+        configuration.rateLimitBurst = max(1, rateLimit * 2)
+        configuration.policy = Self.policy(try funnels.load())
+        configuration.policy.horizonSeconds = Int64(horizonDays) * 86_400
+        configuration.logger = logger
+        let app = try await buildApplication(configuration: configuration)
+        try await app.runService()  // SIGTERM/SIGINT: graceful shutdown, then exit 0
+    }
+
+    /// Per-app PII lists and modes from the funnel configuration.
+    static func policy(_ funnels: FunnelConfiguration) -> IngestPolicy {
+        var policy = IngestPolicy()
+        for app in funnels.apps {
+            policy.pii[app.name] = PIIPolicy(properties: Set(app.piiProperties), mode: app.piiMode == .hash ? .hash : .remove)
+        }
+        return policy
+    }
+}

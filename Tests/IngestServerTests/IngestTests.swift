@@ -1,0 +1,262 @@
+import AsyncHTTPClient
+import CompressNIO
+import EventLog
+import Foundation
+import IngestServer
+import NIOHTTP1
+import LibPQ
+import LocalPostgres
+import NIOCore
+import Testing
+
+@Suite struct StatusCodeTests {
+    @Test func everyStatusCode() async throws {
+        try await withServer(configure: { $0.rateLimitPerSecond = 0.001; $0.rateLimitBurst = 4 }) { h in
+            let ok = try await h.post(json: Fixtures.batch([Fixtures.track("s1")]))
+            #expect(ok.status == 200)
+            #expect(ok.json?["accepted"] as? Int == 1)
+
+            let badJSON = try await h.post(json: "{nope")
+            #expect(badJSON.status == 400)
+            #expect((badJSON.json?["error"] as? [String: Any])?["code"] as? String == "invalid_json")
+            let noBatch = try await h.post(json: #"{"messages":[]}"#)
+            #expect(noBatch.status == 400)
+            #expect((noBatch.json?["error"] as? [String: Any])?["field"] as? String == "batch")
+
+            let missingKey = try await h.send(.POST, "/v1/batch", body: Array(Fixtures.batch([]).utf8), headers: [("Content-Type", "application/json")])
+            #expect(missingKey.status == 401)
+            let unknownKey = try await h.post(json: Fixtures.batch([]), key: "ork_unknown")
+            #expect(unknownKey.status == 401)
+
+            let wrongType = try await h.send(.POST, "/v1/batch", body: Array("batch=1".utf8), headers: [("Content-Type", "application/x-www-form-urlencoded")])
+            #expect(wrongType.status == 415)
+
+            // Over the limit: the 5th request of a burst of 4 with (almost) no refill.
+            for _ in 0..<3 { #expect(try await h.post(json: Fixtures.batch([])).status == 200) }
+            let limited = try await h.post(json: Fixtures.batch([]))
+            #expect(limited.status == 429)
+            #expect(limited.header("Retry-After") != nil)
+        }
+    }
+
+    @Test func bodyLimitsAndGzip() async throws {
+        try await withServer { h in
+            let big = Fixtures.batch([Fixtures.track("x")]).replacingOccurrences(of: "\"attempt\":1", with: "\"pad\":\"\(String(repeating: "a", count: 600 * 1024))\"")
+            let tooLarge = try await h.post(json: big)
+            #expect(tooLarge.status == 413)
+
+            // A gzip bomb: 64 MB of zeros compresses to ~64 KB; it must be cut off while inflating.
+            var zeros = ByteBuffer(repeating: 0x20, count: 64 << 20)
+            let bomb = try zeros.compress(with: .gzip())
+            let basic = Data((h.key + ":").utf8).base64EncodedString()
+            let bombed = try await h.send(
+                .POST, "/v1/batch", body: Array(buffer: bomb),
+                headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Authorization", "Basic \(basic)")])
+            #expect(bombed.status == 413)
+
+            var small = ByteBuffer(string: Fixtures.batch([Fixtures.track("gz1")]))
+            let gz = try small.compress(with: .gzip())
+            let zipped = try await h.send(
+                .POST, "/v1/batch", body: Array(buffer: gz),
+                headers: [("Content-Type", "application/json"), ("Content-Encoding", "gzip"), ("Authorization", "Basic \(basic)")])
+            #expect(zipped.status == 200)
+            #expect(zipped.json?["accepted"] as? Int == 1)
+
+            let brotli = try await h.post(json: "{}", extraHeaders: [("Content-Encoding", "br")])
+            #expect(brotli.status == 415)
+        }
+    }
+
+    @Test func saturatedWriterAnswers503AtOnce() async throws {
+        try await withServer(configure: { $0.maxQueuedRequests = 0 }) { h in
+            let started = ContinuousClock.now
+            let reply = try await h.post(json: Fixtures.batch([Fixtures.track("q1")]))
+            #expect(reply.status == 503)
+            #expect(reply.header("Retry-After") != nil)
+            #expect(ContinuousClock.now - started < .seconds(2))
+        }
+    }
+
+    @Test func healthReadinessMetricsSettings() async throws {
+        try await withServer { h in
+            #expect(try await h.send(.GET, "/healthz").status == 200)
+            #expect(try await h.send(.GET, "/readyz").status == 200)
+            _ = try await h.post(json: Fixtures.batch([Fixtures.track("m1"), Fixtures.track("m1")]))
+            let metrics = try await h.send(.GET, "/metrics")
+            #expect(metrics.status == 200)
+            for name in ["onramp_http_requests_total", "onramp_messages_total", "onramp_commit_duration_seconds", "onramp_group_commit_requests", "onramp_db_pool_connections"] {
+                #expect(metrics.body.contains(name), "missing \(name)")
+            }
+            let settings = try await h.send(.GET, "/v1/projects/\(h.key)/settings")
+            #expect(settings.status == 200)
+            let integrations = settings.json?["integrations"] as? [String: Any]
+            #expect((integrations?["Segment.io"] as? [String: Any])?["apiHost"] as? String != nil)
+            #expect(try await h.send(.GET, "/v1/projects/ork_nope/settings").status == 401)
+        }
+    }
+
+    @Test func revokedKeyIsRefused() async throws {
+        try await withServer { h in
+            let store = WriteKeyStore(pool: h.pool)
+            let key = try await store.create(app: "ops")
+            #expect(try await h.post(json: Fixtures.batch([]), key: key).status == 200)
+            #expect(try await store.revoke(key) == 1)
+            // The server caches lookups for a few seconds.
+            try await Task.sleep(for: .seconds(5.5))
+            #expect(try await h.post(json: Fixtures.batch([]), key: key).status == 401)
+        }
+    }
+}
+
+@Suite struct AuthAndStorageTests {
+    @Test func basicBearerAndBodyKeyAllWorkAndAppComesFromTheKey() async throws {
+        try await withServer { h in
+            #expect(try await h.post(json: Fixtures.batch([Fixtures.track("a1")])).status == 200)
+            let bearer = try await h.send(
+                .POST, "/v1/batch", body: Array(Fixtures.batch([Fixtures.track("a2")]).utf8),
+                headers: [("Content-Type", "application/json"), ("Authorization", "Bearer \(h.key)")])
+            #expect(bearer.status == 200)
+            let inBody = #"{"writeKey":"\#(h.key)","app":"ops","batch":[\#(Fixtures.track("a3"))]}"#
+            let body = try await h.send(.POST, "/v1/batch", body: Array(inBody.utf8), headers: [("Content-Type", "application/json")])
+            #expect(body.status == 200)
+            #expect(try await h.count("SELECT count(*) FROM events WHERE app = 'yoked'") == 3)
+        }
+    }
+
+    @Test func duplicatesInsideAndAcrossBatches() async throws {
+        try await withServer { h in
+            let first = try await h.post(json: Fixtures.batch([Fixtures.track("d1"), Fixtures.track("d2"), Fixtures.track("d1")]))
+            #expect(first.json?["accepted"] as? Int == 2)
+            #expect(first.json?["duplicates"] as? Int == 1)
+            let second = try await h.post(json: Fixtures.batch([Fixtures.track("d2"), Fixtures.track("d3")]))
+            #expect(second.json?["accepted"] as? Int == 1)
+            #expect(second.json?["duplicates"] as? Int == 1)
+            #expect(try await h.count("SELECT count(*) FROM events") == 3)
+        }
+    }
+
+    @Test func sameBatchTwiceConcurrentlyStoresOneCopy() async throws {
+        try await withServer { h in
+            let body = Fixtures.batch((0..<50).map { Fixtures.track("c\($0)") })
+            let replies = try await withThrowingTaskGroup(of: Harness.Reply.self) { group in
+                for _ in 0..<2 { group.addTask { try await h.post(json: body) } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            #expect(replies.allSatisfy { $0.status == 200 })
+            #expect(replies.compactMap { $0.json?["accepted"] as? Int }.reduce(0, +) == 50)
+            #expect(try await h.count("SELECT count(*) FROM events") == 50)
+        }
+    }
+
+    @Test func deviceClockTwoHoursOffIsCorrectedAndAGoodClockIsNot() async throws {
+        try await withServer { h in
+            let now = Date()
+            let skewed = now.addingTimeInterval(-7200)
+            let wrong = Fixtures.batch([Fixtures.track("k1", at: skewed.addingTimeInterval(-30))], sentAt: skewed)
+            #expect(try await h.post(json: wrong).status == 200)
+            let right = Fixtures.batch([Fixtures.track("k2", at: now.addingTimeInterval(-30))], sentAt: now.addingTimeInterval(-2))
+            #expect(try await h.post(json: right).status == 200)
+            let rows = try await h.pool.query(
+                """
+                SELECT message_id, extract(epoch FROM received_at - "timestamp")::float8,
+                       extract(epoch FROM "timestamp" - original_timestamp)::float8, sent_at IS NOT NULL
+                FROM events ORDER BY message_id
+                """).rows
+            // k1: about 30 s before receipt (the skew is taken out), original kept two hours earlier.
+            #expect(abs(try rows[0].decode(Double.self, at: 1) - 30) < 5)
+            #expect(abs(try rows[0].decode(Double.self, at: 2) - 7200) < 5)
+            #expect(try rows[0].decode(Bool.self, at: 3))
+            // k2: 2 s of skew is latency, the client's time is kept exactly.
+            #expect(try rows[1].decode(Double.self, at: 2) == 0)
+        }
+    }
+
+    @Test func retryAfterClientTimeoutStoresNothingTwice() async throws {
+        try await withServer { h in
+            let messages = (0..<20).map { Fixtures.track("r\($0)") }
+                + (0..<5).map { #"{"type":"track","event":"no_id_\#($0)","anonymousId":"d","timestamp":"2026-01-01T00:00:00Z"}"# }
+            let body = Fixtures.batch(messages.map { $0.replacingOccurrences(of: "2026-01-01T00:00:00Z", with: Fixtures.iso(Date())) })
+            let basic = Data((h.key + ":").utf8).base64EncodedString()
+            // The client gives up almost at once; the server may still commit.
+            _ = try? await h.send(
+                .POST, "/v1/batch", body: Array(body.utf8),
+                headers: [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")], timeout: .milliseconds(1))
+            try await Task.sleep(for: .milliseconds(300))
+            let retry = try await h.post(json: body)
+            #expect(retry.status == 200)
+            let again = try await h.post(json: body)
+            #expect(again.json?["duplicates"] as? Int == 25)
+            #expect(try await h.count("SELECT count(*) FROM events") == 25)
+        }
+    }
+
+    @Test func quarantineKeepsRawJSONAndReasonAndTheRestOfTheBatchIsStored() async throws {
+        try await withServer { h in
+            let bad = #"{"type":"track","event":"otp_verified","messageId":"bad1","anonymousId":"d","timestamp":"not a date"}"#
+            let reply = try await h.post(json: Fixtures.batch([Fixtures.track("good1"), bad]))
+            #expect(reply.status == 200)
+            #expect(reply.json?["accepted"] as? Int == 1)
+            let rejected = try #require((reply.json?["rejected"] as? [[String: Any]])?.first)
+            #expect(rejected["index"] as? Int == 1)
+            #expect(rejected["code"] as? String == "invalid_timestamp")
+            #expect(rejected["messageId"] as? String == "bad1")
+            let row = try #require(try await h.pool.query("SELECT app, reason_code, raw, batch_index FROM quarantine").first)
+            #expect(try row.decode(String.self, at: 0) == "yoked")
+            #expect(try row.decode(String.self, at: 1) == "invalid_timestamp")
+            #expect(try row.decode(String.self, at: 2).contains("not a date"))
+            #expect(try row.decode(Int.self, at: 3) == 1)
+        }
+    }
+
+    @Test func piiIsRemovedOrHashedPerApp() async throws {
+        try await withServer(configure: { $0.policy.pii["ops"] = PIIPolicy(properties: ["email"], mode: .hash) }) { h in
+            let message = #"{"type":"track","event":"signup","messageId":"p1","anonymousId":"d","properties":{"email":"x@y.z","phone":"+1","plan":"pro"}}"#
+            #expect(try await h.post(json: Fixtures.batch([message])).status == 200)
+            let opsKey = try await WriteKeyStore(pool: h.pool).create(app: "ops")
+            #expect(try await h.post(json: Fixtures.batch([message]), key: opsKey).status == 200)
+            let yoked = try await h.pool.query("SELECT properties::text FROM events WHERE app = 'yoked'").scalar(String.self)
+            #expect(!yoked.contains("email") && !yoked.contains("phone") && yoked.contains("pro"))
+            let ops = try await h.pool.query("SELECT properties->>'email' FROM events WHERE app = 'ops'").scalar(String.self)
+            #expect(ops.hasPrefix("sha256:"))
+        }
+    }
+
+    @Test func analystColumnsAreFilled() async throws {
+        try await withServer { h in
+            let body = #"""
+                {"context":{"os":{"name":"iOS","version":"17.1"},"app":{"version":"1.0"}},"sentAt":"\#(Fixtures.iso(Date()))","batch":[
+                 {"type":"screen","name":"companySetup","messageId":"sc1","anonymousId":"dev","userId":"u1","properties":{"flow":"company_creator"},
+                  "context":{"app":{"version":"2.3.0"}}},
+                 {"type":"identify","messageId":"id1","anonymousId":"dev","userId":"u1","traits":{"plan":"pro"}},
+                 {"type":"page","name":"Home","messageId":"pg1","anonymousId":"dev"},
+                 {"type":"group","groupId":"g1","messageId":"gr1","userId":"u1"},
+                 {"type":"alias","previousId":"dev","messageId":"al1","userId":"u1"}]}
+                """#
+            let reply = try await h.post("/v1/batch", json: body)
+            #expect(reply.json?["accepted"] as? Int == 5)
+            let row = try #require(try await h.pool.query(
+                "SELECT type, event, user_id, anonymous_id, context->'app'->>'version', context->'os'->>'name', properties->>'flow' FROM events WHERE message_id = 'sc1'"
+            ).first)
+            #expect(try row.decode(String.self, at: 0) == "screen")
+            #expect(try row.decode(String.self, at: 1) == "companySetup")
+            #expect(try row.decode(String.self, at: 2) == "u1")
+            #expect(try row.decode(String.self, at: 4) == "2.3.0")
+            #expect(try row.decode(String.self, at: 5) == "iOS")
+            #expect(try row.decode(String.self, at: 6) == "company_creator")
+            #expect(try await h.count("SELECT count(DISTINCT type) FROM events") == 5)
+            #expect(try await h.count("SELECT count(*) FROM events WHERE type = 'identify' AND traits->>'plan' = 'pro'") == 1)
+        }
+    }
+
+    @Test func singleMessageEndpoints() async throws {
+        try await withServer { h in
+            let track = try await h.post("/v1/track", json: #"{"event":"otp_verified","messageId":"t1","anonymousId":"d"}"#)
+            #expect(track.status == 200)
+            let screen = try await h.post("/v1/screen", json: #"{"name":"welcome","messageId":"s1","anonymousId":"d"}"#)
+            #expect(screen.status == 200)
+            let identify = try await h.post("/v1/identify", json: #"{"userId":"u","anonymousId":"d","messageId":"i1","traits":{}}"#)
+            #expect(identify.status == 200)
+            #expect(try await h.count("SELECT count(*) FROM events") == 3)
+        }
+    }
+}

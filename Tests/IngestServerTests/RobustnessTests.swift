@@ -1,0 +1,174 @@
+import EventLog
+import Foundation
+import NIOHTTP1
+import IngestServer
+import LibPQ
+import LocalPostgres
+import Migrations
+import Synchronization
+import Testing
+
+@Suite struct LoadTests {
+    /// 200 clients × 100 batches each, all at once: every acknowledged id is in
+    /// the log exactly once, and nothing unacknowledged slipped in.
+    @Test func twoHundredClientsHundredBatchesEach() async throws {
+        try await withServer(configure: { $0.rateLimitPerSecond = 1e6; $0.rateLimitBurst = 1e6; $0.poolSize = 4 }) { h in
+            let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
+                for client in 0..<200 {
+                    group.addTask {
+                        var ids: [String] = []
+                        for batch in 0..<100 {
+                            let batchIDs = (0..<2).map { "c\(client)-b\(batch)-m\($0)" }
+                            // Every fifth batch repeats the previous one's first id: a duplicate.
+                            var messages = batchIDs.map { Fixtures.track($0, anonymousId: "dev-\(client)") }
+                            if batch % 5 == 4 { messages.append(Fixtures.track("c\(client)-b\(batch - 1)-m0", anonymousId: "dev-\(client)")) }
+                            let reply = try await h.post(json: Fixtures.batch(messages))
+                            if reply.status == 200 { ids += batchIDs }
+                        }
+                        return ids
+                    }
+                }
+                return try await group.reduce(into: [String]()) { $0 += $1 }
+            }
+            #expect(acknowledged.count == 200 * 100 * 2)
+            let stored = try await h.pool.query("SELECT message_id, count(*) FROM events GROUP BY message_id").rows
+            var table: [String: Int] = [:]
+            for row in stored { table[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1) }
+            #expect(Set(acknowledged) == Set(table.keys))
+            #expect(table.values.allSatisfy { $0 == 1 })
+            let metrics = try await h.send(.GET, "/metrics").body
+            #expect(metrics.contains("onramp_group_commit_requests"))
+        }
+    }
+}
+
+@Suite struct FaultTests {
+    /// Runs on a private cluster of its own, so pausing it cannot disturb other suites.
+    @Test func databaseStoppedMidRunGives503sThenRecovers() async throws {
+        if let external = ProcessInfo.processInfo.environment["ONRAMP_TEST_DATABASE_URL"], !external.isEmpty {
+            print("skipped: ONRAMP_TEST_DATABASE_URL points at an external server this test cannot stop")
+            return
+        }
+        let cluster = try LocalCluster.start()
+        defer { cluster.stop() }
+        let admin = ConnectionPool(url: cluster.url(), maxConnections: 1)
+        try await admin.query("CREATE DATABASE faults")
+        await admin.close()
+        let migrator = try Migrator(directory: try TestDatabase.migrationsDirectory)
+        let setup = ConnectionPool(url: cluster.url(database: "faults"), maxConnections: 1)
+        _ = try await setup.withConnection { try migrator.migrate($0) }
+        await setup.close()
+        try await withServer(databaseURL: cluster.url(database: "faults"), configure: { $0.databaseBackoff = .milliseconds(300) }) { h in
+            let statuses = Locked<[Int: Int]>([:])
+            let acknowledged = Locked<[String]>([])
+            let stop = Locked(false)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                for client in 0..<8 {
+                    group.addTask {
+                        var n = 0
+                        while !stop.withLock({ $0 }) {
+                            n += 1
+                            let id = "f\(client)-\(n)"
+                            let started = ContinuousClock.now
+                            guard let reply = try? await h.post(json: Fixtures.batch([Fixtures.track(id)])) else { continue }
+                            #expect(ContinuousClock.now - started < .seconds(6), "a request hung")
+                            statuses.withLock { $0[reply.status, default: 0] += 1 }
+                            if reply.status == 200 { acknowledged.withLock { $0.append(id) } }
+                            if reply.status == 503 { #expect(reply.header("Retry-After") != nil) }
+                            try await Task.sleep(for: .milliseconds(10))
+                        }
+                    }
+                }
+                try await Task.sleep(for: .seconds(1))
+                try cluster.pause()
+                try await Task.sleep(for: .seconds(2))
+                let ready = try await h.send(.GET, "/readyz")
+                #expect(ready.status == 503)
+                try cluster.resume()
+                try await Task.sleep(for: .seconds(3))
+                stop.withLock { $0 = true }
+                try await group.waitForAll()
+            }
+            let seen = statuses.withLock { $0 }
+            #expect(seen[503, default: 0] > 0, "no 503 while the database was down: \(seen)")
+            #expect(seen.keys.allSatisfy { $0 == 200 || $0 == 503 }, "unexpected statuses \(seen)")
+            // Service resumed without a restart.
+            #expect(try await h.post(json: Fixtures.batch([Fixtures.track("after")])).status == 200)
+            let ids = acknowledged.withLock { $0 }
+            let stored = try await h.count("SELECT count(*) FROM events WHERE message_id = ANY($1)", [.textArray(ids)])
+            #expect(stored == ids.count)
+        }
+    }
+}
+
+@Suite struct FuzzTests {
+    /// A few thousand mutated and random bodies: never a 500, never a crash.
+    @Test func mutatedAndRandomBodiesNeverGive500() async throws {
+        try await withServer(configure: { $0.rateLimitPerSecond = 1e6; $0.rateLimitBurst = 1e6 }) { h in
+            var rng = SplitMix(seed: 0x0123_4d)
+            let seeds = [
+                Fixtures.batch([Fixtures.track("z1"), Fixtures.track("z2")]),
+                #"{"batch":[{"type":"screen","name":"welcome","anonymousId":"a","properties":{"flow":"employee","n":[1,2.5,null,true]}}],"context":{"app":{"version":"1"}}}"#,
+                #"{"batch":[{"type":"identify","userId":"u","traits":{"email":"e"}}],"writeKey":"k"}"#,
+            ]
+            let fragments = ["null", "[]", "{}", "\"\"", "1e309", "-0", "\"\\u0000\"", "\"\\ud800\"", "[[[[[[[[", "}}}", "true", "\u{7}", "9999999999999999999999"]
+            var bodies: [[UInt8]] = []
+            for i in 0..<3000 {
+                var bytes = Array(seeds[i % seeds.count].utf8)
+                switch i % 4 {
+                case 0:  // flip bytes
+                    for _ in 0..<(1 + rng.next() % 4) { bytes[Int(rng.next() % UInt64(bytes.count))] = UInt8(truncatingIfNeeded: rng.next()) }
+                case 1:  // splice a fragment
+                    let at = Int(rng.next() % UInt64(bytes.count))
+                    bytes.insert(contentsOf: Array(fragments[Int(rng.next() % UInt64(fragments.count))].utf8), at: at)
+                case 2:  // truncate
+                    bytes = Array(bytes.prefix(Int(rng.next() % UInt64(bytes.count))))
+                default:  // random bytes
+                    bytes = (0..<(rng.next() % 200)).map { _ in UInt8(truncatingIfNeeded: rng.next()) }
+                }
+                bodies.append(bytes)
+            }
+            bodies.append(Array((String(repeating: "[", count: 100_000)).utf8))
+            bodies.append(Array(#"{"batch":[\#(String(repeating: "{\"a\":", count: 400))1\#(String(repeating: "}", count: 400))]}"#.utf8))
+            let allBodies = bodies
+            let paths = ["/v1/batch", "/v1/track", "/v1/screen", "/v1/identify", "/v1/b"]
+            let bad = try await withThrowingTaskGroup(of: Int.self) { group in
+                for worker in 0..<8 {
+                    group.addTask {
+                        var fivehundreds = 0
+                        for (i, body) in allBodies.enumerated() where i % 8 == worker {
+                            let basic = Data((h.key + ":").utf8).base64EncodedString()
+                            let reply = try await h.send(
+                                .POST, paths[i % paths.count], body: body,
+                                headers: [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")])
+                            if reply.status >= 500 { fivehundreds += 1 }
+                        }
+                        return fivehundreds
+                    }
+                }
+                return try await group.reduce(0, +)
+            }
+            #expect(bad == 0)
+            #expect(try await h.send(.GET, "/healthz").status == 200)
+        }
+    }
+}
+
+struct SplitMix {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+/// A `Mutex` in a class, so concurrent test tasks can share it.
+final class Locked<Value: Sendable>: Sendable {
+    private let mutex: Mutex<Value>
+    init(_ value: Value) { mutex = Mutex(value) }
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+}
