@@ -19,6 +19,10 @@ let package = Package(
         .library(name: "LocalPostgres", targets: ["LocalPostgres"]),
         .library(name: "Funnels", targets: ["Funnels"]),
         .library(name: "OnrampClient", targets: ["OnrampClient"]),
+        .library(name: "EventLog", targets: ["EventLog"]),
+        .library(name: "IngestServer", targets: ["IngestServer"]),
+        .library(name: "Simulation", targets: ["Simulation"]),
+        .library(name: "Benchmarks", targets: ["Benchmarks"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
