@@ -122,6 +122,8 @@ let package = Package(
             dependencies: ["LibPQ", "LocalPostgres", "Migrations", "Simulation"],
             swiftSettings: strictness
         ),
+        // A stand-in app process for the SDK's kill tests.
+        .executableTarget(name: "onramp-client-probe", dependencies: ["OnrampClient"], path: "Sources/ClientProbe", swiftSettings: strictness),
         // Helpers shared by the test targets (running the built CLI).
         .target(name: "TestSupport", dependencies: ["LibPQ", "Funnels"], swiftSettings: strictness),
         // The CLI: one small file per subcommand.
@@ -157,6 +159,15 @@ let package = Package(
                 .product(name: "Yams", package: "Yams"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "OnrampClientTests",
+            dependencies: [
+                "OnrampClient", "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Migrations", "onramp-client-probe",
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],

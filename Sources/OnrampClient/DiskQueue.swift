@@ -33,21 +33,27 @@ final class DiskQueue: Sendable {
     var dropped: Int { state.withLock { $0.dropped } }
 
     /// Persists a message; when the queue is full the oldest message is dropped.
+    ///
+    /// The file is written (atomically) *before* it joins the list, so a flush
+    /// running at the same moment never sees a listed file that is not there yet.
     func append(_ message: Message) throws {
         let data = try JSONEncoder().encode(message)
-        let (file, evicted) = state.withLock { s -> (URL, [URL]) in
-            let name = String(format: "%020llu", s.nextSequence) + ".json"
-            s.nextSequence += 1
-            let file = directory.appendingPathComponent(name)
-            s.files.append(file)
+        let file = state.withLock { s -> URL in
+            defer { s.nextSequence += 1 }
+            return directory.appendingPathComponent(String(format: "%020llu", s.nextSequence) + ".json")
+        }
+        try data.write(to: file, options: [.atomic])
+        let evicted = state.withLock { s -> [URL] in
+            // Names are zero-padded sequence numbers: keep the list in order even if two appends raced.
+            let position = s.files.lastIndex { $0.lastPathComponent < file.lastPathComponent }.map { $0 + 1 } ?? 0
+            s.files.insert(file, at: position)
             var evicted: [URL] = []
             while s.files.count > maxCount {
                 evicted.append(s.files.removeFirst())
                 s.dropped += 1
             }
-            return (file, evicted)
+            return evicted
         }
-        try data.write(to: file, options: [.atomic])
         for old in evicted { try? FileManager.default.removeItem(at: old) }
     }
 
@@ -55,9 +61,13 @@ final class DiskQueue: Sendable {
     func peek(_ limit: Int) -> [(URL, Message)] {
         let files = state.withLock { Array($0.files.prefix(limit)) }
         return files.compactMap { file in
-            guard let data = try? Data(contentsOf: file), let message = try? JSONDecoder().decode(Message.self, from: data) else {
-                // Unreadable (e.g. a torn write from before rename semantics): drop it.
-                remove([file])
+            guard let data = try? Data(contentsOf: file) else {
+                // Already gone (delivered by a flush that raced this one): forget it.
+                state.withLock { $0.files.removeAll { $0 == file } }
+                return nil
+            }
+            guard let message = try? JSONDecoder().decode(Message.self, from: data) else {
+                remove([file])  // corrupt: it can never be sent
                 return nil
             }
             return (file, message)
