@@ -37,7 +37,8 @@ public struct ReportQuery: Sendable {
             return funnel
         }
         return try selected.map { funnel in
-            let zone = TimeZone(identifier: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)) ?? .gmt
+            let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
+            let zone = TimeZone(identifier: zoneName) ?? .gmt
             let outcomes = try OutcomeStore.load(c, funnel: funnel, days: nil).compactMap { stored -> PersonOutcome? in
                 guard let start = stored.outcome.startTime else { return nil }
                 let day = CohortCalendar.day(of: start, in: zone)
@@ -46,8 +47,9 @@ public struct ReportQuery: Sendable {
                 return stored.outcome
             }
             let durations = outcomes.filter { !$0.excluded && $0.level > 0 }.compactMap(\.secondsToComplete)
-            return FunnelResult(
-                report: FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: zone), secondsToComplete: durations)
+            var report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: zone)
+            report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
+            return FunnelResult(report: report, secondsToComplete: durations)
         }
     }
 }

@@ -88,15 +88,15 @@ enum JourneyModel {
         let flow: JSONValue = creator ? "company_creator" : "employee"
         let version: String = rng.chance(0.5) ? "v3" : "v2"  // consolidated flow vs the older 6/11-step one
         let auth: String = rng.pick([("email", 5), ("google", 3), ("apple", 2)])
-        let boost = version == "v3" ? 0.04 : 0  // the consolidated flow really converts better
+        let boost = version == "v3" ? 0.07 : 0  // the consolidated flow really converts better
         let authBoost = auth == "apple" ? 0.02 : (auth == "email" ? -0.03 : 0)
         let props: [String: JSONValue] = ["flow": flow, "flow_version": .string(version), "auth_method": .string(auth)]
         let screens: [(String, Double, Double)] = creator
             ? [("welcome", 1, 0), ("signup", 0.9, 8), ("credentials", 0.88 + authBoost, 30), ("profile", 0.92, 40),
                ("companySetup", 0.9 + boost, 20), ("companyDetails", 0.85 + boost, 90), ("companyCode", 0.93 + boost, 30),
                ("ready", 0.97, 10), ("tutorial", 0.95, 20)]
-            : [("welcome", 1, 0), ("signup", 0.9, 8), ("credentials", 0.86 + authBoost, 30), ("profile", 0.9 + boost, 40),
-               ("codeEntry", 0.8 + 2 * boost, 60), ("ready", 0.96, 10), ("tutorial", 0.93, 20)]
+            : [("welcome", 1, 0), ("signup", 0.9, 8), ("credentials", 0.86 + authBoost, 30), ("profile", 0.88 + boost, 40),
+               ("codeEntry", 0.75 + 2 * boost, 60), ("ready", 0.96, 10), ("tutorial", 0.93, 20)]
         var actions = walk(screens.map { ($0.0, .screen, props, $0.1, $0.2) }, rng: &rng)
         if let credentials = actions.first(where: { $0.name == "credentials" }) {
             actions.append(Action(kind: .identify, name: "ops-user-\(rng.next() % 1_000_000_000)", at: credentials.at + 2))

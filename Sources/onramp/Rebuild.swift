@@ -11,6 +11,6 @@ struct Rebuild: AsyncParsableCommand {
     @OptionGroup var report: ReportOptions
 
     func run() async throws {
-        try await report.run(mode: .rebuild, database: database, configuration: configuration)
+        try await report.run(mode: .rebuild, databaseURL: try database.resolvedURL(), configuration: configuration)
     }
 }

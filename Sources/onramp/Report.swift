@@ -11,6 +11,6 @@ struct Report: AsyncParsableCommand {
     @OptionGroup var report: ReportOptions
 
     func run() async throws {
-        try await report.run(mode: .incremental, database: database, configuration: configuration)
+        try await report.run(mode: .incremental, databaseURL: try database.resolvedURL(), configuration: configuration)
     }
 }

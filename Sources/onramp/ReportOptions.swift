@@ -46,11 +46,11 @@ struct ReportOptions: ParsableArguments {
     }
 
     /// Runs the job, then renders and writes the report; the shared body of `report` and `rebuild`.
-    func run(mode: ProjectionJob.Mode, database: DatabaseOptions, configuration options: ConfigurationOptions) async throws {
+    func run(mode: ProjectionJob.Mode, databaseURL: String, configuration options: ConfigurationOptions) async throws {
         let configuration = try options.load()
         let job = ProjectionJob(configuration: configuration, timeZoneOverride: timeZone, showProgress: !quiet)
         let query = ReportQuery(from: from, to: to, funnels: funnels, timeZoneOverride: timeZone)
-        let pool = ConnectionPool(url: try database.resolvedURL(), maxConnections: 1)
+        let pool = ConnectionPool(url: databaseURL, maxConnections: 1)
         let now = Timestamps.microseconds(Date())
         let outcome = await Result(catching: {
             try await pool.withConnection { c -> (ProjectionJob.Summary, [ReportQuery.FunnelResult]) in
