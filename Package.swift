@@ -174,6 +174,11 @@ let package = Package(
             swiftSettings: strictness
         ),
         .testTarget(
+            name: "CLITests",
+            dependencies: ["LibPQ", "LocalPostgres", "TestSupport", "onramp"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
             name: "ProjectionTests",
             dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "onramp"],
             swiftSettings: strictness
