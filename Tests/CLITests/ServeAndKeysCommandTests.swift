@@ -1,0 +1,114 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LibPQ
+import LocalPostgres
+import TestSupport
+import Testing
+
+/// `onramp keys` and `onramp serve` as an operator runs them: the real binary.
+@Suite("onramp keys and onramp serve")
+struct ServeAndKeysCommandTests {
+    /// Posts one batch with curl-like plain URLSession and returns the status.
+    static func post(_ url: URL, key: String, ids: [String]) async throws -> Int {
+        var request = URLRequest(url: url.appendingPathComponent("v1/batch"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("Basic " + Data("\(key):".utf8).base64EncodedString(), forHTTPHeaderField: "Authorization")
+        let messages = ids.map { #"{"type":"track","event":"otp_verified","messageId":"\#($0)","anonymousId":"dev"}"# }
+        request.httpBody = Data(#"{"batch":[\#(messages.joined(separator: ","))]}"#.utf8)
+        let (_, response) = try await URLSession.shared.data(for: request)
+        return (response as? HTTPURLResponse)?.statusCode ?? 0
+    }
+
+    static func freePort() -> Int { Int.random(in: 20_000..<60_000) }
+
+    @Test("keys create prints only the key; only a hash is stored; list shows it; revoke makes the server refuse it")
+    func keysLifecycle() async throws {
+        let db = try await TestDatabase.create()
+        let created = try OnrampBinary.run(["keys", "create", "--app", "yoked", "--database-url", db.url])
+        #expect(created.status == 0, "\(created.stderr)")
+        let key = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        #expect(!key.isEmpty && !key.contains("\n") && !key.contains(" "))
+        let pool = db.pool(maxConnections: 1)
+        let stored = try await pool.query("SELECT encode(key_hash, 'hex') || key_prefix || app FROM write_keys").scalar(String.self)
+        #expect(!stored.contains(key))  // the key itself is nowhere in the table
+        let list = try OnrampBinary.run(["keys", "list", "--database-url", db.url])
+        #expect(list.stdout.contains("yoked"))
+        #expect(!list.stdout.contains(key))
+
+        let port = Self.freePort()
+        let server = Process()
+        server.executableURL = OnrampBinary.url
+        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)"]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        defer { if server.isRunning { server.terminate() } }
+        let base = URL(string: "http://127.0.0.1:\(port)")!
+        var status = 0
+        for _ in 0..<100 where status != 200 {
+            status = (try? await Self.post(base, key: key, ids: ["k1"])) ?? 0
+            if status != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(status == 200)
+        let revoked = try OnrampBinary.run(["keys", "revoke", String(key.prefix(12)), "--database-url", db.url])
+        #expect(revoked.status == 0, "\(revoked.stderr)")
+        try await Task.sleep(for: .seconds(6))  // the server caches key lookups for 5 s
+        #expect(try await Self.post(base, key: key, ids: ["k2"]) == 401)
+        server.terminate()
+        server.waitUntilExit()
+        #expect(server.terminationStatus == 0)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("SIGTERM mid-load: every acknowledged message is stored, and the server exits 0")
+    func sigtermIsGraceful() async throws {
+        let db = try await TestDatabase.create()
+        let key = try OnrampBinary.run(["keys", "create", "--app", "ops", "--database-url", db.url]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let port = Self.freePort()
+        let server = Process()
+        server.executableURL = OnrampBinary.url
+        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)"]
+        server.standardOutput = FileHandle.nullDevice
+        server.standardError = FileHandle.nullDevice
+        try server.run()
+        let base = URL(string: "http://127.0.0.1:\(port)")!
+        for _ in 0..<100 {
+            if (try? await Self.post(base, key: key, ids: ["warm"])) == 200 { break }
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        // 16 clients post batches of 20 until the server goes away; each keeps what was acknowledged.
+        let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
+            for client in 0..<16 {
+                group.addTask {
+                    var acked: [String] = []
+                    for batch in 0..<10_000 {
+                        let ids = (0..<20).map { "c\(client)-b\(batch)-m\($0)" }
+                        guard let status = try? await Self.post(base, key: key, ids: ids) else { break }
+                        if status == 200 { acked += ids } else if status != 503 { break }
+                    }
+                    return acked
+                }
+            }
+            try await Task.sleep(for: .milliseconds(1500))
+            kill(server.processIdentifier, SIGTERM)
+            var all: [String] = []
+            for try await ids in group { all += ids }
+            return all
+        }
+        server.waitUntilExit()
+        #expect(server.terminationReason == .exit && server.terminationStatus == 0)
+        #expect(acknowledged.count > 100)
+        let pool = db.pool(maxConnections: 1)
+        let stored = Set(try await pool.query("SELECT message_id FROM events WHERE message_id <> 'warm'").rows.map { try $0.decode(String.self, at: 0) })
+        let lost = Set(acknowledged).subtracting(stored)
+        #expect(lost.isEmpty, "\(lost.count) acknowledged messages were lost")
+        #expect(try await pool.query("SELECT count(*) - count(DISTINCT message_id) FROM events").scalar(Int.self) == 0)
+        await pool.close()
+        try await db.drop()
+    }
+}
