@@ -140,7 +140,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FunnelsTests",
-            dependencies: ["Funnels"],
+            dependencies: ["Funnels", "TestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(
@@ -151,7 +151,7 @@ let package = Package(
         .testTarget(
             name: "IngestServerTests",
             dependencies: [
-                "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Funnels", "Migrations",
+                "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Funnels", "Migrations", "TestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
@@ -190,7 +190,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ReportsTests",
-            dependencies: ["Funnels", "Reports"],
+            dependencies: ["Funnels", "Reports", "TestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -105,9 +105,12 @@ public enum EventSeeder {
     }
 }
 
-public struct SplitMix: Sendable {
+/// SplitMix64: tiny and seedable, so a failing random case reproduces exactly.
+public struct SplitMix: RandomNumberGenerator, Sendable {
     var state: UInt64
     public init(seed: UInt64) { state = seed }
+    /// Uniform in [0, 1).
+    public mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
     public mutating func next() -> UInt64 {
         state &+= 0x9E37_79B9_7F4A_7C15
         var z = state

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 @testable import Funnels
 
@@ -47,13 +48,13 @@ import Testing
         return Reference(level: level, completion: completion)
     }
 
-    static func randomMatcher(_ rng: inout SplitMix64) -> EventMatcher {
+    static func randomMatcher(_ rng: inout SplitMix) -> EventMatcher {
         let name = ["a", "b", "c"][Int(rng.next() % 3)]
         let conditions: [String: String] = rng.next() % 4 == 0 ? ["properties.x": String(rng.next() % 2)] : [:]
         return .event(name, where: conditions)
     }
 
-    static func randomFunnel(_ rng: inout SplitMix64) -> Funnel {
+    static func randomFunnel(_ rng: inout SplitMix) -> Funnel {
         let requiredCount = 1 + Int(rng.next() % 4)
         var steps: [FunnelStep] = []
         for index in 0..<requiredCount {
@@ -69,7 +70,7 @@ import Testing
         return Funnel(name: "random", app: "x", windowSeconds: Int64(window), steps: steps)
     }
 
-    static func randomTimeline(_ rng: inout SplitMix64) -> [FunnelEvent] {
+    static func randomTimeline(_ rng: inout SplitMix) -> [FunnelEvent] {
         let count = 2 + Int(rng.next() % 7)
         var events: [FunnelEvent] = []
         for index in 0..<count {
@@ -92,7 +93,7 @@ import Testing
 
     @Test(arguments: [UInt64(1), 2, 3, 4])
     func engineMatchesBruteForce(seed: UInt64) {
-        var rng = SplitMix64(seed: seed)
+        var rng = SplitMix(seed: seed)
         var completions = 0, partial = 0
         for iteration in 0..<2_500 {
             let funnel = Self.randomFunnel(&rng)

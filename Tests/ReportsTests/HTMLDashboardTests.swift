@@ -1,6 +1,7 @@
 import Foundation
 import Funnels
 import Reports
+import TestSupport
 import Testing
 
 /// The HTML dashboard: pure checks on the generated pages, then the same pages
@@ -68,7 +69,7 @@ struct HTMLDashboardTests {
         let day: Int64 = 86_400_000_000
         let t0: Int64 = 20_771 * day  // 2026-11-14
         let now = t0 + 7 * day + 18 * 3_600_000_000
-        var random = SeededRandom(seed: 42)
+        var random = SplitMix(seed: 42)
         var outcomes: [PersonOutcome] = []
         for person in 0..<600 {
             let os = random.unit() < 0.6 ? "iOS" : "Android"
@@ -292,21 +293,6 @@ struct HTMLDashboardTests {
               let close = html[open...].firstIndex(of: "<") else { return nil }
         return String(html[html.index(after: open)..<close])
     }
-}
-
-/// A deterministic generator (SplitMix64) so the realistic report is the same on every run.
-struct SeededRandom {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-    /// Uniform in [0, 1).
-    mutating func unit() -> Double { Double(next() >> 11) / Double(1 << 53) }
 }
 
 /// Runs Debian's `chromium` headless. Console messages (script errors,
