@@ -2,7 +2,10 @@ import Funnels
 import LibPQ
 
 /// Keeps `identity_links` (anonymous id -> earliest user id) up to date from the
-/// events written since a checkpoint, and says which persons lost events by a relink.
+/// events written since a checkpoint, and says which persons lost events by a
+/// relink. Set-based in SQL so a rebuild over millions of events is one pass;
+/// the order is `IdentityLink.isPreferred(over:)`'s: earliest sighting, then the
+/// smallest user id (tests compare the table with `IdentityResolver`).
 enum IdentityLinker {
     struct Relink: Hashable {
         let app: String
@@ -12,48 +15,31 @@ enum IdentityLinker {
     }
 
     static func update(_ c: Connection, apps: [String], since checkpoint: Checkpoint) throws -> [Relink] {
-        var observations: [String: [String: IdentityLink]] = [:]  // app -> anonymousId -> best link in range
-        try c.forEachRow(
+        let rows = try c.query(
             """
-            SELECT e.app, e.anonymous_id, e.user_id, (extract(epoch FROM e."timestamp") * 1000000)::int8
-            FROM events e
-            WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
-              AND e.anonymous_id IS NOT NULL AND e.user_id IS NOT NULL
-            """, checkpoint.parameters + [.textArray(apps)]
-        ) { row in
-            let app = try row.decode(String.self, at: 0)
-            let observation = IdentityObservation(
-                anonymousId: try row.decode(String.self, at: 1), userId: try row.decode(String.self, at: 2),
-                timestamp: try row.decode(Int64.self, at: 3))
-            _ = IdentityResolver.record(observation, into: &observations[app, default: [:]])
+            WITH candidates AS (
+                SELECT DISTINCT ON (e.app, e.anonymous_id) e.app, e.anonymous_id, e.user_id, e."timestamp"
+                FROM events e
+                WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
+                  AND e.anonymous_id IS NOT NULL AND e.user_id IS NOT NULL
+                ORDER BY e.app, e.anonymous_id, e."timestamp", e.user_id
+            ), changed AS (
+                SELECT c.*, l.user_id AS old_user
+                FROM candidates c
+                LEFT JOIN identity_links l ON l.app = c.app AND l.anonymous_id = c.anonymous_id
+                WHERE l.user_id IS NULL OR (c."timestamp", c.user_id) < (l.first_seen, l.user_id)
+            ), written AS (
+                INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
+                SELECT app, anonymous_id, user_id, "timestamp" FROM changed
+                ON CONFLICT (app, anonymous_id) DO UPDATE SET user_id = excluded.user_id, first_seen = excluded.first_seen
+            )
+            SELECT app, anonymous_id, COALESCE(old_user, anonymous_id) FROM changed
+            WHERE old_user IS DISTINCT FROM user_id
+            """, checkpoint.parameters + [.textArray(apps)])
+        return try rows.rows.map { row in
+            Relink(
+                app: try row.decode(String.self, at: 0), anonymousId: try row.decode(String.self, at: 1),
+                previousPerson: try row.decode(String.self, at: 2))
         }
-        var relinks: [Relink] = []
-        for (app, candidates) in observations {
-            let anonymousIds = Array(candidates.keys)
-            var existing: [String: IdentityLink] = [:]
-            for row in try c.query(
-                """
-                SELECT anonymous_id, user_id, (extract(epoch FROM first_seen) * 1000000)::int8
-                FROM identity_links WHERE app = $1 AND anonymous_id = ANY($2)
-                """, [.text(app), .textArray(anonymousIds)]
-            ).rows {
-                existing[try row.decode(String.self, at: 0)] = IdentityLink(
-                    userId: try row.decode(String.self, at: 1), firstSeen: try row.decode(Int64.self, at: 2))
-            }
-            for (anonymousId, candidate) in candidates {
-                let current = existing[anonymousId]
-                if let current, !candidate.isPreferred(over: current) { continue }
-                try c.query(
-                    """
-                    INSERT INTO identity_links (app, anonymous_id, user_id, first_seen) VALUES ($1, $2, $3, $4)
-                    ON CONFLICT (app, anonymous_id) DO UPDATE SET user_id = excluded.user_id, first_seen = excluded.first_seen
-                    """,
-                    [.text(app), .text(anonymousId), .text(candidate.userId), .microseconds(candidate.firstSeen)])
-                if current?.userId != candidate.userId {
-                    relinks.append(Relink(app: app, anonymousId: anonymousId, previousPerson: current?.userId ?? anonymousId))
-                }
-            }
-        }
-        return relinks
     }
 }

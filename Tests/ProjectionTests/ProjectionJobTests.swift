@@ -38,6 +38,23 @@ struct ProjectionJobTests {
         #expect(idle.personsRecomputed == 0)
         #expect(try await pool.withConnection { try TableDump.dump($0) } == incremental)
 
+        // The stored links are exactly what the engine's identity rule gives for the whole log.
+        let observations = events.filter { $0.anonymousId != nil && $0.userId != nil }.map {
+            IdentityObservation(anonymousId: $0.anonymousId, userId: $0.userId, timestamp: $0.timestamp)
+        }
+        var expectedLinks: [String: IdentityLink] = [:]
+        for (app, group) in Dictionary(grouping: zip(events.filter { $0.anonymousId != nil && $0.userId != nil }, observations), by: { $0.0.app }) {
+            for (anonymousId, link) in IdentityResolver.links(from: group.map(\.1)) { expectedLinks["\(app)|\(anonymousId)"] = link }
+        }
+        let storedLinks = try await pool.query(
+            "SELECT app || '|' || anonymous_id, user_id, (extract(epoch FROM first_seen) * 1000000)::int8 FROM identity_links")
+        #expect(storedLinks.rows.count == expectedLinks.count)
+        for row in storedLinks.rows {
+            let link = expectedLinks[try row.decode(String.self, at: 0)]
+            #expect(link?.userId == (try row.decode(String.self, at: 1)))
+            #expect(link?.firstSeen == (try row.decode(Int64.self, at: 2)))
+        }
+
         let rebuilt = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
         #expect(rebuilt.newEvents == events.count)
         let afterRebuild = try await pool.withConnection { try TableDump.dump($0) }
