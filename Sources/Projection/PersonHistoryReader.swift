@@ -35,25 +35,32 @@ struct PersonHistoryReader {
                 WHERE e.app = $1 AND e.user_id IS NULL
                 """
         }
-        let roots = paths.map { String($0.split(separator: ".", maxSplits: 1).first ?? "") }
-        let subpaths = paths.map { path -> String in
-            let parts = path.split(separator: ".", maxSplits: 1)
-            return parts.count == 2 ? String(parts[1]) : ""
+        // One plain expression per path (no per-row subquery): the column comes from a fixed
+        // whitelist, the path inside it is a bound text[] parameter ($2, $3, …).
+        var extractions: [String] = []
+        var pathParameters: [PostgresValue] = []
+        for path in paths {
+            let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
+            let column: String
+            switch parts.first {
+            case "properties": column = "e.properties"
+            case "context": column = "e.context"
+            case "traits": column = "e.traits"
+            default: column = "NULL::jsonb"  // the engine only reads these three roots
+            }
+            pathParameters.append(.textArray(parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : []))
+            extractions.append("\(column) #>> $\(pathParameters.count + 1)::text[]")
         }
+        let attributes = extractions.isEmpty ? "ARRAY[]::text[]" : "ARRAY[\(extractions.joined(separator: ", "))]"
         let sql = """
             SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id) AS person, e.message_id, e.type, e.event,
                    (extract(epoch FROM e."timestamp") * 1000000)::int8 AS ts,
-                   ARRAY(SELECT CASE r.root
-                                  WHEN 'properties' THEN e.properties #>> string_to_array(r.sub, '.')
-                                  WHEN 'context' THEN e.context #>> string_to_array(r.sub, '.')
-                                  WHEN 'traits' THEN e.traits #>> string_to_array(r.sub, '.')
-                                END
-                         FROM unnest($2::text[], $3::text[]) WITH ORDINALITY AS r(root, sub, n) ORDER BY r.n) AS attrs
+                   \(attributes) AS attrs
             FROM (\(source)) e
             LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
             ORDER BY 1, 5, e.seq
             """
-        try c.query("DECLARE person_history NO SCROLL CURSOR FOR " + sql, [.text(app), .textArray(roots), .textArray(subpaths)])
+        try c.query("DECLARE person_history NO SCROLL CURSOR FOR " + sql, [.text(app)] + pathParameters)
         var person: String?
         var timeline: [FunnelEvent] = []
         while true {
