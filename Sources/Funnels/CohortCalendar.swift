@@ -7,10 +7,34 @@ public import Foundation
 /// days of 23 or 25 hours end where the wall clock says they do.
 public enum CohortCalendar {
     /// `YYYY-MM-DD` of the local day containing `timestamp` (microseconds).
+    ///
+    /// The zone's offset at that instant shifts the time onto the local wall
+    /// clock, then plain civil-date arithmetic names the day: the same answer as
+    /// a Gregorian calendar, without its cost (this runs for every person).
     public static func day(of timestamp: Int64, in timeZone: TimeZone) -> String {
-        let components = calendar(timeZone).dateComponents([.year, .month, .day], from: date(timestamp))
-        let year = components.year ?? 1970, month = components.month ?? 1, day = components.day ?? 1
-        return String(format: "%04d-%02d-%02d", year, month, day)
+        let instant = date(timestamp)
+        let local = Int64(instant.timeIntervalSince1970) + Int64(timeZone.secondsFromGMT(for: instant))
+        let days = local >= 0 ? local / 86_400 : (local - 86_399) / 86_400
+        let (year, month, day) = civil(fromDays: days)
+        return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
+    }
+
+    /// (year, month, day) of a day count since 1970-01-01 (H. Hinnant's algorithm).
+    static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
+        let z = z0 + 719_468
+        let era = (z >= 0 ? z : z - 146_096) / 146_097
+        let doe = z - era * 146_097
+        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
+        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
+        let mp = (5 * doy + 2) / 153
+        let d = doy - (153 * mp + 2) / 5 + 1
+        let m = mp < 10 ? mp + 3 : mp - 9
+        return (m <= 2 ? yoe + era * 400 + 1 : yoe + era * 400, m, d)
+    }
+
+    private static func pad(_ value: Int64, _ width: Int) -> String {
+        let text = String(value)
+        return text.count >= width ? text : String(repeating: "0", count: width - text.count) + text
     }
 
     /// Microseconds at which the local day containing `timestamp` ends.

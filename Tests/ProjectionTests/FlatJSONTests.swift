@@ -1,0 +1,28 @@
+import Foundation
+import LibPQ
+import LocalPostgres
+@testable import Projection
+import Testing
+
+/// The breakdown column's hand-written JSON, through PostgreSQL's jsonb and back.
+@Suite("breakdown JSON")
+struct FlatJSONTests {
+    @Test("what the job writes comes back unchanged after jsonb normalises it")
+    func roundTripThroughJSONB() async throws {
+        let values: [String: String] = [
+            "context.os.name": "iOS", "properties.flow_version": "v3", "quote\"key": "back\\slash",
+            "line": "a\nb\tc", "unicode": "ünï 北京 🚀", "control": "\u{01}x", "empty": "",
+        ]
+        let text = OutcomeStore.jsonObject(values)
+        #expect(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: String] == values)
+        let db = try await TestDatabase.create(migrated: false)
+        let pool = db.pool(maxConnections: 1)
+        let normalised = try await pool.query("SELECT $1::jsonb", [.json(text)]).scalar(PostgresJSON.self)
+        #expect(OutcomeStore.parseObject(normalised) == values)
+        #expect(FlatJSON.parse(#"{"a": "b", "c": "d"}"#) == ["a": "b", "c": "d"])
+        #expect(FlatJSON.parse(#"{"a": 1}"#) == nil)  // not strings: left to the full decoder
+        #expect(FlatJSON.parse(#"{"a": "b"} x"#) == nil)
+        await pool.close()
+        try await db.drop()
+    }
+}
