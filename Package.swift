@@ -117,9 +117,17 @@ let package = Package(
         // `onramp simulate`: devices walking the five flows, sending through OnrampClient.
         .target(name: "Simulation", dependencies: ["OnrampClient"], swiftSettings: strictness),
         // `onramp bench`: measured against this machine's own limits, in ratios.
+        // It runs the real server in-process, so it is the one other module importing Hummingbird.
         .target(
             name: "Benchmarks",
-            dependencies: ["LibPQ", "LocalPostgres", "Migrations", "Simulation"],
+            dependencies: [
+                "LibPQ", "LocalPostgres", "Migrations", "Simulation", "EventLog", "IngestServer",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictness
         ),
         // A stand-in app process for the SDK's kill tests.

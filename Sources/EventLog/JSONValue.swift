@@ -107,20 +107,23 @@ public enum JSONValue: Sendable, Hashable {
 extension JSONValue: Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
+        // Most common kinds first: every failed `try?` builds a DecodingError with
+        // its coding path, and that was over half of the server's CPU. JSONDecoder
+        // never converts between JSON kinds, so only Int64-before-Double matters.
         if container.decodeNil() {
             self = .null
+        } else if let s = try? container.decode(String.self) {
+            self = .string(s)
+        } else if let o = try? container.decode([String: JSONValue].self) {
+            self = .object(o)
+        } else if let a = try? container.decode([JSONValue].self) {
+            self = .array(a)
         } else if let b = try? container.decode(Bool.self) {
             self = .bool(b)
         } else if let i = try? container.decode(Int64.self) {
             self = .int(i)
-        } else if let d = try? container.decode(Double.self) {
-            self = .double(d)
-        } else if let s = try? container.decode(String.self) {
-            self = .string(s)
-        } else if let a = try? container.decode([JSONValue].self) {
-            self = .array(a)
         } else {
-            self = .object(try container.decode([String: JSONValue].self))
+            self = .double(try container.decode(Double.self))
         }
     }
 

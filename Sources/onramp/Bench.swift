@@ -7,7 +7,7 @@ import Migrations
 struct Bench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Benchmarks, reported as ratios to the raw limits measured in the same run.",
-        subcommands: [BenchReport.self])
+        subcommands: [BenchIngest.self, BenchReport.self])
 }
 
 /// `onramp bench report`: rebuild and incremental report vs a raw scan of the log.

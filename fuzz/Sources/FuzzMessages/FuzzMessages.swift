@@ -1,0 +1,49 @@
+import EventLog
+import Foundation
+
+/// libFuzzer's entry point: one request body through everything the server
+/// does with it before the database, in the order the server does it.
+///
+/// Both decoders (a batch, and a single `/v1/track` message), then the
+/// validator with a PII policy that exercises hashing and removal. Findings are
+/// crashes, traps (overflow, out-of-range index, force-unwrap) and hangs; the
+/// checks below also trap when an outcome breaks the validator's contract.
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzMessages(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
+    let body = Data(bytes: start, count: count)
+    var policy = IngestPolicy()
+    policy.pii["yoked"] = PIIPolicy(properties: ["phone", "email"], mode: .hash)
+    let receivedAt: Int64 = 1_767_225_600_000_000  // fixed: runs must be reproducible
+    for decode in [{ try BatchDecoder.decodeBatch(body) }, { try BatchDecoder.decodeSingle(body, type: .track) }] {
+        guard let batch = try? decode() else { continue }
+        for app in ["yoked", "ops"] {
+            let outcome = MessageValidator.validate(batch, app: app, receivedAt: receivedAt, policy: policy)
+            // Every message is either an event or a rejection, exactly once, in order.
+            precondition(outcome.events.count + outcome.rejections.count == batch.messages.count)
+            let indices = (outcome.events.map(\.index) + outcome.rejections.map(\.index)).sorted()
+            precondition(indices == Array(batch.messages.indices))
+            for (_, event) in outcome.events {
+                precondition(event.app == app && !event.messageID.isEmpty)
+                precondition(event.messageID.count <= MessageValidator.maxIdentifierLength)
+                precondition(event.anonymousID != nil || event.userID != nil)
+                precondition(!event.properties.utf8.contains(0) && !event.context.utf8.contains(0))
+            }
+        }
+    }
+    return 0
+}
+
+// SwiftPM links an executable's entry point as `<Module>_main` (aliased to `main`)
+// on Linux, so libFuzzer's own `main` is never used: start its driver from ours.
+@_silgen_name("LLVMFuzzerRunDriver")
+func runFuzzerDriver(
+    _ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+    _ callback: @convention(c) (UnsafeRawPointer, Int) -> CInt
+) -> CInt
+
+@_cdecl("FuzzMessages_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var count = argc
+    var arguments = argv
+    return runFuzzerDriver(&count, &arguments) { data, size in fuzzMessages(data, size) }
+}
