@@ -69,7 +69,9 @@ final class TestServer: Sendable {
         adminDatabase = db.isEmpty ? "postgres" : db
         var admin = baseURL
         admin.path = "/" + adminDatabase
-        self.admin = ConnectionPool(url: admin.string ?? "", maxConnections: 2)
+        // Every test creates and drops a database through this pool, and a whole
+        // suite starts at once: waiting is expected, so the timeout is generous.
+        self.admin = ConnectionPool(.init(conninfo: admin.string ?? "", maxConnections: 4, acquireTimeout: .seconds(600)))
     }
 
     func url(database: String) -> String {
