@@ -53,6 +53,12 @@ public struct BenchError: Error, CustomStringConvertible, Sendable {
 func measure<T>(_ body: () async throws -> T) async rethrows -> (T, Double) {
     let start = ContinuousClock.now
     let value = try await body()
-    let elapsed = ContinuousClock.now - start
-    return (value, Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+    return (value, (ContinuousClock.now - start).seconds)
+}
+
+extension Duration {
+    /// Seconds as a `Double`, for rates.
+    var seconds: Double {
+        Double(components.seconds) + Double(components.attoseconds) / 1e18
+    }
 }

@@ -76,7 +76,7 @@ public struct FaultLoad: Sendable {
     }
 
     public func run() async throws -> Summary {
-        guard !keys.isEmpty else { throw IngestBenchError("no write keys") }
+        guard !keys.isEmpty else { throw BenchError("no write keys") }
         try FileManager.default.createDirectory(at: ledgerDirectory, withIntermediateDirectories: true)
         let pid = ProcessInfo.processInfo.processIdentifier
         let sentLedger = try Ledger(ledgerDirectory.appendingPathComponent("sent-\(idPrefix)-\(pid).tsv"))
@@ -104,12 +104,12 @@ public struct FaultLoad: Sendable {
         try? await client.shutdown()
         sentLedger.close()
         ackedLedger.close()
-        let seconds = (ContinuousClock.now - started).ingestSeconds
+        let seconds = (ContinuousClock.now - started).seconds
         return shared.state.withLock { s in
             Summary(
                 clients: clients, batchSize: batchSize, seconds: seconds, messagesSent: s.sent, messagesAcknowledged: s.acked,
                 requests: s.requests, retries: s.retries, failures: s.failures, rejected: s.rejected, abandonedBatches: s.abandoned,
-                longestStallSeconds: s.longestStall.ingestSeconds, acknowledgedPerSecond: Double(s.acked) / seconds)
+                longestStallSeconds: s.longestStall.seconds, acknowledgedPerSecond: Double(s.acked) / seconds)
         }
     }
 
@@ -202,8 +202,8 @@ public struct FaultLoad: Sendable {
 
     /// Exponential backoff with full jitter, as `OnrampClient` does.
     private func backoff(attempt: Int) -> Duration {
-        let base = retryBaseDelay.ingestSeconds
-        let ceiling = min(maxRetryDelay.ingestSeconds, base * pow(2, Double(attempt - 1)))
+        let base = retryBaseDelay.seconds
+        let ceiling = min(maxRetryDelay.seconds, base * pow(2, Double(attempt - 1)))
         return .milliseconds(Int(Double.random(in: 0...ceiling) * 1_000))
     }
 }

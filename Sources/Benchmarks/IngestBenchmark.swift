@@ -99,7 +99,7 @@ public struct IngestBenchmark: Sendable {
     }
 
     public func run() async throws -> Result {
-        let database = try await IngestBenchDatabase.make(serverURL: serverURL, migrations: migrations)
+        let database = try await BenchDatabase.make(serverURL: serverURL, migrations: migrations)
         defer { database.finish() }
         let factory = MessageFactory(devicePrefix: "bench")
         let postmaster = CPUUsage.postmaster(of: database.cluster)
@@ -138,7 +138,7 @@ public struct IngestBenchmark: Sendable {
         var results: [CaseResult] = []
         do {
             for (index, c) in cases.enumerated() {
-                log("B=\(c.batchSize) N=\(c.clients): \(warmUp.ingestSeconds) s warm-up, \(duration.ingestSeconds) s measured …")
+                log("B=\(c.batchSize) N=\(c.clients): \(warmUp.seconds) s warm-up, \(duration.seconds) s measured …")
                 let generator = LoadGenerator(
                     url: base, writeKey: key, clients: c.clients, batchSize: c.batchSize, factory: factory, idPrefix: "h\(index)")
                 let before = try await Self.scrape(client, base)
@@ -147,7 +147,7 @@ public struct IngestBenchmark: Sendable {
                 let load = try await generator.run(client: client, warmUp: warmUp, duration: duration)
                 let cpuAfter = CPUUsage.sample(postmaster: postmaster)
                 let after = try await Self.scrape(client, base)
-                let wall = warmUp.ingestSeconds + load.seconds
+                let wall = warmUp.seconds + load.seconds
                 let commits = Int(after["onramp_group_commit_requests_count"] - before["onramp_group_commit_requests_count"])
                 let groupRequests = after["onramp_group_commit_requests_sum"] - before["onramp_group_commit_requests_sum"]
                 let accepted = after[#"onramp_messages_total{outcome="accepted"}"#] - before[#"onramp_messages_total{outcome="accepted"}"#]
@@ -199,7 +199,7 @@ public struct IngestBenchmark: Sendable {
     }
 
     private func rawCopy(_ url: String, _ factory: MessageFactory, prefix: String, postmaster: Int32?) async throws -> RawCopyFigures {
-        log("raw COPY limit (\(copyChunkSize)-row transactions, \(duration.ingestSeconds) s) …")
+        log("raw COPY limit (\(copyChunkSize)-row transactions, \(duration.seconds) s) …")
         let r = try await RawCopy.run(
             url: url, factory: factory, duration: duration, chunkSize: copyChunkSize, idPrefix: prefix, postmaster: postmaster)
         log(String(format: "  %.0f messages/s", r.messagesPerSecond))

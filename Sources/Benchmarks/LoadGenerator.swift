@@ -83,7 +83,7 @@ struct LoadGenerator: Sendable {
                                 tally.requests += 1
                                 tally.messages += batchSize
                                 tally.bodyBytes += body.count
-                                tally.latenciesMs.append((done - sent).ingestSeconds * 1_000)
+                                tally.latenciesMs.append((done - sent).seconds * 1_000)
                             } else {
                                 tally.failures += 1
                             }
@@ -100,7 +100,7 @@ struct LoadGenerator: Sendable {
         return Result(
             requests: perClient.reduce(0) { $0 + $1.requests }, messages: perClient.reduce(0) { $0 + $1.messages },
             bodyBytes: perClient.reduce(0) { $0 + $1.bodyBytes }, failures: perClient.reduce(0) { $0 + $1.failures },
-            seconds: duration.ingestSeconds, latenciesMs: perClient.flatMap(\.latenciesMs).sorted())
+            seconds: duration.seconds, latenciesMs: perClient.flatMap(\.latenciesMs).sorted())
     }
 
     private struct ClientTally: Sendable {

@@ -42,7 +42,7 @@ enum RawCopy {
             await pool.close()
             throw error
         }
-        let elapsed = (ContinuousClock.now - started).ingestSeconds
+        let elapsed = (ContinuousClock.now - started).seconds
         let cpuAfter = CPUUsage.sample(postmaster: postmaster)  // before the backend exits and takes its CPU time with it
         await pool.close()
         return Result(
