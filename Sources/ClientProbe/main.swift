@@ -1,7 +1,7 @@
 // A stand-in app process for the SDK's kill tests: tracks events through
 // OnrampClient and prints each messageId once `track` has returned (so the
 // message is on disk), flushing in the background as an app would, until it
-// is killed.
+// is killed. Each line also says how many the background flushes delivered.
 //
 //   onramp-client-probe SERVER_URL WRITE_KEY STORAGE_DIR COUNT
 import Foundation
@@ -22,7 +22,8 @@ for i in 0..<count {
     client.track("probe_event", properties: ["n": .number(Double(i))])
     // The message is persisted once track returns; only now does the ledger count it.
     let queued = try FileManager.default.contentsOfDirectory(atPath: arguments[3] + "/queue").count
-    FileHandle.standardOutput.write(Data("tracked \(i) queued \(queued)\n".utf8))
+    let delivered = client.statistics.delivered
+    FileHandle.standardOutput.write(Data("tracked \(i) queued \(queued) delivered \(delivered)\n".utf8))
     try await Task.sleep(for: .milliseconds(2))
 }
 await client.flush()
