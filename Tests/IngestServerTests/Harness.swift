@@ -32,7 +32,7 @@ struct Harness: Sendable {
 
     func send(
         _ method: HTTPMethod = .POST, _ path: String, body: [UInt8]? = nil, headers: [(String, String)] = [],
-        timeout: TimeAmount = .seconds(30)
+        timeout: TimeAmount = .seconds(120)
     ) async throws -> Reply {
         var request = HTTPClientRequest(url: url + path)
         request.method = method
@@ -100,7 +100,8 @@ func withServer(
     let app = try await buildApplication(configuration: configuration)
     let group = ServiceGroup(configuration: .init(services: [app], logger: harnessLogger))
     var clientConfiguration = HTTPClient.Configuration()
-    clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 64
+    // One connection per simulated client (the load test runs 200), so none waits for a pool slot.
+    clientConfiguration.connectionPool.concurrentHTTP1ConnectionsPerHostSoftLimit = 256
     let client = HTTPClient(eventLoopGroupProvider: .singleton, configuration: clientConfiguration)
     let outcome: Result<Void, any Error> = await withTaskGroup(of: Void.self) { tasks in
         tasks.addTask { try? await group.run() }
