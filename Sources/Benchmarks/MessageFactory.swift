@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 import LibPQ
 import Simulation
@@ -84,24 +85,8 @@ struct MessageFactory: Sendable {
         return members.joined(separator: ",") + "}"
     }
 
-    /// A JSON string literal (the generator's names are plain, but be safe).
+    /// A JSON string literal, escaped as the server's own canonical JSON writes it.
     static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 {
-                    out += String(format: "\\u%04x", scalar.value)
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
+        JSONValue.string(s).canonicalText
     }
 }

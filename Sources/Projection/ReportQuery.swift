@@ -17,17 +17,13 @@ public struct ReportQuery: Sendable {
         self.timeZoneOverride = timeZoneOverride
     }
 
-    /// One report per selected funnel, in configuration order.
-    public func reports(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelReport] {
-        try results(c, configuration: configuration, now: now).map(\.report)
-    }
-
     /// A funnel's report plus the completers' times (the dashboard's distribution chart).
     public struct FunnelResult: Sendable {
         public var report: FunnelReport
         public var secondsToComplete: [Double]
     }
 
+    /// One result per selected funnel, in configuration order.
     public func results(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelResult] {
         let selected = funnels.isEmpty ? configuration.funnels : try funnels.map { name in
             guard let funnel = configuration.funnel(named: name) else {
