@@ -51,8 +51,28 @@ struct Harness: Sendable {
             headers: [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")] + extraHeaders)
     }
 
+    /// The value of an unlabelled Prometheus sample from `/metrics`.
+    func metric(_ name: String) async throws -> Double? {
+        try await send(.GET, "/metrics").body.split(separator: "\n")
+            .first { $0.hasPrefix(name + " ") }
+            .flatMap { Double($0.dropFirst(name.count + 1)) }
+    }
+
     func count(_ sql: String, _ parameters: [PostgresValue] = []) async throws -> Int {
         try await pool.query(sql, parameters).scalar(Int.self)
+    }
+}
+
+/// Polls until `condition` holds. The deadline only keeps a broken test from
+/// hanging; it asserts nothing about speed.
+func waitUntil(_ what: String = #function, _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + .seconds(120)
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else {
+            struct Stuck: Error, CustomStringConvertible { let description: String }
+            throw Stuck(description: "gave up waiting in \(what)")
+        }
+        try await Task.sleep(for: .milliseconds(50))
     }
 }
 
