@@ -153,7 +153,7 @@ let package = Package(
         ),
         .testTarget(
             name: "EventLogTests",
-            dependencies: ["EventLog", "LibPQ", "LocalPostgres"],
+            dependencies: ["EventLog", "LibPQ", "LocalPostgres", "TestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(

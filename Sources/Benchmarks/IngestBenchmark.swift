@@ -59,6 +59,7 @@ public struct IngestBenchmark: Sendable {
 
     public struct Result: Sendable, Codable {
         public var database: String
+        public var writers: Int
         public var averageMessageBytes: Double
         public var copyMessagesPerSecond: Double
         public var copyMegabytesPerSecond: Double
@@ -82,11 +83,13 @@ public struct IngestBenchmark: Sendable {
     public var serverURL: String?
     public var migrations: URL
     public var poolSize: Int
+    /// The server's group-commit writers.
+    public var writers: Int
     public var log: @Sendable (String) -> Void
 
     public init(
         cases: [Case], duration: Duration, warmUp: Duration, copyChunkSize: Int = 5_000, serverURL: String?, migrations: URL,
-        poolSize: Int = 8, log: @escaping @Sendable (String) -> Void
+        poolSize: Int = 8, writers: Int = 2, log: @escaping @Sendable (String) -> Void
     ) {
         self.cases = cases
         self.duration = duration
@@ -95,6 +98,7 @@ public struct IngestBenchmark: Sendable {
         self.serverURL = serverURL
         self.migrations = migrations
         self.poolSize = poolSize
+        self.writers = writers
         self.log = log
     }
 
@@ -112,6 +116,7 @@ public struct IngestBenchmark: Sendable {
         configuration.host = "127.0.0.1"
         configuration.port = 0
         configuration.poolSize = poolSize
+        configuration.writers = writers
         configuration.rateLimitPerSecond = 1e9
         configuration.rateLimitBurst = 1e9
         configuration.maxQueuedRequests = 65_536
@@ -193,7 +198,7 @@ public struct IngestBenchmark: Sendable {
         let copyRate = copies.map(\.messagesPerSecond).reduce(0, +) / Double(copies.count)
         for i in results.indices { results[i].ratioToCopy = results[i].messagesPerSecond / copyRate }
         return Result(
-            database: database.cluster == nil ? "DATABASE_URL server" : "private durable cluster (fsync on)",
+            database: database.cluster == nil ? "DATABASE_URL server" : "private durable cluster (fsync on)", writers: writers,
             averageMessageBytes: messageBytes, copyMessagesPerSecond: copyRate,
             copyMegabytesPerSecond: copyRate * messageBytes / 1_048_576, copyRuns: copies, cases: results)
     }

@@ -74,9 +74,9 @@ public enum BatchDecoder {
     private static func object(_ body: Data) throws(BatchError) -> [String: JSONValue] {
         let value: JSONValue
         do {
-            value = try JSONDecoder().decode(JSONValue.self, from: body)
+            value = try JSONParser.parse(body)
         } catch {
-            throw BatchError(code: "invalid_json", field: "body", message: "the body is not valid JSON")
+            throw BatchError(code: "invalid_json", field: "body", message: "the body is not valid JSON: \(error)")
         }
         guard case .object(let o) = value else {
             throw BatchError(code: "invalid_body", field: "body", message: "the body must be a JSON object")

@@ -128,8 +128,10 @@ public enum MessageValidator {
         // Message id: the client's, or one derived from the content.
         let messageID: String
         if let value = fields["messageId"], !value.isNull {
-            guard let id = value.stringValue, !id.isEmpty, id.count <= maxIdentifierLength,
-                !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
+            guard let id = value.stringValue, !id.isEmpty,
+                isPrintableASCII(id) && id.utf8.count <= maxIdentifierLength
+                    || id.count <= maxIdentifierLength
+                        && !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else {
                 return .failure(Failure("invalid_message_id", "\"messageId\" must be a string of 1–\(maxIdentifierLength) printable characters"))
             }
@@ -186,7 +188,17 @@ public enum MessageValidator {
         return "onramp-" + digest.map { String(format: "%02x", $0) }.joined().prefix(40)
     }
 
+    /// True when every byte is printable ASCII (space to `~`): then the checks
+    /// below reduce to byte counts, with no grapheme or Unicode property lookups.
+    static func isPrintableASCII(_ text: String) -> Bool {
+        text.utf8.allSatisfy { $0 >= 0x20 && $0 < 0x7F }
+    }
+
     static func isValidName(_ text: String) -> Bool {
+        if isPrintableASCII(text) {
+            let count = text.utf8.count
+            return count >= 1 && count <= maxNameLength && text.utf8.contains { $0 != 0x20 }
+        }
         let count = text.count
         guard count >= 1, count <= maxNameLength else { return false }
         guard !text.allSatisfy({ $0.isWhitespace }) else { return false }
@@ -211,6 +223,7 @@ public enum MessageValidator {
         default: return .failure(IdentifierProblem("must be a string"))
         }
         if text.isEmpty { return .success(nil) }
+        if isPrintableASCII(text), text.utf8.count <= maxIdentifierLength { return .success(text) }
         guard text.count <= maxIdentifierLength else {
             return .failure(IdentifierProblem("is longer than \(maxIdentifierLength) characters"))
         }

@@ -19,7 +19,7 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
             conninfo: configuration.databaseURL, maxConnections: configuration.poolSize, acquireTimeout: .seconds(5)))
     let metrics = IngestMetrics()
     let committer = GroupCommitter(
-        pool: pool, maxQueuedRequests: configuration.maxQueuedRequests, backoff: configuration.databaseBackoff,
+        pool: pool, writers: configuration.writers, maxQueuedRequests: configuration.maxQueuedRequests, backoff: configuration.databaseBackoff,
         metrics: metrics, logger: logger)
     let migrator: Migrator? = {
         if let directory = configuration.migrationsDirectory { return try? Migrator(directory: directory) }

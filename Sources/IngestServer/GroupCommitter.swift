@@ -25,6 +25,11 @@ public struct CommitUnavailable: Error, Sendable, CustomStringConvertible {
 /// appended with the others in ONE transaction, and each request is answered
 /// only after that transaction committed.
 ///
+/// A few writers (two by default) take groups from the one queue, so that one
+/// group's rows are rendered in Swift while another's commit runs in
+/// PostgreSQL: with a single writer the two sides took turns and neither was
+/// busy. The `event_ids` ledger keeps concurrent writers exactly-once.
+///
 /// The queue is bounded; when it is full, or the database has just failed,
 /// `commit` throws `CommitUnavailable` at once instead of waiting. After a
 /// connection failure the writer fails fast for `backoff`, then lets the next
@@ -53,11 +58,12 @@ final class GroupCommitter: Service, Sendable {
     private let metrics: IngestMetrics
     private let logger: Logger
     private let state = Mutex(State())
-    private let wakeups: AsyncStream<Void>
-    private let wake: AsyncStream<Void>.Continuation
+    /// One wake-up stream per writer: an AsyncStream has a single consumer.
+    private let wakeups: [AsyncStream<Void>]
+    private let wakes: [AsyncStream<Void>.Continuation]
 
     init(
-        pool: ConnectionPool, maxQueuedRequests: Int, maxEventsPerCommit: Int = 20_000,
+        pool: ConnectionPool, writers: Int = 2, maxQueuedRequests: Int, maxEventsPerCommit: Int = 20_000,
         backoff: Duration = .seconds(1), metrics: IngestMetrics, logger: Logger
     ) {
         self.pool = pool
@@ -66,7 +72,9 @@ final class GroupCommitter: Service, Sendable {
         self.backoff = backoff
         self.metrics = metrics
         self.logger = logger
-        (wakeups, wake) = AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1))
+        let streams = (0..<max(1, writers)).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1)) }
+        wakeups = streams.map(\.stream)
+        wakes = streams.map(\.continuation)
     }
 
     /// True while the writer fails fast after a database failure.
@@ -95,7 +103,7 @@ final class GroupCommitter: Service, Sendable {
             if let refusal {
                 continuation.resume(throwing: refusal)
             } else {
-                wake.yield()
+                for wake in wakes { wake.yield() }
             }
         }
     }
@@ -104,12 +112,16 @@ final class GroupCommitter: Service, Sendable {
     /// commits and answers everything already queued, then returns.
     func run() async throws {
         await withGracefulShutdownHandler {
-            for await _ in wakeups {
-                await drain()
+            await withTaskGroup(of: Void.self) { writers in
+                for wakeup in wakeups {
+                    writers.addTask {
+                        for await _ in wakeup { await self.drain() }
+                    }
+                }
             }
         } onGracefulShutdown: {
             self.state.withLock { $0.closed = true }
-            self.wake.finish()
+            for wake in self.wakes { wake.finish() }
         }
         await drain()
         logger.info("group commit writer stopped")

@@ -10,6 +10,8 @@ public struct IngestConfiguration: Sendable {
     public var port = 8080
     public var databaseURL: String
     public var poolSize = 8
+    /// Concurrent group-commit writers (each holds a pool connection while it commits).
+    public var writers = 2
     /// Validation limits and per-app PII settings.
     public var policy = IngestPolicy()
     /// Largest request body, before and after gzip decompression.

@@ -127,17 +127,21 @@ public enum PostgresType {
 
 /// Array literal text for `text[]` parameters: every element quoted and escaped.
 enum PostgresArray {
+    /// `{"a","b\"c"}`, built over UTF-8 bytes: the server's writer renders
+    /// thirteen of these per group commit, thousands of elements each.
     static func literal(_ items: [String]) -> String {
-        var out = "{"
+        var out: [UInt8] = [UInt8(ascii: "{")]
+        out.reserveCapacity(items.reduce(2) { $0 + $1.utf8.count + 3 })
         for (i, item) in items.enumerated() {
-            if i > 0 { out += "," }
-            out += "\""
-            for ch in item.unicodeScalars {
-                if ch == "\"" || ch == "\\" { out += "\\" }
-                out.unicodeScalars.append(ch)
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "\""))
+            for byte in item.utf8 {
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") { out.append(UInt8(ascii: "\\")) }
+                out.append(byte)
             }
-            out += "\""
+            out.append(UInt8(ascii: "\""))
         }
-        return out + "}"
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 }

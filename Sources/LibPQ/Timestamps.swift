@@ -18,6 +18,32 @@ public enum Timestamps {
         let (y, m, d) = civil(fromDays: days)
         let secondsOfDay = rem / 1_000_000
         let micros = rem % 1_000_000
+        if (0...9999).contains(y) {
+            // Fixed width, written as bytes: the server formats four per stored event.
+            var out = [UInt8](repeating: UInt8(ascii: "0"), count: 27)
+            func put(_ value: Int64, at end: Int, width: Int) {
+                var v = value
+                for k in 0..<width {
+                    out[end - k] = UInt8(ascii: "0") + UInt8(v % 10)
+                    v /= 10
+                }
+            }
+            put(y, at: 3, width: 4)
+            out[4] = UInt8(ascii: "-")
+            put(m, at: 6, width: 2)
+            out[7] = UInt8(ascii: "-")
+            put(d, at: 9, width: 2)
+            out[10] = UInt8(ascii: "T")
+            put(secondsOfDay / 3600, at: 12, width: 2)
+            out[13] = UInt8(ascii: ":")
+            put(secondsOfDay / 60 % 60, at: 15, width: 2)
+            out[16] = UInt8(ascii: ":")
+            put(secondsOfDay % 60, at: 18, width: 2)
+            out[19] = UInt8(ascii: ".")
+            put(micros, at: 25, width: 6)
+            out[26] = UInt8(ascii: "Z")
+            return String(decoding: out, as: UTF8.self)
+        }
         return "\(pad(y, 4))-\(pad(m, 2))-\(pad(d, 2))T\(pad(secondsOfDay / 3600, 2)):"
             + "\(pad(secondsOfDay / 60 % 60, 2)):\(pad(secondsOfDay % 60, 2)).\(pad(micros, 6))Z"
     }

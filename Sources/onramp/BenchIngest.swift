@@ -30,6 +30,9 @@ struct BenchIngest: AsyncParsableCommand {
     @Option(name: .customLong("pool-size"), help: "The server's database connections.")
     var poolSize = 8
 
+    @Option(help: "The server's concurrent group-commit writers.")
+    var writers = 2
+
     @Option(name: .customLong("database-url"), help: "Server to create the bench database on (default: $DATABASE_URL, else a private durable cluster).")
     var databaseURL: String?
 
@@ -42,6 +45,7 @@ struct BenchIngest: AsyncParsableCommand {
     func validate() throws {
         guard batchSize >= 1, batchSize <= 1_000 else { throw ValidationError("--batch must be 1…1000") }
         guard clients >= 1, clients <= 512 else { throw ValidationError("--clients must be 1…512") }
+        guard writers >= 1, writers < poolSize else { throw ValidationError("--writers must be 1…(--pool-size − 1)") }
         guard duration > 0, warmUp >= 0 else { throw ValidationError("--duration must be > 0 and --warm-up ≥ 0") }
     }
 
@@ -53,7 +57,7 @@ struct BenchIngest: AsyncParsableCommand {
         let bench = IngestBenchmark(
             cases: cases, duration: .milliseconds(Int(duration * 1_000)), warmUp: .milliseconds(Int(warmUp * 1_000)),
             copyChunkSize: copyChunk, serverURL: databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"],
-            migrations: try MigrationFile.locateDirectory(explicit: migrations), poolSize: poolSize, log: { Console.info($0) })
+            migrations: try MigrationFile.locateDirectory(explicit: migrations), poolSize: poolSize, writers: writers, log: { Console.info($0) })
         let r = try await bench.run()
         if json {
             let encoder = JSONEncoder()
@@ -61,7 +65,7 @@ struct BenchIngest: AsyncParsableCommand {
             print(String(decoding: try encoder.encode(r), as: UTF8.self))
             return
         }
-        print("database: \(r.database); average message \(Int(r.averageMessageBytes)) bytes")
+        print("database: \(r.database); average message \(Int(r.averageMessageBytes)) bytes; \(r.writers) group-commit writer(s)")
         for c in r.copyRuns {
             print(
                 String(

@@ -25,6 +25,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Database connections for the writer and lookups.")
     var poolSize = 8
 
+    @Option(help: "Concurrent group-commit writers, each using one of the pool's connections while it commits.")
+    var writers = 2
+
     @Option(help: "Per-write-key rate limit, requests per second.")
     var rateLimit: Double = 500
 
@@ -38,6 +41,7 @@ struct Serve: AsyncParsableCommand {
         configuration.host = host
         configuration.port = port
         configuration.poolSize = poolSize
+        configuration.writers = writers
         configuration.rateLimitPerSecond = rateLimit
         configuration.rateLimitBurst = max(1, rateLimit * 2)
         configuration.policy = Self.policy(try funnels.load())
