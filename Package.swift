@@ -103,7 +103,7 @@ let package = Package(
         // The nightly job: checkpoint, identity links, recompute touched persons, report tables.
         .target(
             name: "Projection",
-            dependencies: ["LibPQ", "Funnels"],
+            dependencies: ["LibPQ", "Funnels", "EventLog"],
             swiftSettings: strictness
         ),
         // Renders funnel reports: terminal table, markdown, csv, json.

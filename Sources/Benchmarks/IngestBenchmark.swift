@@ -171,7 +171,7 @@ public struct IngestBenchmark: Sendable {
                         messagesPerCommit: commits > 0 ? accepted / Double(commits) : 0,
                         commitMeanMs: commits > 0 ? commitSeconds / Double(commits) * 1_000 : 0,
                         benchProcessCores: (cpuAfter.own - cpuBefore.own) / wall,
-                        postgresCores: (cpuAfter.postgres - cpuBefore.postgres) / wall, ratioToCopy: 0))
+                        postgresCores: cpuAfter.postgres(since: cpuBefore) / wall, ratioToCopy: 0))
                 log(
                     String(
                         format: "  %.0f messages/s, p99 %.1f ms, %.1f requests/commit", rate, load.percentile(99),
@@ -244,13 +244,20 @@ enum CPUUsage {
 
     struct Sample {
         var own: Double
-        var postgres: Double
+        /// CPU seconds of each PostgreSQL process alive at the sample.
+        var postgresByPID: [Int32: Double]
+
+        /// PostgreSQL CPU seconds since `earlier`, process by process: a backend
+        /// that exited in between (a closed pool's) must not count as negative.
+        func postgres(since earlier: Sample) -> Double {
+            postgresByPID.reduce(0) { $0 + $1.value - (earlier.postgresByPID[$1.key] ?? 0) }
+        }
     }
 
     static func sample(postmaster: Int32?) -> Sample {
         let ticks = Double(sysconf(Int32(_SC_CLK_TCK)))
         var own = 0.0
-        var postgres = 0.0
+        var postgres: [Int32: Double] = [:]
         let me = ProcessInfo.processInfo.processIdentifier
         let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
         for entry in entries {
@@ -263,8 +270,8 @@ enum CPUUsage {
             if pid == me { own = (user + system) / ticks }
             let parent = Int32(fields[1])
             let ours = postmaster.map { pid == $0 || parent == $0 } ?? true
-            if name == "postgres" && ours { postgres += (user + system) / ticks }
+            if name == "postgres" && ours { postgres[pid] = (user + system) / ticks }
         }
-        return Sample(own: own, postgres: postgres)
+        return Sample(own: own, postgresByPID: postgres)
     }
 }

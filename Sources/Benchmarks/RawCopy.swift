@@ -47,7 +47,7 @@ enum RawCopy {
         await pool.close()
         return Result(
             messages: written, seconds: elapsed, chunks: chunks, chunkSize: chunkSize,
-            postgresCPUSeconds: cpuAfter.postgres - cpuBefore.postgres, ownCPUSeconds: cpuAfter.own - cpuBefore.own)
+            postgresCPUSeconds: cpuAfter.postgres(since: cpuBefore), ownCPUSeconds: cpuAfter.own - cpuBefore.own)
     }
 
     /// One transaction: reserve `count` sequence numbers, COPY the ledger rows, COPY the events.

@@ -223,36 +223,43 @@ public struct PostgresArrayText: PostgresDecodable, Hashable {
 
 extension PostgresArray {
     /// Parses PostgreSQL's array output (`{a,"b c",NULL}`), one dimension.
+    /// Over UTF-8 bytes: the nightly job parses one array per event it reads.
     static func parse(_ text: String) -> [String?]? {
-        let scalars = Array(text.unicodeScalars)
-        guard scalars.first == "{", scalars.last == "}" else { return nil }
+        var text = text
+        return text.withUTF8(parse(bytes:))
+    }
+
+    static func parse(bytes b: UnsafeBufferPointer<UInt8>) -> [String?]? {
+        let quote = UInt8(ascii: "\""), backslash = UInt8(ascii: "\\"), comma = UInt8(ascii: ",")
+        guard b.count >= 2, b[0] == UInt8(ascii: "{"), b[b.count - 1] == UInt8(ascii: "}") else { return nil }
         var items: [String?] = []
         var i = 1
-        let end = scalars.count - 1
-        if i == end { return [] }
+        let end = b.count - 1
         while i < end {
-            if scalars[i] == "\"" {
-                var value = String.UnicodeScalarView()
+            if b[i] == quote {
                 i += 1
-                while i < end, scalars[i] != "\"" {
-                    if scalars[i] == "\\", i + 1 < end { i += 1 }
-                    value.append(scalars[i])
+                var value: [UInt8] = []
+                var run = i  // start of the bytes not yet copied
+                while i < end, b[i] != quote {
+                    if b[i] == backslash, i + 1 < end {
+                        value.append(contentsOf: b[run..<i])
+                        i += 1
+                        run = i
+                    }
                     i += 1
                 }
                 guard i < end else { return nil }
+                value.append(contentsOf: b[run..<i])
+                items.append(String(decoding: value, as: UTF8.self))
                 i += 1
-                items.append(String(value))
             } else {
-                var value = String.UnicodeScalarView()
-                while i < end, scalars[i] != "," {
-                    value.append(scalars[i])
-                    i += 1
-                }
-                let s = String(value)
-                items.append(s == "NULL" ? nil : s)
+                let start = i
+                while i < end, b[i] != comma { i += 1 }
+                let token = UnsafeBufferPointer(rebasing: b[start..<i])
+                items.append(token.elementsEqual("NULL".utf8) ? nil : String(decoding: token, as: UTF8.self))
             }
             if i < end {
-                guard scalars[i] == "," else { return nil }
+                guard b[i] == comma else { return nil }
                 i += 1
             }
         }

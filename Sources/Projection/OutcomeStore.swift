@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 public import Funnels
 import LibPQ
@@ -82,40 +83,18 @@ enum OutcomeStore {
     }
 
     /// Deterministic JSON object text (sorted keys), so rebuilds compare equal
-    /// byte for byte. Written by hand: it runs once per person and funnel, and
-    /// JSONSerialization was a fifth of a rebuild's time.
+    /// byte for byte: the event log's canonical writer, which works in bytes
+    /// (it runs once per person and funnel; JSONSerialization was a fifth of a
+    /// rebuild's time).
     static func jsonObject(_ values: [String: String]) -> String {
-        var out = "{"
-        for (i, key) in values.keys.sorted().enumerated() {
-            if i > 0 { out += "," }
-            appendQuoted(key, to: &out)
-            out += ":"
-            appendQuoted(values[key] ?? "", to: &out)
-        }
-        return out + "}"
+        JSONValue.object(values.mapValues(JSONValue.string)).canonicalText
     }
 
-    private static func appendQuoted(_ text: String, to out: inout String) {
-        out += "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case _ where scalar.value < 0x20: out += "\\u" + String(repeating: "0", count: 4 - String(scalar.value, radix: 16).count) + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        out += "\""
-    }
-
-    /// Reads back a flat object of strings; the fast path for what `jsonObject`
-    /// wrote (PostgreSQL normalises jsonb, so this also sees its own spacing).
+    /// Reads back a flat object of strings with the event log's byte-level
+    /// parser (PostgreSQL normalises jsonb spacing; the parser does not care).
     static func parseObject(_ json: PostgresJSON) -> [String: String] {
-        if let fast = FlatJSON.parse(json.text) { return fast }
-        return (try? json.decode([String: String].self)) ?? [:]
+        guard case .object(let fields)? = try? JSONParser.parse(json.text.utf8) else { return [:] }
+        return fields.compactMapValues(\.stringValue)
     }
 }
 
