@@ -1,4 +1,5 @@
 public import Foundation
+import Funnels
 import LibPQ
 import LocalPostgres
 
@@ -6,9 +7,10 @@ import LocalPostgres
 ///
 /// Writes a realistic history (the simulator's journeys) of `events` messages
 /// over 30 days with COPY, then, in the same run: the raw read limit (`COPY
-/// (SELECT … FROM events) TO STDOUT`, discarded), `onramp rebuild`, one more
-/// day appended, and the incremental `onramp report`. Ratios, not absolute
-/// times, are the result: this machine is shared and noisy.
+/// (SELECT … FROM events) TO STDOUT`, discarded), `onramp rebuild`, the
+/// one-query SQL funnel for each configured funnel (`SQLFunnel`), one more day
+/// appended, and the incremental `onramp report`. Ratios, not absolute times,
+/// are the result: this machine is shared and noisy.
 public struct ReportBenchmark: Sendable {
     public struct Result: Sendable, Codable {
         public var events: Int
@@ -17,13 +19,24 @@ public struct ReportBenchmark: Sendable {
         public var rawScanBytes: Int
         public var rebuildSeconds: Double
         public var rebuildPeakRSSMegabytes: Double
+        /// The one-query SQL funnels, one per configured funnel, run one after another.
+        public var sqlFunnelSeconds: Double
+        public var sqlFunnels: [SQLFunnelRun]
         public var dayEvents: Int
         public var incrementalSeconds: Double
         public var incrementalPeakRSSMegabytes: Double
 
         public var rebuildEventsPerSecond: Double { Double(events) / rebuildSeconds }
         public var rebuildOverRawScan: Double { rebuildSeconds / rawScanSeconds }
+        public var rebuildOverSQLFunnels: Double { rebuildSeconds / sqlFunnelSeconds }
         public var incrementalOverRebuild: Double { incrementalSeconds / rebuildSeconds }
+    }
+
+    public struct SQLFunnelRun: Sendable, Codable {
+        public var funnel: String
+        public var seconds: Double
+        /// Persons reaching each required step, as the greedy SQL chain counts them.
+        public var stepPersons: [Int]
     }
 
     public var events: Int
@@ -66,6 +79,12 @@ public struct ReportBenchmark: Sendable {
         let rebuild = try ChildProcess.run(
             [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
         guard rebuild.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
+        log("one-query SQL funnels …")
+        var sqlRuns: [SQLFunnelRun] = []
+        for funnel in try FunnelConfiguration.default().funnels {
+            let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
+            sqlRuns.append(SQLFunnelRun(funnel: funnel.name, seconds: seconds, stepPersons: persons))
+        }
         let dayCount = max(1, events / 30)
         log("appending one more day (\(dayCount) events) and running the incremental report …")
         _ = try await pool.withConnection { c in
@@ -78,7 +97,8 @@ public struct ReportBenchmark: Sendable {
         await pool.close()
         return Result(
             events: written, loadSeconds: load, rawScanSeconds: scan, rawScanBytes: bytes, rebuildSeconds: rebuild.seconds,
-            rebuildPeakRSSMegabytes: Double(rebuild.maxResidentKilobytes) / 1024, dayEvents: dayCount,
+            rebuildPeakRSSMegabytes: Double(rebuild.maxResidentKilobytes) / 1024,
+            sqlFunnelSeconds: sqlRuns.map(\.seconds).reduce(0, +), sqlFunnels: sqlRuns, dayEvents: dayCount,
             incrementalSeconds: incremental.seconds,
             incrementalPeakRSSMegabytes: Double(incremental.maxResidentKilobytes) / 1024)
     }

@@ -45,8 +45,10 @@ struct BenchReport: AsyncParsableCommand {
             load (COPY, incl. ledger)    \(fmt(r.loadSeconds)) s   \(Int(Double(r.events) / r.loadSeconds)) events/s
             raw scan (COPY TO STDOUT)    \(fmt(r.rawScanSeconds)) s   \(Int(Double(r.events) / r.rawScanSeconds)) events/s, \(r.rawScanBytes / 1_048_576) MB
             rebuild                      \(fmt(r.rebuildSeconds)) s   \(Int(r.rebuildEventsPerSecond)) events/s, peak RSS \(fmt(r.rebuildPeakRSSMegabytes)) MB
+            SQL funnels (\(r.sqlFunnels.count) queries)   \(fmt(r.sqlFunnelSeconds)) s   \(r.sqlFunnels.map { "\($0.funnel) \(fmt($0.seconds)) s" }.joined(separator: ", "))
             one more day (\(r.dayEvents) events) report  \(fmt(r.incrementalSeconds)) s   peak RSS \(fmt(r.incrementalPeakRSSMegabytes)) MB
             rebuild ÷ raw scan           \(fmt(r.rebuildOverRawScan))   (goal ≤ 2)
+            rebuild ÷ SQL funnels        \(fmt(r.rebuildOverSQLFunnels))   (goal < 1)
             incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild))   (goal ≤ 0.10)
             """)
     }

@@ -4,13 +4,20 @@ import Foundation
 /// libFuzzer's entry point: one request body through everything the server
 /// does with it before the database, in the order the server does it.
 ///
-/// Both decoders (a batch, and a single `/v1/track` message), then the
-/// validator with a PII policy that exercises hashing and removal. Findings are
+/// The JSON parser against JSONDecoder, both decoders (a batch, and a single
+/// `/v1/track` message), then the validator with a PII policy that exercises
+/// hashing and removal. Findings are
 /// crashes, traps (overflow, out-of-range index, force-unwrap) and hangs; the
 /// checks below also trap when an outcome breaks the validator's contract.
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzMessages(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
     let body = Data(bytes: start, count: count)
+    // The request-body parser against JSONDecoder, the reference it replaced: when
+    // both accept, the same value. (We refuse more: trailing commas, nesting
+    // beyond 256, bad text under a repeated key, which JSONDecoder never reads.)
+    if let ours = try? JSONParser.parse(body), let reference = try? JSONDecoder().decode(JSONValue.self, from: body) {
+        precondition(ours.canonicalText == reference.canonicalText, "JSONParser and JSONDecoder disagree")
+    }
     var policy = IngestPolicy()
     policy.pii["yoked"] = PIIPolicy(properties: ["phone", "email"], mode: .hash)
     let receivedAt: Int64 = 1_767_225_600_000_000  // fixed: runs must be reproducible
