@@ -66,13 +66,14 @@ public enum Timestamps {
             i += count
             return v
         }
-        func expect(_ chars: Set<UInt8>) -> Bool {
-            guard i < b.count, chars.contains(b[i]) else { return false }
+        // Two candidate bytes, not a Set: this runs for every timestamp the job reads.
+        func expect(_ first: UInt8, or second: UInt8? = nil) -> Bool {
+            guard i < b.count, b[i] == first || b[i] == second else { return false }
             i += 1
             return true
         }
-        guard let year = number(4), expect([45]), let month = number(2), expect([45]), let day = number(2),
-            expect([32, 84]), let hour = number(2), expect([58]), let minute = number(2), expect([58]),
+        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2),
+            expect(32, or: 84), let hour = number(2), expect(58), let minute = number(2), expect(58),
             let second = number(2)
         else { return nil }
         var micros: Int64 = 0
@@ -92,7 +93,7 @@ public enum Timestamps {
                 i += 1
             } else {
                 let sign: Int64 = b[i] == 45 ? -1 : 1
-                guard expect([43, 45]), let oh = number(2) else { return nil }
+                guard expect(43, or: 45), let oh = number(2) else { return nil }
                 var om: Int64 = 0
                 if i < b.count, b[i] == 58 {
                     i += 1

@@ -10,13 +10,11 @@ enum CohortTables {
         let list = days.sorted()
         try c.query("DELETE FROM funnel_daily WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(list)])
         try c.query("DELETE FROM funnel_cohorts WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(list)])
-        let byDay = Dictionary(grouping: try OutcomeStore.load(c, funnel: funnel, days: list), by: \.cohortDay)
         var stepRows: [[PostgresValue]] = []
         var cohortRows: [[PostgresValue]] = []
-        for day in list {
-            guard let stored = byDay[day] else { continue }
-            let report = FunnelReport(funnel: funnel, outcomes: stored.map(\.outcome), now: now, timeZone: timeZone)
-            guard report.started > 0 || report.excludedPersons > 0 else { continue }
+        try OutcomeStore.forEachDay(c, funnel: funnel, days: list) { day, outcomes in
+            let report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: timeZone)
+            guard report.started > 0 || report.excludedPersons > 0 else { return }
             for step in report.steps {
                 stepRows.append([
                     .text(funnel.name), .text(funnel.app), .text(day), .int(step.index), .text(step.name), .bool(step.isOptional),

@@ -48,21 +48,44 @@ enum OutcomeStore {
         ]
     }
 
-    /// Outcomes of one funnel on the given cohort days (all days when nil).
+    /// Outcomes of one funnel on the given cohort days (all days when nil), in
+    /// no particular order. Times come as timestamptz text and are parsed here,
+    /// exactly: `extract(epoch …)` is numeric arithmetic per row in PostgreSQL,
+    /// and with the sort this query no longer does, it was most of a report's time.
     static func load(_ c: Connection, funnel: Funnel, days: [String]?) throws -> [StoredOutcome] {
         var result: [StoredOutcome] = []
+        try forEach(c, funnel: funnel, days: days, byDay: false) { result.append($0) }
+        return result
+    }
+
+    /// Calls `body` with each cohort day's outcomes, day by day, so only one
+    /// day is in memory: a rebuild rewrites every day of every funnel.
+    static func forEachDay(_ c: Connection, funnel: Funnel, days: [String], _ body: (String, [PersonOutcome]) throws -> Void) throws {
+        var day: String?
+        var outcomes: [PersonOutcome] = []
+        try forEach(c, funnel: funnel, days: days, byDay: true) { stored in
+            if stored.cohortDay != day {
+                if let day { try body(day, outcomes) }
+                day = stored.cohortDay
+                outcomes.removeAll(keepingCapacity: true)
+            }
+            outcomes.append(stored.outcome)
+        }
+        if let day { try body(day, outcomes) }
+    }
+
+    private static func forEach(
+        _ c: Connection, funnel: Funnel, days: [String]?, byDay: Bool, _ body: (StoredOutcome) throws -> Void
+    ) throws {
         let filter = days == nil ? "" : "AND cohort_day = ANY($2::date[])"
         var parameters: [PostgresValue] = [.text(funnel.name)]
         if let days { parameters.append(.textArray(days)) }
         try c.forEachRow(
             """
             SELECT person_id, cohort_day::text, level, completed, in_progress, excluded,
-                   (extract(epoch FROM start_time) * 1000000)::int8,
-                   (extract(epoch FROM chain_start_time) * 1000000)::int8,
-                   (extract(epoch FROM completion_time) * 1000000)::int8,
-                   step_times_us, optional_steps_done, breakdown
+                   start_time, chain_start_time, completion_time, step_times_us, optional_steps_done, breakdown
             FROM funnel_persons WHERE funnel = $1 \(filter)
-            ORDER BY person_id
+            \(byDay ? "ORDER BY cohort_day" : "")
             """, parameters
         ) { row in
             let breakdown = parseObject(try row.decode(PostgresJSON.self, at: 11))
@@ -70,16 +93,16 @@ enum OutcomeStore {
             let outcome = PersonOutcome(
                 level: try row.decode(Int.self, at: 2), completed: try row.decode(Bool.self, at: 3),
                 inProgress: try row.decode(Bool.self, at: 4), excluded: try row.decode(Bool.self, at: 5),
-                startTime: try row.decode(Int64?.self, at: 6), chainStartTime: try row.decode(Int64?.self, at: 7),
-                completionTime: try row.decode(Int64?.self, at: 8),
+                startTime: try row.decode(PostgresTimestamp?.self, at: 6)?.microseconds,
+                chainStartTime: try row.decode(PostgresTimestamp?.self, at: 7)?.microseconds,
+                completionTime: try row.decode(PostgresTimestamp?.self, at: 8)?.microseconds,
                 stepTimes: try row.decode(PostgresArrayText.self, at: 9).integers() ?? [],
                 optionalStepsDone: Set(optional), breakdown: breakdown)
-            result.append(
+            try body(
                 StoredOutcome(
                     personId: try row.decode(String.self, at: 0), cohortDay: try row.decode(String.self, at: 1),
                     outcome: outcome))
         }
-        return result
     }
 
     /// Deterministic JSON object text (sorted keys), so rebuilds compare equal

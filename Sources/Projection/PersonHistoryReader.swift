@@ -54,7 +54,7 @@ struct PersonHistoryReader {
         let attributes = extractions.isEmpty ? "ARRAY[]::text[]" : "ARRAY[\(extractions.joined(separator: ", "))]"
         let sql = """
             SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id) AS person, e.message_id, e.type, e.event,
-                   (extract(epoch FROM e."timestamp") * 1000000)::int8 AS ts,
+                   e."timestamp" AS ts,
                    \(attributes) AS attrs
             FROM (\(source)) e
             LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
@@ -82,7 +82,7 @@ struct PersonHistoryReader {
                         messageId: try row.decode(String.self, at: 1),
                         kind: EventKind(rawValue: try row.decode(String.self, at: 2)) ?? .track,
                         name: try row.decode(String?.self, at: 3),
-                        timestamp: try row.decode(Int64.self, at: 4),
+                        timestamp: try row.decode(PostgresTimestamp.self, at: 4).microseconds,
                         attributes: attributes))
             }
             if batch.rows.count < Self.batchSize {

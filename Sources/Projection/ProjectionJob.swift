@@ -48,7 +48,34 @@ public struct ProjectionJob: Sendable {
             throw ProjectionError.busy
         }
         defer { _ = try? c.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
-        return try c.transaction(isolation: "REPEATABLE READ") { c in try runLocked(c, mode: mode, now: now) }
+        return try c.transaction(isolation: "REPEATABLE READ") { c in
+            // The person-order sort of a whole app's history spilled to disk at the
+            // default 4 MB; this is one session, once a night, so give it room.
+            try c.executeScript("SET LOCAL work_mem = '128MB'")
+            return try runLocked(c, mode: mode, now: now)
+        }
+    }
+
+    /// Drops `table`'s indexes other than its constraints' and returns their
+    /// definitions: a rebuild refills the table whole, and building an index
+    /// once afterwards is cheaper than updating it row by row. Inside the run's
+    /// transaction, so a killed run leaves them as they were. The statements
+    /// come from the catalog (`pg_indexes`), never from input.
+    static func dropSecondaryIndexes(_ c: Connection, table: String) throws -> [String] {
+        let rows = try c.query(
+            """
+            SELECT format('DROP INDEX %I.%I', i.schemaname, i.indexname), i.indexdef
+            FROM pg_indexes i
+            WHERE i.tablename = $1 AND i.schemaname = current_schema()
+              AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conname = i.indexname AND k.conrelid = $1::regclass)
+            """, [.text(table)]
+        ).rows
+        var definitions: [String] = []
+        for row in rows {
+            try c.executeScript(try row.decode(String.self, at: 0))
+            definitions.append(try row.decode(String.self, at: 1))
+        }
+        return definitions
     }
 
     func timeZone(for funnel: Funnel) -> TimeZone {
@@ -60,8 +87,10 @@ public struct ProjectionJob: Sendable {
         let current = try Checkpoint.current(c)
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let apps = Array(Set(configuration.funnels.map(\.app))).sorted()
+        var deferredIndexes: [String] = []
         if mode == .rebuild {
             try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts")
+            deferredIndexes = try Self.dropSecondaryIndexes(c, table: "funnel_persons")
         }
         let newEvents = try c.query(
             "SELECT count(*) FROM events e WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)",
@@ -125,6 +154,7 @@ public struct ProjectionJob: Sendable {
                 })
         }
         progress.finish()
+        for definition in deferredIndexes { try c.executeScript(definition) }
 
         let daysByFunnel = Dictionary(grouping: affected, by: \.funnel)
         for funnel in configuration.funnels {

@@ -34,6 +34,13 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Oldest accepted event, in days before the receive time.")
     var horizonDays = 30
 
+    func validate() throws {
+        guard poolSize >= 2 else { throw ValidationError("--pool-size must be at least 2") }
+        guard writers >= 1, writers < poolSize else {
+            throw ValidationError("--writers must be 1…\(poolSize - 1): the pool needs a connection left for key lookups and readiness")
+        }
+    }
+
     func run() async throws {
         var logger = Logger(label: "onramp.serve")
         logger.logLevel = ProcessInfo.processInfo.environment["LOG_LEVEL"].flatMap(Logger.Level.init(rawValue:)) ?? .info

@@ -64,6 +64,14 @@ struct ServeAndKeysCommandTests {
         try await db.drop()
     }
 
+    @Test("serve refuses more writers than its pool can spare, naming the flag, before it touches the database")
+    func writersMustLeaveAConnection() throws {
+        let refused = try OnrampBinary.run(
+            ["serve", "--pool-size", "4", "--writers", "4", "--database-url", "postgresql://nobody@127.0.0.1:1/none"])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("--writers must be 1…3"))
+    }
+
     @Test("SIGTERM mid-load: every acknowledged message is stored, and the server exits 0")
     func sigtermIsGraceful() async throws {
         let db = try await TestDatabase.create()
