@@ -1,7 +1,7 @@
 public import Foundation
 public import LibPQ
 import Crypto
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// One row of `write_keys`, without the hash.
 public struct WriteKeyInfo: Sendable, Hashable {
@@ -17,9 +17,10 @@ public struct WriteKeyInfo: Sendable, Hashable {
 /// Lookups are cached for a few seconds (positive and negative), so a hot
 /// client costs no query per request, and a revoke takes effect within `cacheTTL`.
 public final class WriteKeyStore: Sendable {
+    // A pthread lock: ThreadSanitizer cannot see Synchronization.Mutex on Linux and reports false races.
     private let pool: ConnectionPool
     private let cacheTTL: Duration
-    private let cache = Mutex<[Data: (app: String?, until: ContinuousClock.Instant)]>([:])
+    private let cache = NIOLockedValueBox<[Data: (app: String?, until: ContinuousClock.Instant)]>([:])
 
     public init(pool: ConnectionPool, cacheTTL: Duration = .seconds(5)) {
         self.pool = pool
@@ -46,7 +47,7 @@ public final class WriteKeyStore: Sendable {
     public func app(forKey key: String) async throws -> String? {
         let hash = Self.hash(key)
         let now = ContinuousClock.now
-        if let hit = cache.withLock({ $0[hash] }), hit.until > now { return hit.app }
+        if let hit = cache.withLockedValue({ $0[hash] }), hit.until > now { return hit.app }
         let bytes = [UInt8](hash)
         let app = try await pool.withConnection { connection -> String? in
             try connection.query(
@@ -54,7 +55,7 @@ public final class WriteKeyStore: Sendable {
             ).first?.decode(String.self, at: 0)
         }
         let ttl = cacheTTL
-        cache.withLock { entries in
+        cache.withLockedValue { entries in
             if entries.count > 10_000 { entries.removeAll() }
             entries[hash] = (app, now + ttl)
         }
@@ -86,7 +87,7 @@ public final class WriteKeyStore: Sendable {
             result = try await pool.query(
                 "UPDATE write_keys SET revoked_at = now() WHERE key_prefix = $1 AND revoked_at IS NULL", [.text(key)])
         }
-        cache.withLock { $0.removeAll() }
+        cache.withLockedValue { $0.removeAll() }
         return result.affectedRows
     }
 }
