@@ -64,7 +64,7 @@ let package = Package(
         // A private, throwaway PostgreSQL cluster for tests, the demo and benchmarks.
         .target(
             name: "LocalPostgres",
-            dependencies: ["LibPQ", "Migrations"],
+            dependencies: ["LibPQ", "Migrations", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
         // The funnel engine: configuration, windowFunnel, statistics. Pure Swift, no I/O
@@ -163,6 +163,7 @@ let package = Package(
             name: "IngestServerTests",
             dependencies: [
                 "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Funnels", "Migrations", "TestSupport",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

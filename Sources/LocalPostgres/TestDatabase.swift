@@ -1,7 +1,7 @@
 public import Foundation
 public import LibPQ
 import Migrations
-import Synchronization
+import NIOConcurrencyHelpers
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -60,7 +60,7 @@ final class TestServer: Sendable {
     let baseURL: URLComponents
     let adminDatabase: String
     let admin: ConnectionPool
-    private let template = Mutex<Task<String, any Error>?>(nil)
+    private let template = NIOLockedValueBox<Task<String, any Error>?>(nil)
 
     init(cluster: LocalCluster?, baseURL: URLComponents) {
         self.cluster = cluster
@@ -83,7 +83,7 @@ final class TestServer: Sendable {
     /// Name of a template database with every migration applied, made once per
     /// process (unique per process, so parallel test runs on one server do not clash).
     func migratedTemplate() async throws -> String {
-        let task = template.withLock { slot -> Task<String, any Error> in
+        let task = template.withLockedValue { slot -> Task<String, any Error> in
             if let existing = slot { return existing }
             let made = Task { try await self.makeTemplate() }
             slot = made
@@ -105,10 +105,11 @@ final class TestServer: Sendable {
 
     /// Starts (once) the private cluster or adopts `ONRAMP_TEST_DATABASE_URL`.
     final class Lazy: Sendable {
-        private let task = Mutex<Task<TestServer, any Error>?>(nil)
+        // A pthread lock: ThreadSanitizer cannot see Synchronization.Mutex on Linux and reports false races.
+        private let task = NIOLockedValueBox<Task<TestServer, any Error>?>(nil)
 
         func get() async throws -> TestServer {
-            let task = self.task.withLock { slot -> Task<TestServer, any Error> in
+            let task = self.task.withLockedValue { slot -> Task<TestServer, any Error> in
                 if let existing = slot { return existing }
                 let made = Task { try Self.boot() }
                 slot = made
@@ -136,16 +137,16 @@ final class TestServer: Sendable {
 
 /// Stops the private cluster when the test process exits normally.
 enum ClusterReaper {
-    static let clusters = Mutex<[LocalCluster]>([])
+    static let clusters = NIOLockedValueBox<[LocalCluster]>([])
 
     static func register(_ cluster: LocalCluster) {
-        let first = clusters.withLock { list -> Bool in
+        let first = clusters.withLockedValue { list -> Bool in
             list.append(cluster)
             return list.count == 1
         }
         if first {
             atexit {
-                let all = ClusterReaper.clusters.withLock { list -> [LocalCluster] in
+                let all = ClusterReaper.clusters.withLockedValue { list -> [LocalCluster] in
                     defer { list.removeAll() }
                     return list
                 }

@@ -5,7 +5,7 @@ import IngestServer
 import LibPQ
 import LocalPostgres
 import Migrations
-import Synchronization
+import NIOConcurrencyHelpers
 import TestSupport
 import Testing
 
@@ -156,9 +156,10 @@ import Testing
     }
 }
 
-/// A `Mutex` in a class, so concurrent test tasks can share it.
+/// A lock in a class, so concurrent test tasks can share it: a pthread lock,
+/// since ThreadSanitizer cannot see Synchronization.Mutex on Linux.
 final class Locked<Value: Sendable>: Sendable {
-    private let mutex: Mutex<Value>
-    init(_ value: Value) { mutex = Mutex(value) }
-    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { mutex.withLock { body(&$0) } }
+    private let box: NIOLockedValueBox<Value>
+    init(_ value: Value) { box = NIOLockedValueBox(value) }
+    func withLock<R: Sendable>(_ body: (inout Value) -> R) -> R { box.withLockedValue { body(&$0) } }
 }
