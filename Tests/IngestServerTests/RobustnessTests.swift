@@ -10,8 +10,9 @@ import TestSupport
 import Testing
 
 @Suite struct LoadTests {
-    /// 200 clients × 100 batches each, all at once: every acknowledged id is in
-    /// the log exactly once, and nothing unacknowledged slipped in.
+    /// 200 clients × 100 batches each, all at once, retrying 503s: every batch
+    /// is acknowledged in the end, every acknowledged id is in the log exactly
+    /// once, and nothing unacknowledged slipped in.
     @Test func twoHundredClientsHundredBatchesEach() async throws {
         try await withServer(configure: { $0.rateLimitPerSecond = 1e6; $0.rateLimitBurst = 1e6; $0.poolSize = 4 }) { h in
             let acknowledged = try await withThrowingTaskGroup(of: [String].self) { group in
@@ -23,8 +24,14 @@ import Testing
                             // Every fifth batch repeats the previous one's first id: a duplicate.
                             var messages = batchIDs.map { Fixtures.track($0, anonymousId: "dev-\(client)") }
                             if batch % 5 == 4 { messages.append(Fixtures.track("c\(client)-b\(batch - 1)-m0", anonymousId: "dev-\(client)")) }
-                            let reply = try await h.post(json: Fixtures.batch(messages))
-                            if reply.status == 200 { ids += batchIDs }
+                            // A 503 (the writer failing fast, e.g. a pool timeout on a slow
+                            // machine) is retried after Retry-After, as the SDK does.
+                            for _ in 0..<50 {
+                                let reply = try await h.post(json: Fixtures.batch(messages))
+                                if reply.status == 200 { ids += batchIDs }
+                                guard reply.status == 503 else { break }
+                                try await Task.sleep(for: .seconds(Double(reply.header("Retry-After") ?? "1") ?? 1))
+                            }
                         }
                         return ids
                     }

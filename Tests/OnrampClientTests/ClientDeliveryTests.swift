@@ -147,10 +147,15 @@ struct ClientDeliveryTests {
             try cluster.pause()  // the database goes away
             for i in 0..<120 { client.track("otp_verified", properties: ["n": .number(Double(i))]) }
             let flushing = Task { await client.flush() }
-            try await Task.sleep(for: .seconds(2))
+            // However slow the machine (ThreadSanitizer makes it ~10× slower), the
+            // client must meet a 503 while the database is away, and keep everything.
+            let deadline = ContinuousClock.now + .seconds(120)
+            while !log.lines.contains(where: { $0.contains("HTTP 503") }), ContinuousClock.now < deadline {
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            #expect(log.lines.contains { $0.contains("HTTP 503") })
             #expect(client.statistics.queued == 120)
             #expect(client.statistics.failedAttempts >= 1)
-            #expect(log.lines.contains { $0.contains("HTTP 503") })
             try cluster.resume()  // and comes back
             await flushing.value
             #expect(client.statistics.queued == 0)
