@@ -1,7 +1,6 @@
 import ArgumentParser
 import Benchmarks
 import Foundation
-import Migrations
 
 /// `onramp bench`: throughput measured against this machine's own limits.
 struct Bench: AsyncParsableCommand {
@@ -17,28 +16,15 @@ struct BenchReport: AsyncParsableCommand {
     @Option(help: "Events of history to write (over 30 days).")
     var events: Int = 1_000_000
 
-    @Option(name: .customLong("database-url"), help: "Server to create the bench database on (default: $DATABASE_URL, else a private cluster).")
-    var databaseURL: String?
-
-    @Option(help: "Directory of migrations (default: found as the README describes).")
-    var migrations: String?
-
-    @Flag(help: "Print the result as JSON.")
-    var json = false
+    @OptionGroup var options: BenchOptions
 
     func run() async throws {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
         let bench = ReportBenchmark(
             events: events, executable: executable,
-            serverURL: databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"],
-            migrations: try MigrationFile.locateDirectory(explicit: migrations), log: { Console.info($0) })
+            serverURL: options.serverURL, migrations: try options.migrationsDirectory(), log: { Console.info($0) })
         let r = try await bench.run()
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(r), as: UTF8.self))
-            return
-        }
+        if try options.printedJSON(r) { return }
         print(
             """
             events                       \(r.events)

@@ -1,7 +1,6 @@
 import ArgumentParser
 import Benchmarks
 import Foundation
-import Migrations
 
 /// `onramp bench ingest`: the ingestion server against raw COPY, in the same run.
 struct BenchIngest: AsyncParsableCommand {
@@ -33,19 +32,12 @@ struct BenchIngest: AsyncParsableCommand {
     @Option(help: "The server's concurrent group-commit writers.")
     var writers = 2
 
-    @Option(name: .customLong("database-url"), help: "Server to create the bench database on (default: $DATABASE_URL, else a private durable cluster).")
-    var databaseURL: String?
-
-    @Option(help: "Directory of migrations (default: found as the README describes).")
-    var migrations: String?
-
-    @Flag(help: "Print the result as JSON.")
-    var json = false
+    @OptionGroup var options: BenchOptions
 
     func validate() throws {
         guard batchSize >= 1, batchSize <= 1_000 else { throw ValidationError("--batch must be 1…1000") }
         guard clients >= 1, clients <= 512 else { throw ValidationError("--clients must be 1…512") }
-        guard writers >= 1, writers < poolSize else { throw ValidationError("--writers must be 1…(--pool-size − 1)") }
+        try Serve.validate(writers: writers, poolSize: poolSize)
         guard duration > 0, warmUp >= 0 else { throw ValidationError("--duration must be > 0 and --warm-up ≥ 0") }
     }
 
@@ -56,15 +48,10 @@ struct BenchIngest: AsyncParsableCommand {
             : [IngestBenchmark.Case(batchSize: batchSize, clients: clients)]
         let bench = IngestBenchmark(
             cases: cases, duration: .milliseconds(Int(duration * 1_000)), warmUp: .milliseconds(Int(warmUp * 1_000)),
-            copyChunkSize: copyChunk, serverURL: databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"],
-            migrations: try MigrationFile.locateDirectory(explicit: migrations), poolSize: poolSize, writers: writers, log: { Console.info($0) })
+            copyChunkSize: copyChunk, serverURL: options.serverURL, migrations: try options.migrationsDirectory(), poolSize: poolSize,
+            writers: writers, log: { Console.info($0) })
         let r = try await bench.run()
-        if json {
-            let encoder = JSONEncoder()
-            encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-            print(String(decoding: try encoder.encode(r), as: UTF8.self))
-            return
-        }
+        if try options.printedJSON(r) { return }
         print("database: \(r.database); average message \(Int(r.averageMessageBytes)) bytes; \(r.writers) group-commit writer(s)")
         for c in r.copyRuns {
             print(

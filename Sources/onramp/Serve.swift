@@ -35,6 +35,11 @@ struct Serve: AsyncParsableCommand {
     var horizonDays = 30
 
     func validate() throws {
+        try Self.validate(writers: writers, poolSize: poolSize)
+    }
+
+    /// The server's pool must keep a connection beside its writers (`bench ingest` runs the same server).
+    static func validate(writers: Int, poolSize: Int) throws {
         guard poolSize >= 2 else { throw ValidationError("--pool-size must be at least 2") }
         guard writers >= 1, writers < poolSize else {
             throw ValidationError("--writers must be 1…\(poolSize - 1): the pool needs a connection left for key lookups and readiness")

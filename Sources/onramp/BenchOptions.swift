@@ -1,0 +1,29 @@
+import ArgumentParser
+import Foundation
+import Migrations
+
+/// What both benchmarks take: where to create their database, the migrations,
+/// and `--json`.
+struct BenchOptions: ParsableArguments {
+    @Option(name: .customLong("database-url"), help: "Server to create the bench database on (default: $DATABASE_URL, else a private durable cluster).")
+    var databaseURL: String?
+
+    @Option(help: "Directory of migrations (default: found as the README describes).")
+    var migrations: String?
+
+    @Flag(help: "Print the result as JSON.")
+    var json = false
+
+    var serverURL: String? { databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"] }
+
+    func migrationsDirectory() throws -> URL { try MigrationFile.locateDirectory(explicit: migrations) }
+
+    /// Prints `result` as sorted, pretty JSON when `--json` was given; false otherwise.
+    func printedJSON(_ result: some Encodable) throws -> Bool {
+        guard json else { return false }
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        print(String(decoding: try encoder.encode(result), as: UTF8.self))
+        return true
+    }
+}
