@@ -12,17 +12,11 @@ public struct BreakdownReport: Sendable, Hashable {
     public var dimension: String
     public var values: [BreakdownValue]
 
-    init(dimension: String, outcomes: [PersonOutcome]) {
-        var groups: [String: BreakdownValue] = [:]
-        for outcome in outcomes {
-            let key = outcome.breakdown[dimension] ?? PersonOutcome.missingBreakdownValue
-            var group = groups[key] ?? BreakdownValue(value: key, started: 0, completed: 0, inProgress: 0)
-            group.started += 1
-            if outcome.completed { group.completed += 1 } else if outcome.inProgress { group.inProgress += 1 }
-            groups[key] = group
-        }
+    init(dimension: String, groups: [String: FunnelTally.Group]) {
         self.dimension = dimension
-        self.values = groups.values.sorted { ($1.started, $0.value) < ($0.started, $1.value) }
+        self.values = groups.map { value, group in
+            BreakdownValue(value: value, started: group.started, completed: group.completed, inProgress: group.inProgress)
+        }.sorted { ($1.started, $0.value) < ($0.started, $1.value) }
     }
 
     public func value(_ value: String) -> BreakdownValue? {

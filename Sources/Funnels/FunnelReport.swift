@@ -79,29 +79,35 @@ public struct FunnelReport: Sendable, Hashable {
     /// Outcomes with level 0 (never reached step 1) are ignored; pass only
     /// persons whose cohort falls in the report range.
     public init(funnel: Funnel, outcomes: [PersonOutcome], now: Int64, timeZone: TimeZone) {
-        let included = outcomes.filter { !$0.excluded && $0.level > 0 }
-        let required = funnel.requiredStepIndices
+        self.init(funnel: funnel, tally: FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: timeZone), now: now, timeZone: timeZone)
+    }
 
+    /// The report of the persons a tally (or a sum of tallies) counted.
+    public init(funnel: Funnel, tally: FunnelTally, now: Int64, timeZone: TimeZone) {
         self.funnel = funnel.name
         self.app = funnel.app
         self.windowSeconds = funnel.windowSeconds
         self.now = now
         self.timeZone = timeZone.identifier
-        started = included.count
-        completed = included.count(where: { $0.completed })
-        inProgress = included.count(where: { $0.inProgress && !$0.completed })
-        excludedPersons = outcomes.count(where: { $0.excluded })
+        started = tally.started
+        completed = tally.completed
+        inProgress = tally.inProgress
+        excludedPersons = tally.excluded
         completionRate = Rate(successes: completed, trials: started)
 
-        let durations = included.compactMap(\.secondsToComplete).sorted()
+        let durations = Self.sortedSeconds(tally.durations)
         timeToComplete = TimeToComplete(
             completers: durations.count,
             medianSeconds: Statistics.percentileCont(durations, 0.5),
             p90Seconds: Statistics.percentileCont(durations, 0.9)
         )
-        steps = Self.stepRows(funnel: funnel, required: required, outcomes: included)
-        cohorts = Self.cohortDays(outcomes: included, funnel: funnel, now: now, timeZone: timeZone)
-        breakdowns = funnel.breakdowns.map { BreakdownReport(dimension: $0, outcomes: included) }
+        steps = Self.stepRows(funnel: funnel, tally: tally)
+        cohorts = tally.cohorts.map { day, cohort in
+            CohortDay(
+                day: day, started: cohort.started, completed: cohort.completed, inProgressPersons: cohort.inProgressPersons,
+                inProgress: FunnelEvaluator.windowIsOpen(start: cohort.endOfDay, window: funnel.windowMicroseconds, now: now))
+        }.sorted { $0.day < $1.day }
+        breakdowns = funnel.breakdowns.map { BreakdownReport(dimension: $0, groups: tally.breakdowns[$0] ?? [:]) }
         targets = []
         targets = funnel.targets.map { TargetResult(target: $0, report: self) }
     }
@@ -115,66 +121,36 @@ public struct FunnelReport: Sendable, Hashable {
         steps.first { $0.name == name }
     }
 
-    private static func stepRows(funnel: Funnel, required: [Int], outcomes: [PersonOutcome]) -> [StepReport] {
-        let started = outcomes.count
-        let reached = required.indices.map { position in outcomes.count(where: { $0.level > position }) }
+    private static func stepRows(funnel: Funnel, tally: FunnelTally) -> [StepReport] {
+        let required = funnel.requiredStepIndices
+        let reached = required.map { tally.steps[$0].persons }
         return funnel.steps.indices.map { stepIndex in
             let step = funnel.steps[stepIndex]
+            let counts = tally.steps[stepIndex]
+            let median = Statistics.percentileCont(sortedSeconds(counts.gaps), 0.5)
             // Position among required steps of the next required step at or after this one.
             let next = required.firstIndex { $0 >= stepIndex } ?? required.count
             if step.isOptional {
-                let done = outcomes.filter { $0.optionalStepsDone.contains(stepIndex) }
-                let base = next < reached.count ? reached[next] : 0
-                let gaps: [Double] = next > 0 ? done.compactMap { seconds(from: $0.stepTimes[required[next - 1]], to: $0.stepTimes[stepIndex]) } : []
                 return StepReport(
-                    index: stepIndex + 1, name: step.name, isOptional: true, persons: done.count,
+                    index: stepIndex + 1, name: step.name, isOptional: true, persons: counts.persons,
                     dropOff: 0, inProgress: 0,
-                    conversionFromPrevious: Rate(successes: done.count, trials: base),
-                    conversionFromStart: Rate(successes: done.count, trials: started),
-                    medianSecondsFromPrevious: Statistics.percentileCont(gaps.sorted(), 0.5)
+                    conversionFromPrevious: Rate(successes: counts.persons, trials: next < reached.count ? reached[next] : 0),
+                    conversionFromStart: Rate(successes: counts.persons, trials: tally.started),
+                    medianSecondsFromPrevious: median
                 )
             }
-            let position = next
-            let here = outcomes.filter { $0.level == position + 1 && !$0.completed }
-            let gaps: [Double] = position > 0
-                ? outcomes.compactMap { outcome in
-                    guard outcome.level > position else { return nil }
-                    return seconds(from: outcome.stepTimes[required[position - 1]], to: outcome.stepTimes[stepIndex])
-                }
-                : []
             return StepReport(
-                index: stepIndex + 1, name: step.name, isOptional: false, persons: reached[position],
-                dropOff: here.count(where: { !$0.inProgress }),
-                inProgress: here.count(where: { $0.inProgress }),
-                conversionFromPrevious: Rate(successes: reached[position], trials: position > 0 ? reached[position - 1] : reached[position]),
-                conversionFromStart: Rate(successes: reached[position], trials: started),
-                medianSecondsFromPrevious: Statistics.percentileCont(gaps.sorted(), 0.5)
+                index: stepIndex + 1, name: step.name, isOptional: false, persons: reached[next],
+                dropOff: counts.dropOff, inProgress: counts.inProgress,
+                conversionFromPrevious: Rate(successes: reached[next], trials: next > 0 ? reached[next - 1] : reached[next]),
+                conversionFromStart: Rate(successes: reached[next], trials: tally.started),
+                medianSecondsFromPrevious: median
             )
         }
     }
 
-    private static func seconds(from start: Int64?, to end: Int64?) -> Double? {
-        guard let start, let end else { return nil }
-        let (span, overflow) = end.subtractingReportingOverflow(start)
-        return overflow ? nil : Double(span) / 1_000_000
-    }
-
-    private static func cohortDays(outcomes: [PersonOutcome], funnel: Funnel, now: Int64, timeZone: TimeZone) -> [CohortDay] {
-        var days: [String: CohortDay] = [:]
-        for outcome in outcomes {
-            guard let start = outcome.startTime else { continue }
-            let key = CohortCalendar.day(of: start, in: timeZone)
-            var day = days[key] ?? CohortDay(
-                day: key, started: 0, completed: 0, inProgressPersons: 0,
-                inProgress: FunnelEvaluator.windowIsOpen(
-                    start: CohortCalendar.endOfDay(containing: start, in: timeZone),
-                    window: funnel.windowMicroseconds, now: now
-                )
-            )
-            day.started += 1
-            if outcome.completed { day.completed += 1 } else if outcome.inProgress { day.inProgressPersons += 1 }
-            days[key] = day
-        }
-        return days.values.sorted { $0.day < $1.day }
+    /// Microseconds to seconds, ascending (what `percentileCont` takes).
+    static func sortedSeconds(_ microseconds: [Int64]) -> [Double] {
+        microseconds.sorted().map { Double($0) / 1_000_000 }
     }
 }

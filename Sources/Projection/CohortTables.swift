@@ -2,19 +2,35 @@ import Foundation
 import Funnels
 import LibPQ
 
-/// Rewrites `funnel_daily` and `funnel_cohorts` for the cohort days that changed,
-/// aggregating the stored per-person outcomes with the engine's `FunnelReport`.
+/// Rewrites `funnel_daily`, `funnel_cohorts` and `funnel_tallies` for the
+/// cohort days that changed, from each day's `FunnelTally`.
 enum CohortTables {
-    static func rewrite(_ c: Connection, funnel: Funnel, days: Set<String>, now: Int64, timeZone: TimeZone) throws {
+    /// The tallies of the stored outcomes on `days` (an incremental run: the
+    /// days hold persons it did not recompute).
+    static func tallies(_ c: Connection, funnel: Funnel, days: Set<String>, timeZone: TimeZone) throws -> [String: FunnelTally] {
+        var tallies: [String: FunnelTally] = [:]
+        try OutcomeStore.forEachDay(c, funnel: funnel, days: days.sorted()) { day, outcomes in
+            tallies[day] = FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: timeZone)
+        }
+        return tallies
+    }
+
+    /// Replaces the rows of `days` with those of `tallies` (a day without a
+    /// tally, or with an empty one, has none).
+    static func rewrite(
+        _ c: Connection, funnel: Funnel, days: Set<String>, tallies: [String: FunnelTally], now: Int64, timeZone: TimeZone,
+        timeZoneName: String
+    ) throws {
         guard !days.isEmpty else { return }
         let list = days.sorted()
         try c.query("DELETE FROM funnel_daily WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(list)])
         try c.query("DELETE FROM funnel_cohorts WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(list)])
         var stepRows: [[PostgresValue]] = []
         var cohortRows: [[PostgresValue]] = []
-        try OutcomeStore.forEachDay(c, funnel: funnel, days: list) { day, outcomes in
-            let report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: timeZone)
-            guard report.started > 0 || report.excludedPersons > 0 else { return }
+        for day in list {
+            guard let tally = tallies[day], !tally.isEmpty else { continue }
+            let report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: timeZone)
+            guard report.started > 0 || report.excludedPersons > 0 else { continue }
             for step in report.steps {
                 stepRows.append([
                     .text(funnel.name), .text(funnel.app), .text(day), .int(step.index), .text(step.name), .bool(step.isOptional),
@@ -45,6 +61,7 @@ enum CohortTables {
                                  p90_seconds_to_complete, in_progress) FROM STDIN
             """
         ) { writer in for row in cohortRows { try writer.writeRow(row) } }
+        try TallyStore.rewrite(c, funnel: funnel, days: list, tallies: tallies, timeZone: timeZoneName)
     }
 
     private static func optional(_ value: Double?) -> PostgresValue { value.map { .double($0) } ?? .null }

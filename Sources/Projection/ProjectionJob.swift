@@ -79,8 +79,12 @@ public struct ProjectionJob: Sendable {
     }
 
     func timeZone(for funnel: Funnel) -> TimeZone {
-        TimeZone(identifier: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)) ?? TimeZone(identifier: "UTC")
-            ?? .current
+        TimeZone(identifier: timeZoneName(for: funnel)) ?? TimeZone(identifier: "UTC") ?? .current
+    }
+
+    /// As configured ("UTC"; Foundation on Linux would call it "GMT").
+    func timeZoneName(for funnel: Funnel) -> String {
+        timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
     }
 
     private func runLocked(_ c: Connection, mode: Mode, now: Int64) throws -> Summary {
@@ -89,7 +93,7 @@ public struct ProjectionJob: Sendable {
         let apps = Array(Set(configuration.funnels.map(\.app))).sorted()
         var deferredIndexes: [String] = []
         if mode == .rebuild {
-            try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts")
+            try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts, funnel_tallies")
             deferredIndexes = try Self.dropSecondaryIndexes(c, table: "funnel_persons")
         }
         let newEvents = try c.query(
@@ -110,7 +114,14 @@ public struct ProjectionJob: Sendable {
             scope = .touched
             touched = try TouchedPersons.collect(c, apps: apps, since: previous, relinks: relinks)
             affected = try OutcomeStore.deleteTouched(c)
-            for row in try c.query("SELECT funnel, cohort_day::text FROM funnel_cohorts WHERE in_progress").rows {
+            // Open windows, and days stored before there were tallies (migration 005).
+            for row in try c.query(
+                """
+                SELECT funnel, cohort_day::text FROM funnel_cohorts c
+                WHERE in_progress
+                   OR NOT EXISTS (SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
+                """
+            ).rows {
                 affected.insert(FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1)))
             }
             expectedEvents = try c.query(
@@ -125,10 +136,14 @@ public struct ProjectionJob: Sendable {
         let progress = Progress(label: mode == .rebuild ? "rebuild" : "report", total: expectedEvents, enabled: showProgress)
         var eventsRead = 0
         var persons = 0
+        // A rebuild recomputes everyone, so it tallies the days as it goes
+        // instead of reading its own output back; funnel -> day -> tally.
+        var tallies: [String: [String: FunnelTally]] = [:]
         for app in apps {
             let funnels = configuration.funnels(forApp: app)
             let paths = Array(Set(funnels.flatMap(\.referencedPaths))).sorted()
             let timeZones = funnels.map(timeZone(for:))
+            let shapes = funnels.map(FunnelTally.Shape.init)
             let appTouched: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
             if appTouched?.isEmpty == true { continue }
             var pending: [[PostgresValue]] = []
@@ -144,12 +159,18 @@ public struct ProjectionJob: Sendable {
                 { person, events in
                     if let appTouched, !appTouched.contains(person) { return }
                     persons += 1
-                    for (funnel, zone) in zip(funnels, timeZones) {
+                    for (index, funnel) in funnels.enumerated() {
                         let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: now)
                         guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
-                        let day = CohortCalendar.day(of: start, in: zone)
+                        let day = CohortCalendar.day(of: start, in: timeZones[index])
                         affected.insert(FunnelDay(funnel: funnel.name, day: day))
                         pending.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
+                        if mode == .rebuild {
+                            var tally = tallies[funnel.name]?.removeValue(forKey: day) ?? FunnelTally(funnel: funnel)
+                            let endOfDay = tally.cohorts[day]?.endOfDay ?? CohortCalendar.endOfDay(containing: start, in: timeZones[index])
+                            tally.add(outcome, shape: shapes[index], cohortDay: day, endOfDay: endOfDay)
+                            tallies[funnel.name, default: [:]][day] = tally
+                        }
                     }
                 })
         }
@@ -159,7 +180,11 @@ public struct ProjectionJob: Sendable {
         let daysByFunnel = Dictionary(grouping: affected, by: \.funnel)
         for funnel in configuration.funnels {
             guard let days = daysByFunnel[funnel.name] else { continue }
-            try CohortTables.rewrite(c, funnel: funnel, days: Set(days.map(\.day)), now: now, timeZone: timeZone(for: funnel))
+            let daySet = Set(days.map(\.day))
+            let zone = timeZone(for: funnel)
+            let dayTallies = mode == .rebuild ? tallies[funnel.name] ?? [:] : try CohortTables.tallies(c, funnel: funnel, days: daySet, timeZone: zone)
+            try CohortTables.rewrite(
+                c, funnel: funnel, days: daySet, tallies: dayTallies, now: now, timeZone: zone, timeZoneName: timeZoneName(for: funnel))
         }
         try TargetTable.write(c, configuration: configuration)
         try current.save(c)

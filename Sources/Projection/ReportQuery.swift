@@ -35,17 +35,25 @@ public struct ReportQuery: Sendable {
         return try selected.map { funnel in
             let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
             let zone = TimeZone(identifier: zoneName) ?? .gmt
-            let outcomes = try OutcomeStore.load(c, funnel: funnel, days: nil).compactMap { stored -> PersonOutcome? in
-                guard let start = stored.outcome.startTime else { return nil }
-                let day = CohortCalendar.day(of: start, in: zone)
-                if let from, day < from { return nil }
-                if let to, day > to { return nil }
-                return stored.outcome
-            }
-            let durations = outcomes.filter { !$0.excluded && $0.level > 0 }.compactMap(\.secondsToComplete)
-            var report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: zone)
+            let tally = try TallyStore.sum(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
+                ?? outcomeTally(c, funnel: funnel, zone: zone)
+            var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
             report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
+            let durations = tally.durations.map { Double($0) / 1_000_000 }
             return FunnelResult(report: report, secondsToComplete: durations)
         }
+    }
+
+    /// The slow way, from every stored person: when the stored tallies were
+    /// cut in another time zone than this report's (`--time-zone`).
+    private func outcomeTally(_ c: Connection, funnel: Funnel, zone: TimeZone) throws -> FunnelTally {
+        let outcomes = try OutcomeStore.load(c, funnel: funnel, days: nil).compactMap { stored -> PersonOutcome? in
+            guard let start = stored.outcome.startTime else { return nil }
+            let day = CohortCalendar.day(of: start, in: zone)
+            if let from, day < from { return nil }
+            if let to, day > to { return nil }
+            return stored.outcome
+        }
+        return FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: zone)
     }
 }

@@ -128,6 +128,7 @@ public enum TableDump {
         "funnel_cohorts": "SELECT * FROM funnel_cohorts ORDER BY funnel, cohort_day",
         "identity_links": "SELECT * FROM identity_links ORDER BY app, anonymous_id",
         "funnel_targets": "SELECT * FROM funnel_targets ORDER BY funnel, name",
+        "funnel_tallies": "SELECT * FROM funnel_tallies ORDER BY funnel, cohort_day",
     ]
 
     public static func dump(_ c: Connection) throws -> [String: [String]] {

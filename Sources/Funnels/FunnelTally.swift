@@ -1,0 +1,192 @@
+public import Foundation
+
+/// Everything a `FunnelReport` needs from a set of person outcomes, and no
+/// more: counts, plus the exact durations its percentiles are taken over.
+///
+/// Tallies add. The report over any range of cohort days is the sum of those
+/// days' tallies, so the nightly job keeps one per funnel and day and the
+/// printed report never re-reads the persons; a rebuild fills them while it
+/// evaluates, without reading its own output back. Durations are kept as whole
+/// microseconds, the unit of the outcomes, so a merged report is exactly the
+/// report of the merged outcomes.
+public struct FunnelTally: Sendable, Hashable {
+    /// One configured step (aligned with `Funnel.steps`).
+    public struct Step: Sendable, Hashable {
+        /// Required step: persons whose level reaches it. Optional step: persons who did it.
+        public var persons = 0
+        public var dropOff = 0
+        public var inProgress = 0
+        /// Microseconds from the previous required step along each person's chain.
+        public var gaps: [Int64] = []
+
+        public init(persons: Int = 0, dropOff: Int = 0, inProgress: Int = 0, gaps: [Int64] = []) {
+            self.persons = persons
+            self.dropOff = dropOff
+            self.inProgress = inProgress
+            self.gaps = gaps
+        }
+    }
+
+    /// Persons who started on one cohort day.
+    public struct Cohort: Sendable, Hashable {
+        public var started = 0
+        public var completed = 0
+        public var inProgressPersons = 0
+        /// When the local day ends (microseconds): the day's windows are open until this + window.
+        public var endOfDay: Int64
+
+        public init(started: Int = 0, completed: Int = 0, inProgressPersons: Int = 0, endOfDay: Int64) {
+            self.started = started
+            self.completed = completed
+            self.inProgressPersons = inProgressPersons
+            self.endOfDay = endOfDay
+        }
+    }
+
+    /// Persons with one value of one breakdown dimension.
+    public struct Group: Sendable, Hashable {
+        public var started = 0
+        public var completed = 0
+        public var inProgress = 0
+
+        public init(started: Int = 0, completed: Int = 0, inProgress: Int = 0) {
+            self.started = started
+            self.completed = completed
+            self.inProgress = inProgress
+        }
+    }
+
+    /// Persons reaching step 1, not excluded.
+    public var started = 0
+    public var completed = 0
+    /// Started, not completed, window still open.
+    public var inProgress = 0
+    public var excluded = 0
+    /// Completers' microseconds from chain start to completion.
+    public var durations: [Int64] = []
+    public var steps: [Step]
+    /// Cohort day (`YYYY-MM-DD`) -> its persons.
+    public var cohorts: [String: Cohort] = [:]
+    /// Breakdown dimension -> value -> its persons.
+    public var breakdowns: [String: [String: Group]] = [:]
+
+    /// An empty tally for `funnel`.
+    public init(funnel: Funnel) {
+        steps = Array(repeating: Step(), count: funnel.steps.count)
+    }
+
+    /// The tally of `outcomes`, as `FunnelReport` aggregates them.
+    public init(funnel: Funnel, outcomes: [PersonOutcome], timeZone: TimeZone) {
+        self.init(funnel: funnel)
+        let shape = Shape(funnel)
+        for outcome in outcomes {
+            guard let start = outcome.startTime else {
+                add(outcome, shape: shape, cohortDay: nil, endOfDay: 0)
+                continue
+            }
+            let day = CohortCalendar.day(of: start, in: timeZone)
+            add(outcome, shape: shape, cohortDay: day, endOfDay: cohorts[day]?.endOfDay ?? CohortCalendar.endOfDay(containing: start, in: timeZone))
+        }
+    }
+
+    /// What `add` needs of the funnel, worked out once rather than per person.
+    public struct Shape: Sendable {
+        let required: [Int]
+        /// Per configured step: the position among required steps of the next required step at or after it.
+        let nextRequired: [Int]
+        let dimensions: [String]
+
+        public init(_ funnel: Funnel) {
+            dimensions = funnel.breakdowns
+            required = funnel.requiredStepIndices
+            nextRequired = funnel.steps.indices.map { index in funnel.requiredStepIndices.firstIndex { $0 >= index } ?? funnel.requiredStepIndices.count }
+        }
+    }
+
+    /// Adds one person's outcome. Outcomes with level 0 that are not excluded
+    /// never reached step 1 and count nowhere. `cohortDay` is the local day of
+    /// `outcome.startTime` and `endOfDay` when that day ends (the caller has
+    /// them already; working them out here would repeat the calendar per person).
+    public mutating func add(_ outcome: PersonOutcome, shape: Shape, cohortDay: String?, endOfDay: Int64) {
+        if outcome.excluded {
+            excluded += 1
+            return
+        }
+        guard outcome.level > 0 else { return }
+        started += 1
+        if outcome.completed { completed += 1 } else if outcome.inProgress { inProgress += 1 }
+        if let duration = outcome.microsecondsToComplete { durations.append(duration) }
+        for (position, stepIndex) in shape.required.enumerated() where outcome.level > position {
+            steps[stepIndex].persons += 1
+            if outcome.level == position + 1 && !outcome.completed {
+                if outcome.inProgress { steps[stepIndex].inProgress += 1 } else { steps[stepIndex].dropOff += 1 }
+            }
+            if position > 0, let gap = Self.span(outcome.stepTimes, from: shape.required[position - 1], to: stepIndex) {
+                steps[stepIndex].gaps.append(gap)
+            }
+        }
+        for stepIndex in outcome.optionalStepsDone where steps.indices.contains(stepIndex) {
+            steps[stepIndex].persons += 1
+            let next = shape.nextRequired[stepIndex]
+            if next > 0, let gap = Self.span(outcome.stepTimes, from: shape.required[next - 1], to: stepIndex) {
+                steps[stepIndex].gaps.append(gap)
+            }
+        }
+        if let cohortDay {
+            var cohort = cohorts[cohortDay] ?? Cohort(endOfDay: endOfDay)
+            cohort.started += 1
+            if outcome.completed { cohort.completed += 1 } else if outcome.inProgress { cohort.inProgressPersons += 1 }
+            cohorts[cohortDay] = cohort
+        }
+        for dimension in shape.dimensions {
+            let value = outcome.breakdown[dimension] ?? PersonOutcome.missingBreakdownValue
+            var group = breakdowns[dimension, default: [:]][value] ?? Group()
+            group.started += 1
+            if outcome.completed { group.completed += 1 } else if outcome.inProgress { group.inProgress += 1 }
+            breakdowns[dimension, default: [:]][value] = group
+        }
+    }
+
+    /// Adds every count and duration of `other` (a tally of the same funnel).
+    public mutating func merge(_ other: FunnelTally) {
+        started += other.started
+        completed += other.completed
+        inProgress += other.inProgress
+        excluded += other.excluded
+        durations += other.durations
+        for index in steps.indices where other.steps.indices.contains(index) {
+            steps[index].persons += other.steps[index].persons
+            steps[index].dropOff += other.steps[index].dropOff
+            steps[index].inProgress += other.steps[index].inProgress
+            steps[index].gaps += other.steps[index].gaps
+        }
+        cohorts.merge(other.cohorts) { mine, theirs in
+            Cohort(
+                started: mine.started + theirs.started, completed: mine.completed + theirs.completed,
+                inProgressPersons: mine.inProgressPersons + theirs.inProgressPersons, endOfDay: mine.endOfDay)
+        }
+        for (dimension, groups) in other.breakdowns {
+            breakdowns[dimension, default: [:]].merge(groups) { mine, theirs in
+                Group(started: mine.started + theirs.started, completed: mine.completed + theirs.completed, inProgress: mine.inProgress + theirs.inProgress)
+            }
+        }
+    }
+
+    /// The same tally with every list in ascending order: the form it is
+    /// stored in, so equal sets of persons give equal bytes whatever order
+    /// they were read in.
+    public func normalized() -> FunnelTally {
+        var copy = self
+        copy.durations.sort()
+        for index in copy.steps.indices { copy.steps[index].gaps.sort() }
+        return copy
+    }
+
+    public var isEmpty: Bool { started == 0 && excluded == 0 }
+
+    private static func span(_ times: [Int64?], from start: Int, to end: Int) -> Int64? {
+        guard times.indices.contains(start), times.indices.contains(end), let from = times[start], let to = times[end] else { return nil }
+        let (value, overflow) = to.subtractingReportingOverflow(from)
+        return overflow ? nil : value
+    }
+}

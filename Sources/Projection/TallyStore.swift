@@ -1,0 +1,38 @@
+import Funnels
+import LibPQ
+
+/// Reads and writes `funnel_tallies`: one `FunnelTally` per funnel and cohort day.
+enum TallyStore {
+    /// Replaces the tallies of `days` (a day missing from `tallies` keeps none).
+    static func rewrite(_ c: Connection, funnel: Funnel, days: [String], tallies: [String: FunnelTally], timeZone: String) throws {
+        try c.query("DELETE FROM funnel_tallies WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(days)])
+        try c.copyIn("COPY funnel_tallies (funnel, cohort_day, time_zone, tally) FROM STDIN") { writer in
+            for day in days {
+                guard let tally = tallies[day], !tally.isEmpty else { continue }
+                try writer.writeRow([.text(funnel.name), .text(day), .text(timeZone), .bytes(TallyEncoding.encode(tally))])
+            }
+        }
+    }
+
+    /// The sum of the funnel's tallies on cohort days `from...to` (either end
+    /// open), or nil when some of them were cut in another time zone than
+    /// `timeZone`: then only the persons' outcomes can answer.
+    static func sum(_ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String) throws -> FunnelTally? {
+        var total = FunnelTally(funnel: funnel)
+        var consistent = true
+        try c.forEachRow(
+            """
+            SELECT time_zone, tally FROM funnel_tallies
+            WHERE funnel = $1 AND ($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)
+            """, [.text(funnel.name), .optional(from), .optional(to)]
+        ) { row in
+            guard consistent else { return }
+            guard try row.decode(String.self, at: 0) == timeZone else {
+                consistent = false
+                return
+            }
+            total.merge(try TallyEncoding.decode(try row.decode(PostgresBytes.self, at: 1).bytes, funnel: funnel))
+        }
+        return consistent ? total : nil
+    }
+}

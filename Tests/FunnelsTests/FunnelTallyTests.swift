@@ -1,0 +1,77 @@
+import Foundation
+import TestSupport
+import Testing
+@testable import Funnels
+
+/// Tallies are what the nightly job stores per cohort day and adds up for the
+/// printed report, so adding day tallies must give exactly the report of all
+/// the persons at once.
+@Suite struct FunnelTallyTests {
+    static let utc = TimeZone(identifier: "UTC") ?? .gmt
+
+    /// Random persons of a random funnel, spread over `days` days, with breakdown values.
+    static func persons(_ rng: inout SplitMix, funnel: Funnel, count: Int, days: Int64, now: Int64) -> [PersonOutcome] {
+        (0..<count).map { _ in
+            let dayStart = Int64(rng.next() % UInt64(days)) * 86_400_000_000
+            var timeline = FunnelEvaluatorPropertyTests.randomTimeline(&rng).map { event in
+                var shifted = event
+                shifted.timestamp += dayStart
+                return shifted
+            }
+            if rng.next() % 2 == 0, !timeline.isEmpty {
+                timeline[0].attributes["context.os.name"] = ["iOS", "Android"][Int(rng.next() % 2)]
+            }
+            return FunnelEvaluator.evaluate(events: timeline, funnel: funnel, now: now)
+        }
+    }
+
+    @Test(arguments: [UInt64(11), 12, 13, 14])
+    func dayTalliesAddUpToTheWholeReport(seed: UInt64) {
+        var rng = SplitMix(seed: seed)
+        var nonTrivial = 0
+        for _ in 0..<60 {
+            var funnel = FunnelEvaluatorPropertyTests.randomFunnel(&rng)
+            funnel.breakdowns = ["context.os.name"]
+            funnel.exclusions = rng.next() % 3 == 0 ? [.event("c")] : []
+            // Some windows of the last day still open.
+            let now = 4 * 86_400_000_000 + Int64(rng.next() % 12) * 1_000_000
+            let outcomes = Self.persons(&rng, funnel: funnel, count: 40, days: 5, now: now)
+            let whole = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: Self.utc)
+
+            let shape = FunnelTally.Shape(funnel)
+            var byDay: [String: FunnelTally] = [:]
+            var noStart = FunnelTally(funnel: funnel)
+            for outcome in outcomes {
+                guard let start = outcome.startTime else {
+                    noStart.add(outcome, shape: shape, cohortDay: nil, endOfDay: 0)
+                    continue
+                }
+                let day = CohortCalendar.day(of: start, in: Self.utc)
+                byDay[day, default: FunnelTally(funnel: funnel)].add(
+                    outcome, shape: shape, cohortDay: day, endOfDay: CohortCalendar.endOfDay(containing: start, in: Self.utc))
+            }
+            var sum = noStart
+            for day in byDay.keys.shuffled(using: &rng) { sum.merge(byDay[day] ?? FunnelTally(funnel: funnel)) }
+            #expect(FunnelReport(funnel: funnel, tally: sum, now: now, timeZone: Self.utc) == whole, "\(funnel.steps)")
+            #expect(sum.normalized() == FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: Self.utc).normalized())
+            if whole.completed > 0 && whole.cohorts.count > 1 && whole.steps.count > 1 { nonTrivial += 1 }
+        }
+        #expect(nonTrivial > 10)
+    }
+
+    @Test func countsAndDurationsOfAHandMadeSet() throws {
+        let funnel = FunnelReportTests.funnel()
+        let tally = FunnelTally(funnel: funnel, outcomes: FunnelReportTests.outcomes(funnel), timeZone: Self.utc)
+        #expect(tally.started == 5)
+        #expect(tally.completed == 2)
+        #expect(tally.inProgress == 1)
+        #expect(tally.excluded == 1)
+        #expect(tally.durations.sorted() == [160_000_000, 400_000_000])
+        #expect(tally.steps.map(\.persons) == [5, 3, 2])
+        #expect(tally.steps.map(\.dropOff) == [1, 1, 0])
+        #expect(tally.steps.map(\.inProgress) == [1, 0, 0])
+        #expect(tally.steps[1].gaps.sorted() == [30_000_000, 60_000_000, 100_000_000])
+        #expect(tally.breakdowns["context.os.name"]?["iOS"] == FunnelTally.Group(started: 3, completed: 2, inProgress: 0))
+        #expect(tally.breakdowns["context.os.name"]?["Android"] == FunnelTally.Group(started: 2, completed: 0, inProgress: 1))
+    }
+}
