@@ -106,7 +106,7 @@ let package = Package(
         // The nightly job: checkpoint, identity links, recompute touched persons, report tables.
         .target(
             name: "Projection",
-            dependencies: ["LibPQ", "Funnels", "EventLog"],
+            dependencies: ["LibPQ", "Funnels", "EventLog", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
         // Renders funnel reports: terminal table, markdown, csv, json.

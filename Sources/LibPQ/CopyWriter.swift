@@ -1,64 +1,106 @@
 internal import CLibPQ
 
-/// Writes rows for `COPY … FROM STDIN` (text format), escaping every field and
-/// sending in 256 KB chunks. It exists only inside `Connection.copyIn`.
-public struct CopyWriter: ~Copyable {
-    private let connection: OpaquePointer
-    private var buffer: [UInt8] = []
-    private static let chunk = 256 * 1024
-    /// Rows written so far.
+/// Rows in `COPY` text format, as bytes: every field escaped, tab-separated,
+/// newline-terminated. Built apart from any connection so that rows can be
+/// rendered on one thread while a COPY of earlier rows runs on another.
+public struct CopyRows: Sendable {
+    public private(set) var bytes: [UInt8] = []
     public private(set) var rowCount = 0
+    /// Rows sent before the last `removeAll`, so errors give the row's number in the whole COPY.
+    private var earlierRows = 0
 
-    init(connection: OpaquePointer) {
-        self.connection = connection
-        buffer.reserveCapacity(Self.chunk + 4096)
+    public init(capacity: Int = 0) {
+        bytes.reserveCapacity(capacity)
     }
 
     /// Appends one row; fields in the COPY statement's column order.
-    public mutating func writeRow(_ fields: [PostgresValue]) throws {
+    public mutating func append(_ fields: [PostgresValue]) throws {
         for (i, field) in fields.enumerated() {
-            if i > 0 { buffer.append(9) }  // tab
+            if i > 0 { bytes.append(9) }  // tab
             try append(field, column: i)
         }
-        buffer.append(10)  // newline
+        bytes.append(10)  // newline
         rowCount += 1
-        if buffer.count >= Self.chunk { try flush() }
+    }
+
+    public mutating func removeAll() {
+        earlierRows += rowCount
+        bytes.removeAll(keepingCapacity: true)
+        rowCount = 0
     }
 
     private mutating func append(_ field: PostgresValue, column: Int) throws {
         switch field {
         case .null:
-            buffer.append(contentsOf: [92, 78])  // \N
-        case .bytes(let bytes):
-            buffer.append(contentsOf: [92, 92, 120])  // \\x
+            bytes.append(contentsOf: [92, 78])  // \N
+        case .bytes(let raw):
+            bytes.append(contentsOf: [92, 92, 120])  // \\x
             let digits: [UInt8] = Array("0123456789abcdef".utf8)
-            for b in bytes {
-                buffer.append(digits[Int(b >> 4)])
-                buffer.append(digits[Int(b & 15)])
+            for b in raw {
+                bytes.append(digits[Int(b >> 4)])
+                bytes.append(digits[Int(b & 15)])
             }
         default:
             for byte in (field.textRepresentation() ?? "").utf8 {
                 switch byte {
                 case 0:
                     throw PostgresError(
-                        .invalidParameter, message: "COPY field \(column + 1) of row \(rowCount + 1) contains a NUL byte")
-                case 92: buffer.append(contentsOf: [92, 92])
-                case 10: buffer.append(contentsOf: [92, 110])
-                case 13: buffer.append(contentsOf: [92, 114])
-                case 9: buffer.append(contentsOf: [92, 116])
-                default: buffer.append(byte)
+                        .invalidParameter, message: "COPY field \(column + 1) of row \(earlierRows + rowCount + 1) contains a NUL byte")
+                case 92: bytes.append(contentsOf: [92, 92])
+                case 10: bytes.append(contentsOf: [92, 110])
+                case 13: bytes.append(contentsOf: [92, 114])
+                case 9: bytes.append(contentsOf: [92, 116])
+                default: bytes.append(byte)
                 }
             }
         }
     }
+}
 
-    /// Sends what is buffered. `PQputCopyData` takes a byte count, not characters.
+/// Writes rows for `COPY … FROM STDIN` (text format), sending in 256 KB
+/// chunks. It exists only inside `Connection.copyIn`.
+public struct CopyWriter: ~Copyable {
+    private let connection: OpaquePointer
+    private var buffer = CopyRows(capacity: Self.chunk + 4096)
+    private static let chunk = 256 * 1024
+    /// Rows written so far.
+    public private(set) var rowCount = 0
+
+    init(connection: OpaquePointer) {
+        self.connection = connection
+    }
+
+    /// Appends one row; fields in the COPY statement's column order.
+    public mutating func writeRow(_ fields: [PostgresValue]) throws {
+        try buffer.append(fields)
+        rowCount += 1
+        if buffer.bytes.count >= Self.chunk { try flush() }
+    }
+
+    /// Sends rows rendered elsewhere.
+    public mutating func write(_ rows: CopyRows) throws {
+        try flush()
+        try send(rows.bytes)
+        rowCount += rows.rowCount
+    }
+
+    /// Sends what is buffered.
     mutating func flush() throws(PostgresError) {
-        guard !buffer.isEmpty else { return }
-        let sent = buffer.withUnsafeBufferPointer { bytes in
-            bytes.withMemoryRebound(to: CChar.self) { PQputCopyData(connection, $0.baseAddress, Int32($0.count)) }
+        guard !buffer.bytes.isEmpty else { return }
+        try send(buffer.bytes)
+        buffer.removeAll()
+    }
+
+    /// `PQputCopyData` takes a byte count, not characters.
+    private func send(_ bytes: [UInt8]) throws(PostgresError) {
+        var offset = 0
+        while offset < bytes.count {
+            let end = min(bytes.count, offset + Self.chunk)
+            let sent = bytes[offset..<end].withUnsafeBufferPointer { part in
+                part.withMemoryRebound(to: CChar.self) { PQputCopyData(connection, $0.baseAddress, Int32($0.count)) }
+            }
+            guard sent == 1 else { throw Connection.connectionError(connection) }
+            offset = end
         }
-        guard sent == 1 else { throw Connection.connectionError(connection) }
-        buffer.removeAll(keepingCapacity: true)
     }
 }

@@ -126,12 +126,3 @@ struct FunnelDay: Hashable, Sendable {
     let funnel: String
     let day: String
 }
-
-extension OutcomeStore {
-    static func copy(_ c: Connection, rows: [[PostgresValue]]) throws {
-        guard !rows.isEmpty else { return }
-        try c.copyIn("COPY funnel_persons (\(columns)) FROM STDIN") { writer in
-            for row in rows { try writer.writeRow(row) }
-        }
-    }
-}

@@ -1,11 +1,18 @@
+import Foundation
 import Funnels
 import LibPQ
 
-/// Streams every event of a set of persons (or of everyone) of one app, in
-/// person order, and hands each person's whole timeline to the caller. It reads
-/// through a cursor in batches, inside the job's transaction, so the log is
-/// never held in memory and the caller can write between batches on the same
-/// connection (`afterBatch`).
+/// Streams every event of a set of persons (or of everyone) of one app and
+/// hands each person's whole timeline to the caller, without the log ever
+/// being in memory and without PostgreSQL sorting it.
+///
+/// The rows come unsorted through `COPY (…) TO STDOUT`, and each line, as it
+/// arrives, is appended undecoded to one of `partitions` spill files chosen by
+/// a hash of its person. Then each file, a fraction of the log, is read back,
+/// grouped by person and handed over. A person-order sort in the server took
+/// most of a rebuild's database time and, behind a cursor, ran on one core
+/// while the job waited; here the server only scans, and the job's spilling
+/// keeps pace with it.
 struct PersonHistoryReader {
     enum Scope {
         /// Everyone (rebuild).
@@ -18,82 +25,204 @@ struct PersonHistoryReader {
     /// Dotted paths the app's funnels read (`properties.page`, `context.os.name`).
     let paths: [String]
 
+    /// Rows per spill file the job aims for: a partition's events are decoded
+    /// at once, so this bounds the reader's memory whatever the log's size.
+    static let eventsPerPartition = 100_000
+
+    /// Reads the app's events in `scope`, spread over `partitions` files;
+    /// `afterPartition` gets each partition's event count once its persons
+    /// were handed over (the caller writes then, while the next is read).
     func read(
-        _ c: Connection, scope: Scope, afterBatch: (Int) throws -> Void, _ body: (String, [FunnelEvent]) throws -> Void
+        _ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int, afterPartition: (Int) throws -> Void,
+        _ body: (String, [FunnelEvent]) throws -> Void
     ) throws {
+        try bindScope(c)
+        var spill = SpillFiles(count: max(1, partitions), flushAt: spillBuffer)
+        defer { spill.remove() }
+        try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
+            try spill.append(line, partition: Self.partition(of: CopyText.firstField(of: line), count: spill.count))
+        }
+        var fields: [String?] = []
+        for partition in 0..<spill.count {
+            let lines = try spill.contents(of: partition)
+            var persons: [String] = []
+            var personIndex: [String: Int] = [:]
+            var owners: [Int] = []
+            var events: [FunnelEvent] = []
+            try lines.withUnsafeBytes { bytes in
+                var start = 0
+                while start < bytes.count {
+                    var end = start
+                    while end < bytes.count && bytes[end] != 10 { end += 1 }
+                    CopyText.fields(of: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), into: &fields)
+                    start = end + 1
+                    let (person, event) = try decode(fields)
+                    if let index = personIndex[person] {
+                        owners.append(index)
+                    } else {
+                        personIndex[person] = persons.count
+                        owners.append(persons.count)
+                        persons.append(person)
+                    }
+                    events.append(event)
+                }
+            }
+            // Events grouped by person without comparing strings: a counting sort on the person's number.
+            var offsets = [Int](repeating: 0, count: persons.count + 1)
+            for owner in owners { offsets[owner + 1] += 1 }
+            for index in persons.indices { offsets[index + 1] += offsets[index] }
+            var order = [Int](repeating: 0, count: events.count)
+            var next = offsets
+            for (position, owner) in owners.enumerated() {
+                order[next[owner]] = position
+                next[owner] += 1
+            }
+            var timeline: [FunnelEvent] = []
+            for (index, person) in persons.enumerated() {
+                timeline.removeAll(keepingCapacity: true)
+                for position in order[offsets[index]..<offsets[index + 1]] { timeline.append(events[position]) }
+                try body(person, timeline)
+            }
+            try afterPartition(events.count)
+        }
+    }
+
+    /// The app and the paths go in through a temp table written with bound
+    /// parameters, because COPY takes none: the statement's text is fixed, and
+    /// each value is read once by an uncorrelated subquery.
+    private func bindScope(_ c: Connection) throws {
+        if try c.query("SELECT to_regclass('pg_temp.history_scope') IS NULL").scalar(Bool.self) {
+            try c.executeScript(
+                """
+                CREATE TEMP TABLE history_scope (app text NOT NULL) ON COMMIT DROP;
+                CREATE TEMP TABLE history_paths (n integer PRIMARY KEY, root text NOT NULL, path text[] NOT NULL) ON COMMIT DROP;
+                """)
+        }
+        try c.executeScript("DELETE FROM history_scope; DELETE FROM history_paths;")
+        try c.query("INSERT INTO history_scope VALUES ($1)", [.text(app)])
+        for (n, path) in paths.enumerated() {
+            let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
+            try c.query(
+                "INSERT INTO history_paths VALUES ($1, $2, $3::text[])",
+                [.int(n), .text(parts.first ?? ""), .textArray(parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : [])])
+        }
+    }
+
+    private func query(_ scope: Scope) -> String {
+        let app = "(SELECT app FROM history_scope)"
         let source: String
         switch scope {
         case .all:
-            source = "SELECT * FROM events WHERE app = $1"
+            source = "SELECT * FROM events WHERE app = \(app)"
         case .touched:
             // Two index-driven halves instead of one OR: events carrying a touched
             // user id, and anonymous events of a touched (or linked) anonymous id.
             source = """
-                SELECT e.* FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.user_id WHERE e.app = $1
+                SELECT e.* FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.user_id WHERE e.app = \(app)
                 UNION ALL
                 SELECT e.* FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.anonymous_id
-                WHERE e.app = $1 AND e.user_id IS NULL
+                WHERE e.app = \(app) AND e.user_id IS NULL
                 """
         }
-        // One plain expression per path (no per-row subquery): the column comes from a fixed
-        // whitelist, the path inside it is a bound text[] parameter ($2, $3, …).
-        var extractions: [String] = []
-        var pathParameters: [PostgresValue] = []
-        for path in paths {
-            let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
-            let column: String
-            switch parts.first {
-            case "properties": column = "e.properties"
-            case "context": column = "e.context"
-            case "traits": column = "e.traits"
-            default: column = "NULL::jsonb"  // the engine only reads these three roots
-            }
-            pathParameters.append(.textArray(parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : []))
-            extractions.append("\(column) #>> $\(pathParameters.count + 1)::text[]")
-        }
-        let attributes = extractions.isEmpty ? "ARRAY[]::text[]" : "ARRAY[\(extractions.joined(separator: ", "))]"
-        let sql = """
-            SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id) AS person, e.message_id, e.type, e.event,
-                   e."timestamp" AS ts,
-                   \(attributes) AS attrs
+        // One column per path; the engine reads only these three roots, so the
+        // column comes from a fixed list and only the path inside it is data.
+        let attributes = paths.indices.map { n in
+            let path = "(SELECT path FROM history_paths WHERE n = \(n))"
+            let root = "(SELECT root FROM history_paths WHERE n = \(n))"
+            return """
+                , CASE \(root) WHEN 'properties' THEN e.properties #>> \(path) WHEN 'context' THEN e.context #>> \(path)
+                  WHEN 'traits' THEN e.traits #>> \(path) END
+                """
+        }.joined()
+        return """
+            SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id), e.message_id, e.type, e.event, e."timestamp"\(attributes)
             FROM (\(source)) e
             LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
-            ORDER BY 1, 5, e.seq
             """
-        try c.query("DECLARE person_history NO SCROLL CURSOR FOR " + sql, [.text(app)] + pathParameters)
-        var person: String?
-        var timeline: [FunnelEvent] = []
-        while true {
-            let batch = try c.query("FETCH \(Self.batchSize) FROM person_history")
-            for row in batch.rows {
-                let who = try row.decode(String.self, at: 0)
-                if who != person {
-                    if let person { try body(person, timeline) }
-                    person = who
-                    timeline.removeAll(keepingCapacity: true)
-                }
-                let values = try row.decode(PostgresArrayText.self, at: 5).elements
-                var attributes: [String: String] = [:]
-                for (path, value) in zip(paths, values) where value != nil {
-                    attributes[path] = value
-                }
-                timeline.append(
-                    FunnelEvent(
-                        messageId: try row.decode(String.self, at: 1),
-                        kind: EventKind(rawValue: try row.decode(String.self, at: 2)) ?? .track,
-                        name: try row.decode(String?.self, at: 3),
-                        timestamp: try row.decode(PostgresTimestamp.self, at: 4).microseconds,
-                        attributes: attributes))
-            }
-            if batch.rows.count < Self.batchSize {
-                if let person { try body(person, timeline) }
-                try c.query("CLOSE person_history")
-                try afterBatch(batch.rows.count)
-                return
-            }
-            try afterBatch(batch.rows.count)
-        }
     }
 
-    static let batchSize = 10_000
+    private func decode(_ fields: [String?]) throws -> (String, FunnelEvent) {
+        guard fields.count == 5 + paths.count, let person = fields[0], let messageId = fields[1], let kind = fields[2],
+              let time = fields[4], let timestamp = Timestamps.parse(time)
+        else {
+            throw PostgresError(.unexpectedResult, message: "unreadable history row for app \(app): \(fields)")
+        }
+        var attributes: [String: String] = [:]
+        for (path, value) in zip(paths, fields[5...]) where value != nil {
+            attributes[path] = value
+        }
+        let event = FunnelEvent(
+            messageId: messageId, kind: EventKind(rawValue: kind) ?? .track, name: fields[3], timestamp: timestamp,
+            attributes: attributes)
+        return (person, event)
+    }
+
+    /// FNV-1a of the person's bytes as sent: stable, and with no allocation per row.
+    static func partition(of person: UnsafeRawBufferPointer, count: Int) -> Int {
+        guard count > 1 else { return 0 }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in person {
+            hash ^= UInt64(byte)
+            hash &*= 0x100_0000_01b3
+        }
+        return Int(hash % UInt64(count))
+    }
+}
+
+/// Append-only scratch files, one per partition, buffered in memory and
+/// written in pieces of `flushAt` bytes; a partition that never fills its
+/// buffer never touches the disk. Removed when the reader is done, however it ends.
+private struct SpillFiles {
+    let count: Int
+    private let flushAt: Int
+    private let directory: URL
+    private var buffers: [[UInt8]]
+    private var handles: [FileHandle?]
+
+    init(count: Int, flushAt: Int) {
+        self.count = count
+        self.flushAt = flushAt
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-history-\(UUID().uuidString)")
+        buffers = Array(repeating: [], count: count)
+        handles = Array(repeating: nil, count: count)
+    }
+
+    mutating func append(_ line: UnsafeRawBufferPointer, partition: Int) throws {
+        buffers[partition].append(contentsOf: line)
+        if buffers[partition].count >= flushAt { try flush(partition) }
+    }
+
+    private mutating func flush(_ partition: Int) throws {
+        if handles[partition] == nil {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let file = directory.appendingPathComponent("\(partition)")
+            guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
+                throw ProjectionError(code: .spill, description: "cannot create the spill file \(file.path)")
+            }
+            handles[partition] = try FileHandle(forWritingTo: file)
+        }
+        try handles[partition]?.write(contentsOf: buffers[partition])
+        buffers[partition].removeAll(keepingCapacity: true)
+    }
+
+    /// Everything appended to `partition`, and frees its buffer.
+    mutating func contents(of partition: Int) throws -> [UInt8] {
+        guard let handle = handles[partition] else {
+            defer { buffers[partition] = [] }
+            return buffers[partition]
+        }
+        try handle.close()
+        handles[partition] = nil
+        let file = directory.appendingPathComponent("\(partition)")
+        var bytes = [UInt8](try Data(contentsOf: file))
+        try? FileManager.default.removeItem(at: file)
+        bytes += buffers[partition]
+        buffers[partition] = []
+        return bytes
+    }
+
+    func remove() {
+        for handle in handles { try? handle?.close() }
+        try? FileManager.default.removeItem(at: directory)
+    }
 }

@@ -35,6 +35,10 @@ public struct ProjectionJob: Sendable {
     /// Overrides the configured report time zone for cohort days.
     public let timeZoneOverride: String?
     public let showProgress: Bool
+    /// Events per spill partition and bytes buffered per partition before it
+    /// goes to disk (see `PersonHistoryReader`); tests make them small.
+    var eventsPerPartition = PersonHistoryReader.eventsPerPartition
+    var spillBuffer = 1 << 20
 
     public init(configuration: FunnelConfiguration, timeZoneOverride: String? = nil, showProgress: Bool = true) {
         self.configuration = configuration
@@ -139,6 +143,10 @@ public struct ProjectionJob: Sendable {
         // A rebuild recomputes everyone, so it tallies the days as it goes
         // instead of reading its own output back; funnel -> day -> tally.
         var tallies: [String: [String: FunnelTally]] = [:]
+        // Outcome rows of one partition are COPYed while the next is evaluated.
+        let copier = CopyPipeline(connection: c, statement: "COPY funnel_persons (\(OutcomeStore.columns)) FROM STDIN")
+        defer { try? copier.wait() }
+        let partitions = expectedEvents / max(1, eventsPerPartition) + 1
         for app in apps {
             let funnels = configuration.funnels(forApp: app)
             let paths = Array(Set(funnels.flatMap(\.referencedPaths))).sorted()
@@ -146,15 +154,16 @@ public struct ProjectionJob: Sendable {
             let shapes = funnels.map(FunnelTally.Shape.init)
             let appTouched: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
             if appTouched?.isEmpty == true { continue }
-            var pending: [[PostgresValue]] = []
+            var pending = CopyRows()
+            try copier.wait()  // the reader needs the connection
             let reader = PersonHistoryReader(app: app, paths: paths)
             try reader.read(
-                c, scope: scope,
-                afterBatch: { count in
+                c, scope: scope, partitions: partitions, spillBuffer: spillBuffer,
+                afterPartition: { count in
                     eventsRead += count
                     progress.advance(by: count)
-                    try OutcomeStore.copy(c, rows: pending)
-                    pending.removeAll(keepingCapacity: true)
+                    try copier.submit(pending)
+                    pending = CopyRows()
                 },
                 { person, events in
                     if let appTouched, !appTouched.contains(person) { return }
@@ -164,7 +173,7 @@ public struct ProjectionJob: Sendable {
                         guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
                         let day = CohortCalendar.day(of: start, in: timeZones[index])
                         affected.insert(FunnelDay(funnel: funnel.name, day: day))
-                        pending.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
+                        try pending.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
                         if mode == .rebuild {
                             var tally = tallies[funnel.name]?.removeValue(forKey: day) ?? FunnelTally(funnel: funnel)
                             let endOfDay = tally.cohorts[day]?.endOfDay ?? CohortCalendar.endOfDay(containing: start, in: timeZones[index])
@@ -174,6 +183,7 @@ public struct ProjectionJob: Sendable {
                     }
                 })
         }
+        try copier.wait()
         progress.finish()
         for definition in deferredIndexes { try c.executeScript(definition) }
 

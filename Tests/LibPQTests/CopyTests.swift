@@ -99,4 +99,41 @@ struct CopyTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test("COPY TO STDOUT lines decode to the stored values, escapes and NULL included, and rows rendered apart are sent whole")
+    func copyTextRoundTrip() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let pool = db.pool(maxConnections: 1)
+        try await pool.query("CREATE TABLE tricky (id int8 PRIMARY KEY, a text, b text)")
+        let values: [String?] = [
+            "plain", "", nil, "tab\there", "new\nline", "cr\rreturn", "back\\slash", "\\N", "\u{08}\u{0C}\u{0B}controls",
+            "ünï 北京 🚀", "trailing\\", "\t", "a\tb\tc",
+        ]
+        // Rendered with no connection, then sent in one piece.
+        var rows = CopyRows()
+        for (i, value) in values.enumerated() {
+            try rows.append([.int(Int64(i)), value.map { .text($0) } ?? .null, .text("b\(i)")])
+        }
+        let rendered = rows
+        let stored = try await pool.withConnection { c in try c.copyIn("COPY tricky (id, a, b) FROM STDIN") { try $0.write(rendered) } }
+        #expect(stored == values.count)
+        let (decoded, firsts) = try await pool.withConnection { c -> ([[String?]], [String]) in
+            var decoded: [[String?]] = []
+            var firsts: [String] = []
+            try c.copyOut("COPY (SELECT a, b, id FROM tricky ORDER BY id) TO STDOUT") { line in
+                var fields: [String?] = []
+                CopyText.fields(of: line, into: &fields)
+                decoded.append(fields)
+                firsts.append(String(decoding: CopyText.firstField(of: line), as: UTF8.self))
+            }
+            return (decoded, firsts)
+        }
+        #expect(decoded.map { $0[0] } == values)
+        #expect(decoded.map { $0[1] } == values.indices.map { "b\($0)" })
+        #expect(decoded.map { $0[2] } == values.indices.map { String($0) })
+        #expect(firsts[2] == "\\N")  // undecoded: the escape as sent
+        #expect(firsts[3] == "tab\\there")
+        await pool.close()
+        try await db.drop()
+    }
 }

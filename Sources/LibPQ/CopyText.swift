@@ -1,0 +1,72 @@
+/// Reads lines of `COPY … TO STDOUT` text output: what `Connection.copyOut`
+/// hands over, one row per call. Streaming a large result this way costs the
+/// server no cursor and the client no per-row result object.
+public enum CopyText {
+    /// Decodes the tab-separated fields of one line (a trailing newline is
+    /// ignored) into `fields`, replacing its contents; `\N` is nil.
+    public static func fields(of line: UnsafeRawBufferPointer, into fields: inout [String?]) {
+        fields.removeAll(keepingCapacity: true)
+        var end = line.count
+        if end > 0 && line[end - 1] == 10 { end -= 1 }
+        var start = 0
+        var escaped = false
+        var index = 0
+        while index <= end {
+            if index == end || line[index] == 9 {
+                fields.append(field(UnsafeRawBufferPointer(rebasing: line[start..<index]), escaped: escaped))
+                start = index + 1
+                escaped = false
+            } else if line[index] == 92 {
+                escaped = true
+                index += 1  // the escaped byte is never a separator
+            }
+            index += 1
+        }
+    }
+
+    /// The raw bytes of the first field (escapes left in place): enough to
+    /// tell rows apart by it without decoding the line.
+    public static func firstField(of line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {
+        var end = 0
+        while end < line.count && line[end] != 9 && line[end] != 10 { end += 1 }
+        return UnsafeRawBufferPointer(rebasing: line[0..<end])
+    }
+
+    private static func field(_ bytes: UnsafeRawBufferPointer, escaped: Bool) -> String? {
+        guard escaped else { return String(decoding: bytes, as: UTF8.self) }
+        if bytes.count == 2 && bytes[0] == 92 && bytes[1] == 78 { return nil }  // \N
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            let byte = bytes[i]
+            i += 1
+            guard byte == 92, i < bytes.count else {
+                out.append(byte)
+                continue
+            }
+            let code = bytes[i]
+            i += 1
+            switch code {
+            case UInt8(ascii: "b"): out.append(8)
+            case UInt8(ascii: "f"): out.append(12)
+            case UInt8(ascii: "n"): out.append(10)
+            case UInt8(ascii: "r"): out.append(13)
+            case UInt8(ascii: "t"): out.append(9)
+            case UInt8(ascii: "v"): out.append(11)
+            case UInt8(ascii: "0")...UInt8(ascii: "7"):
+                // Up to three octal digits (PostgreSQL accepts them; it does not write them).
+                var value = UInt32(code - 48)
+                var digits = 1
+                while digits < 3, i < bytes.count, (48...55).contains(bytes[i]) {
+                    value = value * 8 + UInt32(bytes[i] - 48)
+                    i += 1
+                    digits += 1
+                }
+                out.append(UInt8(truncatingIfNeeded: value))
+            default: out.append(code)  // \\ and any other escaped byte stand for themselves
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

@@ -1,0 +1,96 @@
+import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+@testable import Projection
+import TestSupport
+import Testing
+
+/// The history reader spills the log into partition files by person; however
+/// finely it splits, every person must still arrive whole, exactly once.
+@Suite("person history through spill files")
+struct PersonHistoryReaderTests {
+    static let configuration: FunnelConfiguration = {
+        guard let c = try? FunnelConfiguration.default() else { fatalError("default configuration must load") }
+        return c
+    }()
+
+    static func spillDirectories() throws -> Set<String> {
+        Set(try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)
+            .filter { $0.hasPrefix("onramp-history-") })
+    }
+
+    @Test("each person arrives once with all their events, over many partitions written to disk, and the files are removed")
+    func personsArriveWhole() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 120, seed: 21)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        let app = "ops"
+        let expected = try await pool.query(
+            """
+            SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id), count(*) FROM events e
+            LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id WHERE e.app = $1 GROUP BY 1
+            """, [.text(app)])
+        let before = try Self.spillDirectories()
+        let (seen, partitionSizes, sawDisk) = try await pool.withConnection { c -> ([String: Int], [Int], Bool) in
+            var seen: [String: Int] = [:]
+            var partitionSizes: [Int] = []
+            var sawDisk = false
+            try c.transaction(isolation: "REPEATABLE READ") { c in
+                let reader = PersonHistoryReader(app: app, paths: ["context.os.name", "properties.step"])
+                try reader.read(
+                    c, scope: .all, partitions: 7, spillBuffer: 2048,
+                    afterPartition: { count in
+                        partitionSizes.append(count)
+                        let created = try Self.spillDirectories().subtracting(before)
+                        sawDisk = sawDisk || !created.isEmpty
+                    },
+                    { person, timeline in
+                        #expect(seen[person] == nil, "\(person) handed over twice")
+                        seen[person] = timeline.count
+                        #expect(timeline.allSatisfy { !$0.messageId.isEmpty && $0.timestamp > 0 })
+                    })
+            }
+            return (seen, partitionSizes, sawDisk)
+        }
+        #expect(partitionSizes.count == 7)
+        #expect(partitionSizes.filter { $0 > 0 }.count >= 5)
+        #expect(sawDisk, "the 2 KB buffers never reached a file")
+        #expect(try Self.spillDirectories() == before)
+        #expect(expected.rows.count > 100)
+        for row in expected.rows {
+            #expect(seen[try row.decode(String.self, at: 0)] == (try row.decode(Int.self, at: 1)))
+        }
+        #expect(seen.count == expected.rows.count)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("the job split into tiny partitions gives the same tables as in one, for a rebuild and the incremental run after it")
+    func partitioningDoesNotChangeResults() async throws {
+        let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 150, seed: 8)
+        let half = events.count / 2
+        var fine = ProjectionJob(configuration: Self.configuration, showProgress: false)
+        fine.eventsPerPartition = 90
+        fine.spillBuffer = 1024
+        let whole = ProjectionJob(configuration: Self.configuration, showProgress: false)
+        var dumps: [[String: [String]]] = []
+        for job in [whole, fine] {
+            let db = try await TestDatabase.create()
+            let pool = db.pool(maxConnections: 1)
+            try await pool.withConnection { c in try EventSeeder.insert(c, Array(events.prefix(half))) }
+            _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: 1_900_000_000_000_000) }
+            try await pool.withConnection { c in try EventSeeder.insert(c, Array(events.dropFirst(half))) }
+            let summary = try await pool.withConnection { c in try job.run(c, mode: .incremental, now: 1_900_000_000_000_000) }
+            #expect(summary.newEvents == events.count - half)
+            dumps.append(try await pool.withConnection { try TableDump.dump($0) })
+            await pool.close()
+            try await db.drop()
+        }
+        #expect((dumps[0]["funnel_persons"]?.count ?? 0) > 500)
+        for table in TableDump.queries.keys.sorted() {
+            #expect(dumps[1][table] == dumps[0][table], "\(table)")
+        }
+    }
+}
