@@ -12,9 +12,21 @@
 /// Cost: O(n · steps) for distinct timestamps, O(n · steps² + groups) overall.
 public enum FunnelEvaluator {
     public static func evaluate(events: [FunnelEvent], funnel: Funnel, now: Int64) -> PersonOutcome {
+        evaluate(events: events, distinct: false, funnel: funnel, now: now)
+    }
+
+    /// The same, for a caller whose events are already distinct by
+    /// `messageId` — the nightly job, reading a log whose ledger stores each
+    /// message id once per app — so the per-funnel deduplication, hashing
+    /// every id, is skipped.
+    public static func evaluate(distinctEvents events: [FunnelEvent], funnel: Funnel, now: Int64) -> PersonOutcome {
+        evaluate(events: events, distinct: true, funnel: funnel, now: now)
+    }
+
+    private static func evaluate(events: [FunnelEvent], distinct: Bool, funnel: Funnel, now: Int64) -> PersonOutcome {
         let required = funnel.requiredStepIndices
         let window = funnel.windowMicroseconds
-        let timeline = Timeline(events: events, funnel: funnel, required: required)
+        let timeline = Timeline(events: events, distinct: distinct, funnel: funnel, required: required)
         let sweep = ChainSweep.run(timeline: timeline, stepCount: required.count, window: window)
 
         let level = sweep.firstReach.lastIndex { $0 != nil }.map { $0 + 1 } ?? 0
@@ -103,26 +115,31 @@ struct Timeline {
     /// Ascending positions among the required steps that each event matches.
     let matches: [[Int]]
 
-    init(events input: [FunnelEvent], funnel: Funnel, required: [Int]) {
-        var firstIndex: [String: Int] = [:]
+    init(events input: [FunnelEvent], distinct: Bool = false, funnel: Funnel, required: [Int]) {
         var unique: [FunnelEvent] = []
-        for event in input {
-            if let index = firstIndex[event.messageId] {
-                // A retry that carries an earlier time wins, so reprocessing is order-independent.
-                if event.timestamp < unique[index].timestamp { unique[index] = event }
-            } else {
-                firstIndex[event.messageId] = unique.count
-                unique.append(event)
+        if distinct {
+            unique = input
+        } else {
+            var firstIndex: [String: Int] = [:]
+            for event in input {
+                if let index = firstIndex[event.messageId] {
+                    // A retry that carries an earlier time wins, so reprocessing is order-independent.
+                    if event.timestamp < unique[index].timestamp { unique[index] = event }
+                } else {
+                    firstIndex[event.messageId] = unique.count
+                    unique.append(event)
+                }
             }
         }
+        let steps = required.map { funnel.steps[$0] }
         let matched = unique.map { event in
-            required.indices.filter { funnel.steps[required[$0]].matches(event) }
+            steps.indices.filter { steps[$0].matches(event) }
         }
         // Ties broken by step order, then messageId, for deterministic outputs.
+        let firstStep = matched.map { $0.first ?? Int.max }
         let order = unique.indices.sorted { a, b in
             if unique[a].timestamp != unique[b].timestamp { return unique[a].timestamp < unique[b].timestamp }
-            let stepA = matched[a].first ?? Int.max, stepB = matched[b].first ?? Int.max
-            if stepA != stepB { return stepA < stepB }
+            if firstStep[a] != firstStep[b] { return firstStep[a] < firstStep[b] }
             return unique[a].messageId < unique[b].messageId
         }
         events = order.map { unique[$0] }
@@ -153,6 +170,17 @@ struct ChainSweep {
             var groupEnd = groupStart + 1
             while groupEnd < events.count && events[groupEnd].timestamp == events[groupStart].timestamp {
                 groupEnd += 1
+            }
+            if groupEnd == groupStart + 1 {
+                // The usual case, an event alone at its time: it can fill one step of one chain.
+                if !timeline.matches[groupStart].isEmpty {
+                    extend(&best, single: groupStart, timeline: timeline, time: events[groupStart].timestamp, window: window)
+                    for step in 0..<stepCount where firstReach[step] == nil {
+                        firstReach[step] = best[step]
+                    }
+                }
+                groupStart = groupEnd
+                continue
             }
             let group = Array(groupStart..<groupEnd).filter { !timeline.matches[$0].isEmpty }
             if !group.isEmpty {
@@ -195,6 +223,26 @@ struct ChainSweep {
                 best[step] = Chain(start: prefix.start, events: prefix.events + filled)
             }
         }
+    }
+
+    /// `extend(group:)` for a group of one event: every step it matches can
+    /// be entered (a new start at step 0, or the best chain before it one step
+    /// further), and no chain can take it twice, since each entry reads the
+    /// chains as they were before this event.
+    private static func extend(_ best: inout [Chain?], single index: Int, timeline: Timeline, time: Int64, window: Int64) {
+        var updates: [(Int, Chain)] = []
+        for entry in timeline.matches[index] {
+            let prefix: Chain
+            if entry == 0 {
+                prefix = Chain(start: time, events: [])
+            } else {
+                guard let chain = best[entry - 1], within(start: chain.start, end: time, window: window) else { continue }
+                prefix = chain
+            }
+            if let current = best[entry], current.start >= prefix.start { continue }
+            updates.append((entry, Chain(start: prefix.start, events: prefix.events + [index])))
+        }
+        for (entry, chain) in updates { best[entry] = chain }
     }
 
     /// `end − start ≤ window`, without overflow.

@@ -2,28 +2,37 @@ import Dispatch
 import LibPQ
 import NIOConcurrencyHelpers
 
-/// Runs one `COPY … FROM STDIN` at a time on a background thread while the
-/// job renders the next rows, so the job's CPU and PostgreSQL's inserting
-/// overlap instead of taking turns. The connection is the job's own: between
-/// `submit` and the next `wait` the caller must not use it.
+/// Runs `COPY … FROM STDIN`s one after another on a background thread while
+/// the job evaluates more persons and streams the next app's history, so the
+/// job's CPU and PostgreSQL's inserting overlap instead of taking turns. The
+/// connection is the job's own; its lock keeps a COPY and the job's other
+/// statements from interleaving, and `wait` comes before anything that reads
+/// what the COPYs wrote.
 final class CopyPipeline: Sendable {
     private let connection: Connection
     private let statement: String
     private let queue = DispatchQueue(label: "onramp.copy-pipeline")
     private let group = DispatchGroup()
+    /// At most this many batches of rows wait in memory for their COPY.
+    private let slots: DispatchSemaphore
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
 
-    init(connection: Connection, statement: String) {
+    init(connection: Connection, statement: String, queued: Int = 8) {
         self.connection = connection
         self.statement = statement
+        self.slots = DispatchSemaphore(value: queued)
     }
 
-    /// Waits for the COPY under way, then starts one of `rows`.
+    /// Queues a COPY of `rows`, waiting while the queue is full; rethrows
+    /// the error of an earlier COPY that failed.
     func submit(_ rows: CopyRows) throws {
-        try wait()
+        if let error = failure.withLockedValue({ $0 }) { throw error }
         guard rows.rowCount > 0 else { return }
-        let connection = self.connection, statement = self.statement, failure = self.failure
+        slots.wait()
+        let connection = self.connection, statement = self.statement, failure = self.failure, slots = self.slots
         queue.async(group: group) {
+            defer { slots.signal() }
+            guard failure.withLockedValue({ $0 }) == nil else { return }  // the transaction is lost already
             do {
                 try connection.copyIn(statement) { writer in try writer.write(rows) }
             } catch {
@@ -32,7 +41,7 @@ final class CopyPipeline: Sendable {
         }
     }
 
-    /// Waits until no COPY runs; rethrows the error of one that failed.
+    /// Waits until every queued COPY ran; rethrows the error of one that failed.
     func wait() throws {
         group.wait()
         if let error = failure.withLockedValue({ $0 }) { throw error }

@@ -29,62 +29,67 @@ struct PersonHistoryReader {
     /// at once, so this bounds the reader's memory whatever the log's size.
     static let eventsPerPartition = 100_000
 
-    /// Reads the app's events in `scope`, spread over `partitions` files;
-    /// `afterPartition` gets each partition's event count once its persons
-    /// were handed over (the caller writes then, while the next is read).
-    func read(
-        _ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int, afterPartition: (Int) throws -> Void,
-        _ body: (String, [FunnelEvent]) throws -> Void
-    ) throws {
+    /// Phase one: streams the app's events in `scope` into `partitions` spill
+    /// files. The connection is free again when this returns.
+    func spill(_ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int) throws -> SpilledHistory {
         try bindScope(c)
         var spill = SpillFiles(count: max(1, partitions), flushAt: spillBuffer)
-        defer { spill.remove() }
-        try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
-            try spill.append(line, partition: Self.partition(of: CopyText.firstField(of: line), count: spill.count))
+        do {
+            try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
+                try spill.append(line, partition: Self.partition(of: CopyText.firstField(of: line), count: spill.count))
+            }
+            return try spill.finish()
+        } catch {
+            spill.remove()
+            throw error
         }
+    }
+
+    /// Phase two, for one partition (partitions are independent, so they can
+    /// be read on several threads): hands over each person's events, grouped,
+    /// in no particular order; returns the partition's event count.
+    func forEachPerson(in partition: SpilledHistory.Partition, _ body: (String, [FunnelEvent]) throws -> Void) throws -> Int {
+        let lines = try partition.load()
         var fields: [String?] = []
-        for partition in 0..<spill.count {
-            let lines = try spill.contents(of: partition)
-            var persons: [String] = []
-            var personIndex: [String: Int] = [:]
-            var owners: [Int] = []
-            var events: [FunnelEvent] = []
-            try lines.withUnsafeBytes { bytes in
-                var start = 0
-                while start < bytes.count {
-                    var end = start
-                    while end < bytes.count && bytes[end] != 10 { end += 1 }
-                    CopyText.fields(of: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), into: &fields)
-                    start = end + 1
-                    let (person, event) = try decode(fields)
-                    if let index = personIndex[person] {
-                        owners.append(index)
-                    } else {
-                        personIndex[person] = persons.count
-                        owners.append(persons.count)
-                        persons.append(person)
-                    }
-                    events.append(event)
+        var persons: [String] = []
+        var personIndex: [String: Int] = [:]
+        var owners: [Int] = []
+        var events: [FunnelEvent] = []
+        try lines.withUnsafeBytes { bytes in
+            var start = 0
+            while start < bytes.count {
+                var end = start
+                while end < bytes.count && bytes[end] != 10 { end += 1 }
+                CopyText.fields(of: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), into: &fields)
+                start = end + 1
+                let (person, event) = try decode(fields)
+                if let index = personIndex[person] {
+                    owners.append(index)
+                } else {
+                    personIndex[person] = persons.count
+                    owners.append(persons.count)
+                    persons.append(person)
                 }
+                events.append(event)
             }
-            // Events grouped by person without comparing strings: a counting sort on the person's number.
-            var offsets = [Int](repeating: 0, count: persons.count + 1)
-            for owner in owners { offsets[owner + 1] += 1 }
-            for index in persons.indices { offsets[index + 1] += offsets[index] }
-            var order = [Int](repeating: 0, count: events.count)
-            var next = offsets
-            for (position, owner) in owners.enumerated() {
-                order[next[owner]] = position
-                next[owner] += 1
-            }
-            var timeline: [FunnelEvent] = []
-            for (index, person) in persons.enumerated() {
-                timeline.removeAll(keepingCapacity: true)
-                for position in order[offsets[index]..<offsets[index + 1]] { timeline.append(events[position]) }
-                try body(person, timeline)
-            }
-            try afterPartition(events.count)
         }
+        // Events grouped by person without comparing strings: a counting sort on the person's number.
+        var offsets = [Int](repeating: 0, count: persons.count + 1)
+        for owner in owners { offsets[owner + 1] += 1 }
+        for index in persons.indices { offsets[index + 1] += offsets[index] }
+        var order = [Int](repeating: 0, count: events.count)
+        var next = offsets
+        for (position, owner) in owners.enumerated() {
+            order[next[owner]] = position
+            next[owner] += 1
+        }
+        var timeline: [FunnelEvent] = []
+        for (index, person) in persons.enumerated() {
+            timeline.removeAll(keepingCapacity: true)
+            for position in order[offsets[index]..<offsets[index + 1]] { timeline.append(events[position]) }
+            try body(person, timeline)
+        }
+        return events.count
     }
 
     /// The app and the paths go in through a temp table written with bound
@@ -147,7 +152,7 @@ struct PersonHistoryReader {
         else {
             throw PostgresError(.unexpectedResult, message: "unreadable history row for app \(app): \(fields)")
         }
-        var attributes: [String: String] = [:]
+        var attributes = [String: String](minimumCapacity: paths.count)
         for (path, value) in zip(paths, fields[5...]) where value != nil {
             attributes[path] = value
         }
@@ -169,9 +174,32 @@ struct PersonHistoryReader {
     }
 }
 
+/// A spilled history: per partition, the lines written to its file plus the
+/// ones still in memory. `remove()` deletes the files, however the job ends.
+struct SpilledHistory: Sendable {
+    struct Partition: Sendable {
+        let file: URL?
+        let tail: [UInt8]
+
+        func load() throws -> [UInt8] {
+            guard let file else { return tail }
+            var bytes = [UInt8](try Data(contentsOf: file))
+            bytes += tail
+            return bytes
+        }
+    }
+
+    let partitions: [Partition]
+    let directory: URL
+
+    func remove() {
+        try? FileManager.default.removeItem(at: directory)
+    }
+}
+
 /// Append-only scratch files, one per partition, buffered in memory and
 /// written in pieces of `flushAt` bytes; a partition that never fills its
-/// buffer never touches the disk. Removed when the reader is done, however it ends.
+/// buffer never touches the disk.
 private struct SpillFiles {
     let count: Int
     private let flushAt: Int
@@ -192,33 +220,30 @@ private struct SpillFiles {
         if buffers[partition].count >= flushAt { try flush(partition) }
     }
 
+    private func file(_ partition: Int) -> URL { directory.appendingPathComponent("\(partition)") }
+
     private mutating func flush(_ partition: Int) throws {
         if handles[partition] == nil {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            let file = directory.appendingPathComponent("\(partition)")
-            guard FileManager.default.createFile(atPath: file.path, contents: nil) else {
-                throw ProjectionError(code: .spill, description: "cannot create the spill file \(file.path)")
+            guard FileManager.default.createFile(atPath: file(partition).path, contents: nil) else {
+                throw ProjectionError(code: .spill, description: "cannot create the spill file \(file(partition).path)")
             }
-            handles[partition] = try FileHandle(forWritingTo: file)
+            handles[partition] = try FileHandle(forWritingTo: file(partition))
         }
         try handles[partition]?.write(contentsOf: buffers[partition])
         buffers[partition].removeAll(keepingCapacity: true)
     }
 
-    /// Everything appended to `partition`, and frees its buffer.
-    mutating func contents(of partition: Int) throws -> [UInt8] {
-        guard let handle = handles[partition] else {
-            defer { buffers[partition] = [] }
-            return buffers[partition]
+    /// Closes the files; what is still buffered stays in memory.
+    mutating func finish() throws -> SpilledHistory {
+        var partitions: [SpilledHistory.Partition] = []
+        for index in 0..<count {
+            try handles[index]?.close()
+            partitions.append(SpilledHistory.Partition(file: handles[index] == nil ? nil : file(index), tail: buffers[index]))
+            handles[index] = nil
+            buffers[index] = []
         }
-        try handle.close()
-        handles[partition] = nil
-        let file = directory.appendingPathComponent("\(partition)")
-        var bytes = [UInt8](try Data(contentsOf: file))
-        try? FileManager.default.removeItem(at: file)
-        bytes += buffers[partition]
-        buffers[partition] = []
-        return bytes
+        return SpilledHistory(partitions: partitions, directory: directory)
     }
 
     func remove() {

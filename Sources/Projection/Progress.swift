@@ -1,16 +1,20 @@
 import Foundation
+import NIOConcurrencyHelpers
 
 /// How the job shows progress on long work: a bar on a terminal, a plain log
 /// line every few seconds otherwise (cron, systemd, CI).
-public final class Progress: @unchecked Sendable {
-    // Used from the one thread running the job; @unchecked because the job is
-    // synchronous and the counters are never shared.
+public final class Progress: Sendable {
+    private struct State {
+        var done = 0
+        var lastPrint = Date.distantPast
+    }
+
     private let total: Int
-    private var done = 0
     private let label: String
     private let interactive: Bool
-    private var lastPrint = Date.distantPast
     private let enabled: Bool
+    /// The job's partitions are evaluated on more than one thread.
+    private let state = NIOLockedValueBox(State())
 
     public init(label: String, total: Int, enabled: Bool = true) {
         self.label = label
@@ -21,20 +25,22 @@ public final class Progress: @unchecked Sendable {
 
     public func advance(by count: Int) {
         guard enabled else { return }
-        done += count
         let now = Date()
-        guard now.timeIntervalSince(lastPrint) >= (interactive ? 0.1 : 5) else { return }
-        lastPrint = now
-        render(final: false)
+        let due: Int? = state.withLockedValue { state in
+            state.done += count
+            guard now.timeIntervalSince(state.lastPrint) >= (interactive ? 0.1 : 5) else { return nil }
+            state.lastPrint = now
+            return state.done
+        }
+        if let due { render(done: due, final: false) }
     }
 
     public func finish() {
         guard enabled else { return }
-        done = max(done, 0)
-        render(final: true)
+        render(done: state.withLockedValue { $0.done }, final: true)
     }
 
-    private func render(final: Bool) {
+    private func render(done: Int, final: Bool) {
         let fraction = min(1, Double(done) / Double(total))
         if interactive {
             let width = 30

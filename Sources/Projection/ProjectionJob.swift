@@ -39,6 +39,8 @@ public struct ProjectionJob: Sendable {
     /// goes to disk (see `PersonHistoryReader`); tests make them small.
     var eventsPerPartition = PersonHistoryReader.eventsPerPartition
     var spillBuffer = 1 << 20
+    /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
+    var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
 
     public init(configuration: FunnelConfiguration, timeZoneOverride: String? = nil, showProgress: Bool = true) {
         self.configuration = configuration
@@ -138,52 +140,35 @@ public struct ProjectionJob: Sendable {
         }
 
         let progress = Progress(label: mode == .rebuild ? "rebuild" : "report", total: expectedEvents, enabled: showProgress)
-        var eventsRead = 0
-        var persons = 0
-        // A rebuild recomputes everyone, so it tallies the days as it goes
-        // instead of reading its own output back; funnel -> day -> tally.
-        var tallies: [String: [String: FunnelTally]] = [:]
-        // Outcome rows of one partition are COPYed while the next is evaluated.
+        // Outcome rows are COPYed in the background while more partitions are evaluated.
         let copier = CopyPipeline(connection: c, statement: "COPY funnel_persons (\(OutcomeStore.columns)) FROM STDIN")
         defer { try? copier.wait() }
         let partitions = expectedEvents / max(1, eventsPerPartition) + 1
+        var totals = PartitionEvaluation.Totals()
+        // One app is evaluated while the next one's history streams in.
+        var running: PartitionEvaluation.Running?
+        defer { _ = try? running?.finish() }
         for app in apps {
             let funnels = configuration.funnels(forApp: app)
-            let paths = Array(Set(funnels.flatMap(\.referencedPaths))).sorted()
-            let timeZones = funnels.map(timeZone(for:))
-            let shapes = funnels.map(FunnelTally.Shape.init)
-            let appTouched: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
-            if appTouched?.isEmpty == true { continue }
-            var pending = CopyRows()
-            try copier.wait()  // the reader needs the connection
-            let reader = PersonHistoryReader(app: app, paths: paths)
-            try reader.read(
-                c, scope: scope, partitions: partitions, spillBuffer: spillBuffer,
-                afterPartition: { count in
-                    eventsRead += count
-                    progress.advance(by: count)
-                    try copier.submit(pending)
-                    pending = CopyRows()
-                },
-                { person, events in
-                    if let appTouched, !appTouched.contains(person) { return }
-                    persons += 1
-                    for (index, funnel) in funnels.enumerated() {
-                        let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: now)
-                        guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
-                        let day = CohortCalendar.day(of: start, in: timeZones[index])
-                        affected.insert(FunnelDay(funnel: funnel.name, day: day))
-                        try pending.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
-                        if mode == .rebuild {
-                            var tally = tallies[funnel.name]?.removeValue(forKey: day) ?? FunnelTally(funnel: funnel)
-                            let endOfDay = tally.cohorts[day]?.endOfDay ?? CohortCalendar.endOfDay(containing: start, in: timeZones[index])
-                            tally.add(outcome, shape: shapes[index], cohortDay: day, endOfDay: endOfDay)
-                            tallies[funnel.name, default: [:]][day] = tally
-                        }
-                    }
-                })
+            let touchedInApp: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
+            if touchedInApp?.isEmpty == true { continue }
+            let reader = PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
+            let history = try reader.spill(c, scope: scope, partitions: partitions, spillBuffer: spillBuffer)
+            if let previous = running {
+                running = nil
+                totals.merge(try previous.finish())
+            }
+            let evaluation = PartitionEvaluation(
+                funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
+                touched: touchedInApp, tally: mode == .rebuild, now: now)
+            running = evaluation.start(history, reader: reader, workers: workers, copier: copier, progress: progress)
+        }
+        if let last = running {
+            running = nil
+            totals.merge(try last.finish())
         }
         try copier.wait()
+        affected.formUnion(totals.affected)
         progress.finish()
         for definition in deferredIndexes { try c.executeScript(definition) }
 
@@ -192,14 +177,14 @@ public struct ProjectionJob: Sendable {
             guard let days = daysByFunnel[funnel.name] else { continue }
             let daySet = Set(days.map(\.day))
             let zone = timeZone(for: funnel)
-            let dayTallies = mode == .rebuild ? tallies[funnel.name] ?? [:] : try CohortTables.tallies(c, funnel: funnel, days: daySet, timeZone: zone)
+            let dayTallies = mode == .rebuild ? totals.tallies[funnel.name] ?? [:] : try CohortTables.tallies(c, funnel: funnel, days: daySet, timeZone: zone)
             try CohortTables.rewrite(
                 c, funnel: funnel, days: daySet, tallies: dayTallies, now: now, timeZone: zone, timeZoneName: timeZoneName(for: funnel))
         }
         try TargetTable.write(c, configuration: configuration)
         try current.save(c)
         return Summary(
-            mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: eventsRead,
-            personsRecomputed: persons, cohortDaysRewritten: affected.count)
+            mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: totals.events,
+            personsRecomputed: totals.persons, cohortDaysRewritten: affected.count)
     }
 }

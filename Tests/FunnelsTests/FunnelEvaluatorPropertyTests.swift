@@ -103,6 +103,14 @@ import Testing
             if reference.completion != nil && funnel.requiredStepIndices.count > 1 { completions += 1 }
             if reference.level > 0 && reference.completion == nil { partial += 1 }
             let context = Comment(rawValue: "seed \(seed) iteration \(iteration): \(funnel.steps) \(events)")
+            // Without duplicates (the earliest copy kept, in any order) the job's
+            // entry point, which skips deduplication, must agree.
+            var earliest: [String: FunnelEvent] = [:]
+            for event in events where earliest[event.messageId].map({ event.timestamp < $0.timestamp }) ?? true {
+                earliest[event.messageId] = event
+            }
+            let distinct = earliest.values.sorted { $0.messageId < $1.messageId }.shuffled(using: &rng)
+            #expect(FunnelEvaluator.evaluate(distinctEvents: distinct, funnel: funnel, now: Int64.max) == outcome, context)
             #expect(outcome.level == reference.level, context)
             #expect(outcome.completed == (reference.completion != nil), context)
             #expect(outcome.completionTime == reference.completion?.end, context)

@@ -39,18 +39,18 @@ struct PersonHistoryReaderTests {
             var sawDisk = false
             try c.transaction(isolation: "REPEATABLE READ") { c in
                 let reader = PersonHistoryReader(app: app, paths: ["context.os.name", "properties.step"])
-                try reader.read(
-                    c, scope: .all, partitions: 7, spillBuffer: 2048,
-                    afterPartition: { count in
-                        partitionSizes.append(count)
-                        let created = try Self.spillDirectories().subtracting(before)
-                        sawDisk = sawDisk || !created.isEmpty
-                    },
-                    { person, timeline in
-                        #expect(seen[person] == nil, "\(person) handed over twice")
-                        seen[person] = timeline.count
-                        #expect(timeline.allSatisfy { !$0.messageId.isEmpty && $0.timestamp > 0 })
-                    })
+                let history = try reader.spill(c, scope: .all, partitions: 7, spillBuffer: 2048)
+                defer { history.remove() }
+                let created = try Self.spillDirectories().subtracting(before)
+                sawDisk = history.partitions.contains { $0.file != nil } && !created.isEmpty
+                for partition in history.partitions {
+                    partitionSizes.append(
+                        try reader.forEachPerson(in: partition) { person, timeline in
+                            #expect(seen[person] == nil, "\(person) handed over twice")
+                            seen[person] = timeline.count
+                            #expect(timeline.allSatisfy { !$0.messageId.isEmpty && $0.timestamp > 0 })
+                        })
+                }
             }
             return (seen, partitionSizes, sawDisk)
         }

@@ -1,0 +1,108 @@
+import Dispatch
+import Foundation
+import Funnels
+import LibPQ
+import NIOConcurrencyHelpers
+
+/// Evaluates one app's spilled history, partition by partition, on several
+/// threads while the job streams the next app: partitions hold disjoint
+/// persons, so each worker renders its own outcome rows and tallies, hands
+/// the rows to the COPYs running in the background, and the results are
+/// added up at the end.
+struct PartitionEvaluation: Sendable {
+    /// What some partitions produced.
+    struct Totals: Sendable {
+        /// Only in a rebuild: funnel -> cohort day -> tally of every person evaluated.
+        var tallies: [String: [String: FunnelTally]] = [:]
+        var affected = Set<FunnelDay>()
+        var persons = 0
+        var events = 0
+
+        mutating func merge(_ other: Totals) {
+            for (funnel, days) in other.tallies {
+                for (day, tally) in days {
+                    if tallies[funnel]?[day] == nil { tallies[funnel, default: [:]][day] = tally } else { tallies[funnel]?[day]?.merge(tally) }
+                }
+            }
+            affected.formUnion(other.affected)
+            persons += other.persons
+            events += other.events
+        }
+    }
+
+    let funnels: [Funnel]
+    let timeZones: [TimeZone]
+    let shapes: [FunnelTally.Shape]
+    /// In an incremental run, the only persons to evaluate.
+    let touched: Set<String>?
+    let tally: Bool
+    let now: Int64
+
+    /// Starts evaluating `history` on `workers` threads and returns at once,
+    /// so the job can stream the next app meanwhile; `Running.finish` waits.
+    func start(
+        _ history: SpilledHistory, reader: PersonHistoryReader, workers: Int, copier: CopyPipeline, progress: Progress
+    ) -> Running {
+        let running = Running(history: history)
+        let count = max(1, min(workers, history.partitions.count))
+        let results = running.results
+        DispatchQueue.global().async(group: running.group) {
+            DispatchQueue.concurrentPerform(iterations: count) { worker in
+                let result = Result {
+                    var totals = Totals()
+                    for index in stride(from: worker, to: history.partitions.count, by: count) {
+                        var rows = CopyRows()
+                        let read = try reader.forEachPerson(in: history.partitions[index]) { person, events in
+                            try evaluate(person: person, events: events, into: &rows, totals: &totals)
+                        }
+                        totals.events += read
+                        progress.advance(by: read)
+                        try copier.submit(rows)
+                    }
+                    return totals
+                }
+                results.withLockedValue { $0.append(result) }
+            }
+        }
+        return running
+    }
+
+    /// An evaluation under way.
+    final class Running: Sendable {
+        fileprivate let group = DispatchGroup()
+        fileprivate let results = NIOLockedValueBox<[Result<Totals, any Error>]>([])
+        private let history: SpilledHistory
+
+        fileprivate init(history: SpilledHistory) {
+            self.history = history
+        }
+
+        /// Waits for every worker, removes the spill files, and adds up what the workers produced.
+        func finish() throws -> Totals {
+            group.wait()
+            history.remove()
+            var totals = Totals()
+            for result in results.withLockedValue({ $0 }) { totals.merge(try result.get()) }
+            return totals
+        }
+    }
+
+    private func evaluate(person: String, events: [FunnelEvent], into rows: inout CopyRows, totals: inout Totals) throws {
+        if let touched, !touched.contains(person) { return }
+        totals.persons += 1
+        for (index, funnel) in funnels.enumerated() {
+            // Distinct by messageId: the event_ids ledger stores each id once per app.
+            let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: now)
+            guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
+            let day = CohortCalendar.day(of: start, in: timeZones[index])
+            totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
+            try rows.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
+            if tally {
+                var dayTally = totals.tallies[funnel.name]?.removeValue(forKey: day) ?? FunnelTally(funnel: funnel)
+                let endOfDay = dayTally.cohorts[day]?.endOfDay ?? CohortCalendar.endOfDay(containing: start, in: timeZones[index])
+                dayTally.add(outcome, shape: shapes[index], cohortDay: day, endOfDay: endOfDay)
+                totals.tallies[funnel.name, default: [:]][day] = dayTally
+            }
+        }
+    }
+}
