@@ -14,7 +14,9 @@ enum IdentityLinker {
         let previousPerson: String
     }
 
-    static func update(_ c: Connection, apps: [String], since checkpoint: Checkpoint) throws -> [Relink] {
+    /// `relinks: false` when the caller recomputes everyone anyway (a rebuild):
+    /// then every link would come back as a relink, for nothing.
+    static func update(_ c: Connection, apps: [String], since checkpoint: Checkpoint, relinks: Bool = true) throws -> [Relink] {
         let rows = try c.query(
             """
             WITH candidates AS (
@@ -34,8 +36,8 @@ enum IdentityLinker {
                 ON CONFLICT (app, anonymous_id) DO UPDATE SET user_id = excluded.user_id, first_seen = excluded.first_seen
             )
             SELECT app, anonymous_id, COALESCE(old_user, anonymous_id) FROM changed
-            WHERE old_user IS DISTINCT FROM user_id
-            """, checkpoint.parameters + [.textArray(apps)])
+            WHERE old_user IS DISTINCT FROM user_id AND $5
+            """, checkpoint.parameters + [.textArray(apps), .bool(relinks)])
         return try rows.rows.map { row in
             Relink(
                 app: try row.decode(String.self, at: 0), anonymousId: try row.decode(String.self, at: 1),

@@ -9,16 +9,17 @@ public final class Progress: Sendable {
         var lastPrint = Date.distantPast
     }
 
-    private let total: Int
+    /// nil when unknown: the count alone is shown.
+    private let total: Int?
     private let label: String
     private let interactive: Bool
     private let enabled: Bool
     /// The job's partitions are evaluated on more than one thread.
     private let state = NIOLockedValueBox(State())
 
-    public init(label: String, total: Int, enabled: Bool = true) {
+    public init(label: String, total: Int?, enabled: Bool = true) {
         self.label = label
-        self.total = max(total, 1)
+        self.total = total.map { max($0, 1) }
         self.enabled = enabled
         self.interactive = isatty(STDERR_FILENO) == 1
     }
@@ -41,6 +42,11 @@ public final class Progress: Sendable {
     }
 
     private func render(done: Int, final: Bool) {
+        guard let total else {
+            let line = "\(interactive ? "\r" : "")\(label): \(done) events read\(final ? ", done" : "")"
+            FileHandle.standardError.write(Data((line + (interactive && !final ? "" : "\n")).utf8))
+            return
+        }
         let fraction = min(1, Double(done) / Double(total))
         if interactive {
             let width = 30

@@ -30,6 +30,8 @@ public struct ProjectionJob: Sendable {
     }
 
     static let lockKey: Int64 = 0x6f6e_7261_6d70_02
+    /// For sizing an incremental run's partitions only; a wrong guess costs a little speed.
+    static let eventsPerPersonEstimate = 20
 
     public let configuration: FunnelConfiguration
     /// Overrides the configured report time zone for cohort days.
@@ -62,14 +64,18 @@ public struct ProjectionJob: Sendable {
         }
     }
 
-    /// Drops `table`'s indexes other than its constraints' and returns their
-    /// definitions: a rebuild refills the table whole, and building an index
-    /// once afterwards is cheaper than updating it row by row. Inside the run's
-    /// transaction, so a killed run leaves them as they were. The statements
-    /// come from the catalog (`pg_indexes`), never from input.
-    static func dropSecondaryIndexes(_ c: Connection, table: String) throws -> [String] {
+    /// Drops `table`'s primary key and indexes and returns the statements that
+    /// recreate them: a rebuild refills the table whole, and building an index
+    /// once afterwards, by a sort, is cheaper than updating it row by row.
+    /// Inside the run's transaction, so a killed run leaves them as they were.
+    /// The statements come from the catalog, never from input.
+    static func dropIndexes(_ c: Connection, table: String) throws -> [String] {
         let rows = try c.query(
             """
+            SELECT format('ALTER TABLE %I DROP CONSTRAINT %I', $1::text, k.conname),
+                   format('ALTER TABLE %I ADD CONSTRAINT %I %s', $1::text, k.conname, pg_get_constraintdef(k.oid))
+            FROM pg_constraint k WHERE k.conrelid = $1::regclass AND k.contype = 'p'
+            UNION ALL
             SELECT format('DROP INDEX %I.%I', i.schemaname, i.indexname), i.indexdef
             FROM pg_indexes i
             WHERE i.tablename = $1 AND i.schemaname = current_schema()
@@ -100,13 +106,16 @@ public struct ProjectionJob: Sendable {
         var deferredIndexes: [String] = []
         if mode == .rebuild {
             try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts, funnel_tallies")
-            deferredIndexes = try Self.dropSecondaryIndexes(c, table: "funnel_persons")
+            deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons")
         }
         let newEvents = try c.query(
             "SELECT count(*) FROM events e WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)",
             previous.parameters + [.textArray(apps)]
         ).scalar(Int.self)
-        let relinks = try IdentityLinker.update(c, apps: apps, since: previous)
+        // A rebuild links each app just before reading it, while the previous
+        // app is evaluated; an incremental run needs every relink up front to
+        // know whom to recompute.
+        let relinks = mode == .incremental ? try IdentityLinker.update(c, apps: apps, since: previous) : []
 
         var affected = Set<FunnelDay>()
         var touched: [String: Set<String>] = [:]
@@ -130,16 +139,13 @@ public struct ProjectionJob: Sendable {
             ).rows {
                 affected.insert(FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1)))
             }
-            expectedEvents = try c.query(
-                """
-                SELECT (SELECT count(*) FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.user_id)
-                     + (SELECT count(*) FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.anonymous_id
-                        WHERE e.user_id IS NULL)
-                """
-            ).scalar(Int.self)
+            // Counting the touched persons' events costs as much as reading them,
+            // so size the partitions from the persons (a few dozen events each).
+            expectedEvents = touched.values.reduce(0) { $0 + $1.count } * Self.eventsPerPersonEstimate
         }
 
-        let progress = Progress(label: mode == .rebuild ? "rebuild" : "report", total: expectedEvents, enabled: showProgress)
+        let progress = Progress(
+            label: mode == .rebuild ? "rebuild" : "report", total: mode == .rebuild ? expectedEvents : nil, enabled: showProgress)
         // Outcome rows are COPYed in the background while more partitions are evaluated.
         let copier = CopyPipeline(connection: c, statement: "COPY funnel_persons (\(OutcomeStore.columns)) FROM STDIN")
         defer { try? copier.wait() }
@@ -152,6 +158,7 @@ public struct ProjectionJob: Sendable {
             let funnels = configuration.funnels(forApp: app)
             let touchedInApp: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
             if touchedInApp?.isEmpty == true { continue }
+            if mode == .rebuild { _ = try IdentityLinker.update(c, apps: [app], since: previous, relinks: false) }
             let reader = PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
             let history = try reader.spill(c, scope: scope, partitions: partitions, spillBuffer: spillBuffer)
             if let previous = running {
