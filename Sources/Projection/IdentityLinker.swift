@@ -3,9 +3,10 @@ import LibPQ
 
 /// Keeps `identity_links` (anonymous id -> earliest user id) up to date from the
 /// events written since a checkpoint, and says which persons lost events by a
-/// relink. Set-based in SQL so a rebuild over millions of events is one pass;
-/// the order is `IdentityLink.isPreferred(over:)`'s: earliest sighting, then the
-/// smallest user id (tests compare the table with `IdentityResolver`).
+/// relink. The order is `IdentityLink.isPreferred(over:)`'s: earliest sighting,
+/// then the smallest user id, compared as bytes (`COLLATE "C"`, which is how
+/// Swift orders normalised strings), so the SQL of an incremental run and the
+/// engine's `IdentityResolver` of a rebuild agree (tests compare the two).
 enum IdentityLinker {
     struct Relink: Hashable {
         let app: String
@@ -14,9 +15,7 @@ enum IdentityLinker {
         let previousPerson: String
     }
 
-    /// `relinks: false` when the caller recomputes everyone anyway (a rebuild):
-    /// then every link would come back as a relink, for nothing.
-    static func update(_ c: Connection, apps: [String], since checkpoint: Checkpoint, relinks: Bool = true) throws -> [Relink] {
+    static func update(_ c: Connection, apps: [String], since checkpoint: Checkpoint) throws -> [Relink] {
         let rows = try c.query(
             """
             WITH candidates AS (
@@ -24,24 +23,51 @@ enum IdentityLinker {
                 FROM events e
                 WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
                   AND e.anonymous_id IS NOT NULL AND e.user_id IS NOT NULL
-                ORDER BY e.app, e.anonymous_id, e."timestamp", e.user_id
+                ORDER BY e.app, e.anonymous_id, e."timestamp", e.user_id COLLATE "C"
             ), changed AS (
                 SELECT c.*, l.user_id AS old_user
                 FROM candidates c
                 LEFT JOIN identity_links l ON l.app = c.app AND l.anonymous_id = c.anonymous_id
-                WHERE l.user_id IS NULL OR (c."timestamp", c.user_id) < (l.first_seen, l.user_id)
+                WHERE l.user_id IS NULL OR (c."timestamp", c.user_id COLLATE "C") < (l.first_seen, l.user_id COLLATE "C")
             ), written AS (
                 INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
                 SELECT app, anonymous_id, user_id, "timestamp" FROM changed
                 ON CONFLICT (app, anonymous_id) DO UPDATE SET user_id = excluded.user_id, first_seen = excluded.first_seen
             )
             SELECT app, anonymous_id, COALESCE(old_user, anonymous_id) FROM changed
-            WHERE old_user IS DISTINCT FROM user_id AND $5
-            """, checkpoint.parameters + [.textArray(apps), .bool(relinks)])
+            WHERE old_user IS DISTINCT FROM user_id
+            """, checkpoint.parameters + [.textArray(apps)])
         return try rows.rows.map { row in
             Relink(
                 app: try row.decode(String.self, at: 0), anonymousId: try row.decode(String.self, at: 1),
                 previousPerson: try row.decode(String.self, at: 2))
+        }
+    }
+
+    /// A rebuild's links for one app, from scratch: the app's identified
+    /// events stream out unsorted and the engine's `IdentityResolver` keeps
+    /// each anonymous id's winner. In SQL this was a sort of every identified
+    /// event, a quarter of a rebuild's database time.
+    static func rebuild(_ c: Connection, app: String) throws {
+        try ScopeTable.bind(c, app: app, paths: [])
+        var links: [String: IdentityLink] = [:]
+        var fields: [String?] = []
+        try c.copyOut(
+            """
+            COPY (SELECT anonymous_id, user_id, "timestamp" FROM events
+                  WHERE app = \(ScopeTable.app) AND anonymous_id IS NOT NULL AND user_id IS NOT NULL) TO STDOUT
+            """
+        ) { line in
+            CopyText.fields(of: line, into: &fields)
+            guard fields.count == 3, let time = fields[2], let timestamp = Timestamps.parse(time) else {
+                throw PostgresError(.unexpectedResult, message: "unreadable identified event for app \(app): \(fields)")
+            }
+            IdentityResolver.record(IdentityObservation(anonymousId: fields[0], userId: fields[1], timestamp: timestamp), into: &links)
+        }
+        try c.copyIn("COPY identity_links (app, anonymous_id, user_id, first_seen) FROM STDIN") { writer in
+            for (anonymousId, link) in links {
+                try writer.writeRow([.text(app), .text(anonymousId), .text(link.userId), .microseconds(link.firstSeen)])
+            }
         }
     }
 }

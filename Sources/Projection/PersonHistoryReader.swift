@@ -32,7 +32,7 @@ struct PersonHistoryReader {
     /// Phase one: streams the app's events in `scope` into `partitions` spill
     /// files. The connection is free again when this returns.
     func spill(_ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int) throws -> SpilledHistory {
-        try bindScope(c)
+        try ScopeTable.bind(c, app: app, paths: paths)
         var spill = SpillFiles(count: max(1, partitions), flushAt: spillBuffer)
         do {
             try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
@@ -92,29 +92,8 @@ struct PersonHistoryReader {
         return events.count
     }
 
-    /// The app and the paths go in through a temp table written with bound
-    /// parameters, because COPY takes none: the statement's text is fixed, and
-    /// each value is read once by an uncorrelated subquery.
-    private func bindScope(_ c: Connection) throws {
-        if try c.query("SELECT to_regclass('pg_temp.history_scope') IS NULL").scalar(Bool.self) {
-            try c.executeScript(
-                """
-                CREATE TEMP TABLE history_scope (app text NOT NULL) ON COMMIT DROP;
-                CREATE TEMP TABLE history_paths (n integer PRIMARY KEY, root text NOT NULL, path text[] NOT NULL) ON COMMIT DROP;
-                """)
-        }
-        try c.executeScript("DELETE FROM history_scope; DELETE FROM history_paths;")
-        try c.query("INSERT INTO history_scope VALUES ($1)", [.text(app)])
-        for (n, path) in paths.enumerated() {
-            let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
-            try c.query(
-                "INSERT INTO history_paths VALUES ($1, $2, $3::text[])",
-                [.int(n), .text(parts.first ?? ""), .textArray(parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : [])])
-        }
-    }
-
     private func query(_ scope: Scope) -> String {
-        let app = "(SELECT app FROM history_scope)"
+        let app = ScopeTable.app
         let source: String
         switch scope {
         case .all:
@@ -132,8 +111,7 @@ struct PersonHistoryReader {
         // One column per path; the engine reads only these three roots, so the
         // column comes from a fixed list and only the path inside it is data.
         let attributes = paths.indices.map { n in
-            let path = "(SELECT path FROM history_paths WHERE n = \(n))"
-            let root = "(SELECT root FROM history_paths WHERE n = \(n))"
+            let path = ScopeTable.path(n), root = ScopeTable.root(n)
             return """
                 , CASE \(root) WHEN 'properties' THEN e.properties #>> \(path) WHEN 'context' THEN e.context #>> \(path)
                   WHEN 'traits' THEN e.traits #>> \(path) END

@@ -158,7 +158,7 @@ public struct ProjectionJob: Sendable {
             let funnels = configuration.funnels(forApp: app)
             let touchedInApp: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
             if touchedInApp?.isEmpty == true { continue }
-            if mode == .rebuild { _ = try IdentityLinker.update(c, apps: [app], since: previous, relinks: false) }
+            if mode == .rebuild { try IdentityLinker.rebuild(c, app: app) }
             let reader = PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
             let history = try reader.spill(c, scope: scope, partitions: partitions, spillBuffer: spillBuffer)
             if let previous = running {

@@ -1,0 +1,35 @@
+import LibPQ
+
+/// COPY takes no parameters, so a COPY that needs values (the app, the JSON
+/// paths it extracts) reads them from temp tables written with bound
+/// parameters: the statement's text stays fixed, and each value is read once,
+/// by an uncorrelated subquery.
+enum ScopeTable {
+    /// The bound app, as an expression.
+    static let app = "(SELECT app FROM history_scope)"
+
+    /// The bound path number `n` inside its root column, as an expression.
+    static func path(_ n: Int) -> String { "(SELECT path FROM history_paths WHERE n = \(n))" }
+
+    /// The root column (`properties`, `context`, `traits`) of path number `n`.
+    static func root(_ n: Int) -> String { "(SELECT root FROM history_paths WHERE n = \(n))" }
+
+    /// Binds `app` and the dotted `paths` (`properties.page`) for the next statements of this transaction.
+    static func bind(_ c: Connection, app: String, paths: [String]) throws {
+        if try c.query("SELECT to_regclass('pg_temp.history_scope') IS NULL").scalar(Bool.self) {
+            try c.executeScript(
+                """
+                CREATE TEMP TABLE history_scope (app text NOT NULL) ON COMMIT DROP;
+                CREATE TEMP TABLE history_paths (n integer PRIMARY KEY, root text NOT NULL, path text[] NOT NULL) ON COMMIT DROP;
+                """)
+        }
+        try c.executeScript("DELETE FROM history_scope; DELETE FROM history_paths;")
+        try c.query("INSERT INTO history_scope VALUES ($1)", [.text(app)])
+        for (n, path) in paths.enumerated() {
+            let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
+            try c.query(
+                "INSERT INTO history_paths VALUES ($1, $2, $3::text[])",
+                [.int(n), .text(parts.first ?? ""), .textArray(parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : [])])
+        }
+    }
+}
