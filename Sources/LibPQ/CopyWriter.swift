@@ -40,8 +40,25 @@ public struct CopyRows: Sendable {
                 bytes.append(digits[Int(b >> 4)])
                 bytes.append(digits[Int(b & 15)])
             }
+        case .int(let value):
+            bytes.append(contentsOf: String(value).utf8)  // a small string: no allocation
+        case .bool(let value):
+            bytes.append(value ? 116 : 102)  // t, f
+        case .text(let text), .json(let text):
+            try appendEscaped(text, column: column)
         default:
-            for byte in (field.textRepresentation() ?? "").utf8 {
+            try appendEscaped(field.textRepresentation() ?? "", column: column)
+        }
+    }
+
+    /// Text with COPY's escapes; runs without a byte to escape are copied whole.
+    private mutating func appendEscaped(_ text: String, column: Int) throws {
+        var text = text
+        try text.withUTF8 { utf8 in
+            var runStart = 0
+            for (index, byte) in utf8.enumerated() where byte == 0 || byte == 92 || byte == 10 || byte == 13 || byte == 9 {
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                runStart = index + 1
                 switch byte {
                 case 0:
                     throw PostgresError(
@@ -49,10 +66,10 @@ public struct CopyRows: Sendable {
                 case 92: bytes.append(contentsOf: [92, 92])
                 case 10: bytes.append(contentsOf: [92, 110])
                 case 13: bytes.append(contentsOf: [92, 114])
-                case 9: bytes.append(contentsOf: [92, 116])
-                default: bytes.append(byte)
+                default: bytes.append(contentsOf: [92, 116])
                 }
             }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
         }
     }
 }

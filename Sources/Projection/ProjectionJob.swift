@@ -106,14 +106,14 @@ public struct ProjectionJob: Sendable {
         var deferredIndexes: [String] = []
         if mode == .rebuild {
             try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts, funnel_tallies")
-            deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons")
+            deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
         }
         let newEvents = try c.query(
             "SELECT count(*) FROM events e WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)",
             previous.parameters + [.textArray(apps)]
         ).scalar(Int.self)
-        // A rebuild links each app just before reading it, while the previous
-        // app is evaluated; an incremental run needs every relink up front to
+        // A rebuild links each app just before reading it (while the previous
+        // app is evaluated); an incremental run needs every relink up front to
         // know whom to recompute.
         let relinks = mode == .incremental ? try IdentityLinker.update(c, apps: apps, since: previous) : []
 
@@ -124,7 +124,7 @@ public struct ProjectionJob: Sendable {
         switch mode {
         case .rebuild:
             scope = .all
-            expectedEvents = try c.query("SELECT count(*) FROM events WHERE app = ANY($1)", [.textArray(apps)]).scalar(Int.self)
+            expectedEvents = newEvents  // from the start: everything is new
         case .incremental:
             scope = .touched
             touched = try TouchedPersons.collect(c, apps: apps, since: previous, relinks: relinks)

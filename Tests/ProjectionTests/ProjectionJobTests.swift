@@ -55,13 +55,15 @@ struct ProjectionJobTests {
             #expect(link?.firstSeen == (try row.decode(Int64.self, at: 2)))
         }
 
-        let indexes = "SELECT string_agg(indexdef, '; ' ORDER BY indexname) FROM pg_indexes WHERE tablename = 'funnel_persons'"
+        let indexes = """
+            SELECT string_agg(indexdef, '; ' ORDER BY indexname) FROM pg_indexes WHERE tablename IN ('funnel_persons', 'identity_links')
+            """
         let indexesBefore = try await pool.query(indexes).scalar(String.self)
         let rebuilt = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
         #expect(rebuilt.newEvents == events.count)
-        // The rebuild drops the key and indexes while it refills the table, and puts them back.
+        // The rebuild drops the keys and indexes while it refills the tables, and puts them back.
         #expect(try await pool.query(indexes).scalar(String.self) == indexesBefore)
-        #expect(indexesBefore.contains("funnel_persons_pkey") && indexesBefore.contains("funnel_persons_open"))
+        #expect(["funnel_persons_pkey", "funnel_persons_open", "identity_links_pkey", "identity_links_user"].allSatisfy(indexesBefore.contains))
         let afterRebuild = try await pool.withConnection { try TableDump.dump($0) }
         for table in TableDump.queries.keys.sorted() {
             #expect(afterRebuild[table] == incremental[table], "\(table) differs after rebuild")
