@@ -90,6 +90,16 @@ public struct ProjectionJob: Sendable {
         return definitions
     }
 
+    /// The order apps go through the read-then-evaluate pipeline: the first
+    /// app is read while nothing else runs and the last is evaluated after
+    /// all reading is done, so both ends get small apps (by their new events)
+    /// and the large ones overlap in the middle.
+    static func pipelineOrder(_ apps: [String], sizes: [String: Int]) -> [String] {
+        let ascending = apps.sorted { (sizes[$0] ?? 0, $0) < (sizes[$1] ?? 0, $1) }
+        guard ascending.count > 2 else { return ascending }
+        return [ascending[0]] + ascending[2...].reversed() + [ascending[1]]
+    }
+
     func timeZone(for funnel: Funnel) -> TimeZone {
         TimeZone(identifier: timeZoneName(for: funnel)) ?? TimeZone(identifier: "UTC") ?? .current
     }
@@ -108,10 +118,14 @@ public struct ProjectionJob: Sendable {
             try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts, funnel_tallies")
             deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
         }
-        let newEvents = try c.query(
-            "SELECT count(*) FROM events e WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)",
+        var newByApp: [String: Int] = [:]
+        for row in try c.query(
+            "SELECT e.app, count(*) FROM events e WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4) GROUP BY e.app",
             previous.parameters + [.textArray(apps)]
-        ).scalar(Int.self)
+        ).rows {
+            newByApp[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+        }
+        let newEvents = newByApp.values.reduce(0, +)
         // A rebuild links each app just before reading it (while the previous
         // app is evaluated); an incremental run needs every relink up front to
         // know whom to recompute.
@@ -154,7 +168,7 @@ public struct ProjectionJob: Sendable {
         // One app is evaluated while the next one's history streams in.
         var running: PartitionEvaluation.Running?
         defer { _ = try? running?.finish() }
-        for app in apps {
+        for app in Self.pipelineOrder(apps, sizes: newByApp) {
             let funnels = configuration.funnels(forApp: app)
             let touchedInApp: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
             if touchedInApp?.isEmpty == true { continue }
