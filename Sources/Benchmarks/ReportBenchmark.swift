@@ -6,10 +6,10 @@ import LocalPostgres
 /// `onramp bench report`: the nightly job against the read limit of this machine.
 ///
 /// Writes a realistic history (the simulator's journeys) of `events` messages
-/// over 30 days with COPY, then, in the same run: the raw read limit (`COPY
-/// (SELECT … FROM events) TO STDOUT`, discarded), `onramp rebuild`, the
-/// one-query SQL funnel for each configured funnel (`SQLFunnel`), one more day
-/// appended, and the incremental `onramp report`. Ratios, not absolute times,
+/// over 30 days with COPY, then, in the same run and `rounds` times over: the
+/// raw read limit (`COPY (SELECT … FROM events) TO STDOUT`, discarded),
+/// `onramp rebuild`, the one-query SQL funnel for each configured funnel
+/// (`SQLFunnel`); then one more day appended, and the incremental `onramp report`. Ratios, not absolute times,
 /// are the result: this machine is shared and noisy.
 public struct ReportBenchmark: Sendable {
     public struct Result: Sendable, Codable {
@@ -25,6 +25,12 @@ public struct ReportBenchmark: Sendable {
         public var dayEvents: Int
         public var incrementalSeconds: Double
         public var incrementalPeakRSSMegabytes: Double
+        /// Scan, rebuild and SQL funnels ran this many times, interleaved; the
+        /// seconds above are the medians, the samples below every run.
+        public var rounds: Int
+        public var rawScanSamples: [Double]
+        public var rebuildSamples: [Double]
+        public var sqlFunnelSamples: [Double]
 
         public var rebuildEventsPerSecond: Double { Double(events) / rebuildSeconds }
         public var rebuildOverRawScan: Double { rebuildSeconds / rawScanSeconds }
@@ -40,13 +46,18 @@ public struct ReportBenchmark: Sendable {
     }
 
     public var events: Int
+    public var rounds: Int
     public var executable: String
     public var serverURL: String?
     public var migrations: URL
     public var log: @Sendable (String) -> Void
 
-    public init(events: Int, executable: String, serverURL: String?, migrations: URL, log: @escaping @Sendable (String) -> Void) {
+    public init(
+        events: Int, rounds: Int = 3, executable: String, serverURL: String?, migrations: URL,
+        log: @escaping @Sendable (String) -> Void
+    ) {
         self.events = events
+        self.rounds = max(1, rounds)
         self.executable = executable
         self.serverURL = serverURL
         self.migrations = migrations
@@ -69,21 +80,38 @@ public struct ReportBenchmark: Sendable {
         }
         try await pool.query("VACUUM ANALYZE events")
         try await pool.query("VACUUM ANALYZE event_ids")
-        log("raw scan: COPY (SELECT … FROM events) TO STDOUT …")
-        let (bytes, scan) = try await measure {
-            try await pool.withConnection { c in
-                try c.copyOut("COPY (SELECT * FROM events) TO STDOUT") { _ in }
+        // Interleaved rounds, so a slow spell of this shared machine weighs on
+        // all three alike; medians, so one outlier does not decide a ratio.
+        var scans: [Double] = [], rebuilds: [Double] = [], sqlTotals: [Double] = []
+        var bytes = 0
+        var rebuildRSS = 0
+        var sqlRuns: [[SQLFunnelRun]] = []
+        for round in 1...rounds {
+            log("round \(round)/\(rounds): raw scan (COPY (SELECT * FROM events) TO STDOUT), onramp rebuild, one-query SQL funnels …")
+            let (scanned, scan) = try await measure {
+                try await pool.withConnection { c in
+                    try c.copyOut("COPY (SELECT * FROM events) TO STDOUT") { _ in }
+                }
             }
+            bytes = scanned
+            scans.append(scan)
+            let rebuild = try ChildProcess.run(
+                [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
+            guard rebuild.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
+            rebuilds.append(rebuild.seconds)
+            rebuildRSS = max(rebuildRSS, rebuild.maxResidentKilobytes)
+            var runs: [SQLFunnelRun] = []
+            for funnel in try FunnelConfiguration.default().funnels {
+                let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
+                runs.append(SQLFunnelRun(funnel: funnel.name, seconds: seconds, stepPersons: persons))
+            }
+            sqlRuns.append(runs)
+            sqlTotals.append(runs.map(\.seconds).reduce(0, +))
         }
-        log("onramp rebuild …")
-        let rebuild = try ChildProcess.run(
-            [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
-        guard rebuild.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
-        log("one-query SQL funnels …")
-        var sqlRuns: [SQLFunnelRun] = []
-        for funnel in try FunnelConfiguration.default().funnels {
-            let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
-            sqlRuns.append(SQLFunnelRun(funnel: funnel.name, seconds: seconds, stepPersons: persons))
+        let sqlFunnels = (sqlRuns.first ?? []).indices.map { index in
+            var run = sqlRuns[0][index]
+            run.seconds = Self.median(sqlRuns.map { $0[index].seconds })
+            return run
         }
         let dayCount = max(1, events / 30)
         log("appending one more day (\(dayCount) events) and running the incremental report …")
@@ -96,10 +124,17 @@ public struct ReportBenchmark: Sendable {
         guard incremental.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
         await pool.close()
         return Result(
-            events: written, loadSeconds: load, rawScanSeconds: scan, rawScanBytes: bytes, rebuildSeconds: rebuild.seconds,
-            rebuildPeakRSSMegabytes: Double(rebuild.maxResidentKilobytes) / 1024,
-            sqlFunnelSeconds: sqlRuns.map(\.seconds).reduce(0, +), sqlFunnels: sqlRuns, dayEvents: dayCount,
+            events: written, loadSeconds: load, rawScanSeconds: Self.median(scans), rawScanBytes: bytes,
+            rebuildSeconds: Self.median(rebuilds), rebuildPeakRSSMegabytes: Double(rebuildRSS) / 1024,
+            sqlFunnelSeconds: Self.median(sqlTotals), sqlFunnels: sqlFunnels, dayEvents: dayCount,
             incrementalSeconds: incremental.seconds,
-            incrementalPeakRSSMegabytes: Double(incremental.maxResidentKilobytes) / 1024)
+            incrementalPeakRSSMegabytes: Double(incremental.maxResidentKilobytes) / 1024,
+            rounds: rounds, rawScanSamples: scans, rebuildSamples: rebuilds, sqlFunnelSamples: sqlTotals)
+    }
+
+    static func median(_ values: [Double]) -> Double {
+        let sorted = values.sorted()
+        guard !sorted.isEmpty else { return 0 }
+        return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2
     }
 }

@@ -16,23 +16,32 @@ struct BenchReport: AsyncParsableCommand {
     @Option(help: "Events of history to write (over 30 days).")
     var events: Int = 1_000_000
 
+    @Option(help: "Times to run the raw scan, rebuild and SQL funnels, interleaved; medians are reported.")
+    var rounds: Int = 3
+
+    func validate() throws {
+        guard events > 0 else { throw ValidationError("--events must be at least 1 (got \(events))") }
+        guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20 (got \(rounds))") }
+    }
+
     @OptionGroup var options: BenchOptions
 
     func run() async throws {
         let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
         let bench = ReportBenchmark(
-            events: events, executable: executable,
+            events: events, rounds: rounds, executable: executable,
             serverURL: options.serverURL, migrations: try options.migrationsDirectory(), log: { Console.info($0) })
         let r = try await bench.run()
         if try options.printedJSON(r) { return }
         print(
             """
-            events                       \(r.events)
+            events                       \(r.events)   (scan, rebuild and SQL funnels: median of \(r.rounds) interleaved rounds)
             load (COPY, incl. ledger)    \(fmt(r.loadSeconds)) s   \(Int(Double(r.events) / r.loadSeconds)) events/s
             raw scan (COPY TO STDOUT)    \(fmt(r.rawScanSeconds)) s   \(Int(Double(r.events) / r.rawScanSeconds)) events/s, \(r.rawScanBytes / 1_048_576) MB
             rebuild                      \(fmt(r.rebuildSeconds)) s   \(Int(r.rebuildEventsPerSecond)) events/s, peak RSS \(fmt(r.rebuildPeakRSSMegabytes)) MB
             SQL funnels (\(r.sqlFunnels.count) queries)   \(fmt(r.sqlFunnelSeconds)) s   \(r.sqlFunnels.map { "\($0.funnel) \(fmt($0.seconds)) s" }.joined(separator: ", "))
             one more day (\(r.dayEvents) events) report  \(fmt(r.incrementalSeconds)) s   peak RSS \(fmt(r.incrementalPeakRSSMegabytes)) MB
+            rounds: scan \(r.rawScanSamples.map(fmt).joined(separator: ", ")) s; rebuild \(r.rebuildSamples.map(fmt).joined(separator: ", ")) s; SQL funnels \(r.sqlFunnelSamples.map(fmt).joined(separator: ", ")) s
             rebuild ÷ raw scan           \(fmt(r.rebuildOverRawScan))   (goal ≤ 2)
             rebuild ÷ SQL funnels        \(fmt(r.rebuildOverSQLFunnels))   (goal < 1)
             incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild))   (goal ≤ 0.10)
