@@ -33,8 +33,12 @@ public struct ReportBenchmark: Sendable {
         public var sqlFunnelSamples: [Double]
 
         public var rebuildEventsPerSecond: Double { Double(events) / rebuildSeconds }
-        public var rebuildOverRawScan: Double { rebuildSeconds / rawScanSeconds }
-        public var rebuildOverSQLFunnels: Double { rebuildSeconds / sqlFunnelSeconds }
+        /// Each round's rebuild against that round's scan: paired, so a slow
+        /// spell of the machine cancels out; the median of the rounds.
+        public var rebuildOverRawScan: Double { ReportBenchmark.median(rebuildOverRawScanByRound) }
+        public var rebuildOverSQLFunnels: Double { ReportBenchmark.median(rebuildOverSQLFunnelsByRound) }
+        public var rebuildOverRawScanByRound: [Double] { zip(rebuildSamples, rawScanSamples).map { $0 / $1 } }
+        public var rebuildOverSQLFunnelsByRound: [Double] { zip(rebuildSamples, sqlFunnelSamples).map { $0 / $1 } }
         public var incrementalOverRebuild: Double { incrementalSeconds / rebuildSeconds }
     }
 
@@ -132,7 +136,7 @@ public struct ReportBenchmark: Sendable {
             rounds: rounds, rawScanSamples: scans, rebuildSamples: rebuilds, sqlFunnelSamples: sqlTotals)
     }
 
-    static func median(_ values: [Double]) -> Double {
+    public static func median(_ values: [Double]) -> Double {
         let sorted = values.sorted()
         guard !sorted.isEmpty else { return 0 }
         return sorted.count % 2 == 1 ? sorted[sorted.count / 2] : (sorted[sorted.count / 2 - 1] + sorted[sorted.count / 2]) / 2

@@ -33,7 +33,9 @@ struct PersonHistoryReader {
     /// files. The connection is free again when this returns.
     func spill(_ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int) throws -> SpilledHistory {
         try ScopeTable.bind(c, app: app, paths: paths)
-        var spill = SpillFiles(count: max(1, partitions), flushAt: spillBuffer)
+        // Buffers take at most ~48 MB together, however many partitions there are.
+        let count = max(1, partitions)
+        var spill = SpillFiles(count: count, flushAt: min(spillBuffer, max(64 << 10, (48 << 20) / count)))
         do {
             try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
                 try spill.append(line, partition: Self.partition(of: CopyText.firstField(of: line), count: spill.count))
@@ -99,13 +101,21 @@ struct PersonHistoryReader {
         case .all:
             source = "SELECT * FROM events WHERE app = \(app)"
         case .touched:
-            // Two index-driven halves instead of one OR: events carrying a touched
-            // user id, and anonymous events of a touched (or linked) anonymous id.
+            // Two halves instead of one OR: events carrying a touched user id, and
+            // anonymous events of a touched (or linked) anonymous id. Each key is
+            // looked up in the index (LATERAL, kept apart by OFFSET 0): the app is
+            // a subquery's value the planner cannot see, and left to itself it
+            // hash-joins against every event of the app — at 10 M events, 7 s
+            // instead of 1 for one app's new persons of one day.
             source = """
-                SELECT e.* FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.user_id WHERE e.app = \(app)
+                SELECT e.* FROM touched_keys k
+                CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.app = k.app AND e.user_id = k.id OFFSET 0) e
+                WHERE k.app = \(app)
                 UNION ALL
-                SELECT e.* FROM events e JOIN touched_keys k ON k.app = e.app AND k.id = e.anonymous_id
-                WHERE e.app = \(app) AND e.user_id IS NULL
+                SELECT e.* FROM touched_keys k
+                CROSS JOIN LATERAL (
+                    SELECT * FROM events e WHERE e.app = k.app AND e.anonymous_id = k.id AND e.user_id IS NULL OFFSET 0) e
+                WHERE k.app = \(app)
                 """
         }
         // One column per path; the engine reads only these three roots, so the
@@ -212,10 +222,11 @@ private struct SpillFiles {
         buffers[partition].removeAll(keepingCapacity: true)
     }
 
-    /// Closes the files; what is still buffered stays in memory.
+    /// Closes the files; a partition that never reached the disk stays in memory.
     mutating func finish() throws -> SpilledHistory {
         var partitions: [SpilledHistory.Partition] = []
         for index in 0..<count {
+            if handles[index] != nil, !buffers[index].isEmpty { try flush(index) }
             try handles[index]?.close()
             partitions.append(SpilledHistory.Partition(file: handles[index] == nil ? nil : file(index), tail: buffers[index]))
             handles[index] = nil

@@ -57,9 +57,9 @@ public struct ProjectionJob: Sendable {
         }
         defer { _ = try? c.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
         return try c.transaction(isolation: "REPEATABLE READ") { c in
-            // The person-order sort of a whole app's history spilled to disk at the
-            // default 4 MB; this is one session, once a night, so give it room.
-            try c.executeScript("SET LOCAL work_mem = '128MB'")
+            // One session, once a night: room for the incremental run's sorts and
+            // the rebuild's index builds, which spill to disk at the defaults.
+            try c.executeScript("SET LOCAL work_mem = '128MB'; SET LOCAL maintenance_work_mem = '256MB'")
             return try runLocked(c, mode: mode, now: now)
         }
     }
