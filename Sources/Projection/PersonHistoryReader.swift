@@ -180,8 +180,23 @@ struct SpilledHistory: Sendable {
     let partitions: [Partition]
     let directory: URL
 
+    /// Spill directories are named `onramp-history-<pid>-<uuid>`.
+    static let prefix = "onramp-history-"
+
     func remove() {
         try? FileManager.default.removeItem(at: directory)
+    }
+
+    /// Removes the spill directories of jobs that are gone: a run killed with
+    /// SIGKILL cannot clean up after itself, and the next run should not let
+    /// its files pile up. A directory whose process still runs is left alone.
+    static func removeAbandoned(in parent: URL = FileManager.default.temporaryDirectory) {
+        guard let names = try? FileManager.default.contentsOfDirectory(atPath: parent.path) else { return }
+        for name in names where name.hasPrefix(prefix) {
+            guard let pid = Int32(name.dropFirst(prefix.count).prefix { $0 != "-" }) else { continue }
+            if kill(pid, 0) == 0 || errno == EPERM { continue }  // alive (or someone else's)
+            try? FileManager.default.removeItem(at: parent.appendingPathComponent(name))
+        }
     }
 }
 
@@ -198,7 +213,8 @@ private struct SpillFiles {
     init(count: Int, flushAt: Int) {
         self.count = count
         self.flushAt = flushAt
-        directory = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-history-\(UUID().uuidString)")
+        directory = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "\(SpilledHistory.prefix)\(getpid())-\(UUID().uuidString)")
         buffers = Array(repeating: [], count: count)
         handles = Array(repeating: nil, count: count)
     }

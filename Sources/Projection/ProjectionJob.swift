@@ -110,6 +110,7 @@ public struct ProjectionJob: Sendable {
     }
 
     private func runLocked(_ c: Connection, mode: Mode, now: Int64) throws -> Summary {
+        SpilledHistory.removeAbandoned()
         let current = try Checkpoint.current(c)
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let apps = Array(Set(configuration.funnels.map(\.app))).sorted()

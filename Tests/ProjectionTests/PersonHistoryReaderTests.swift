@@ -93,4 +93,23 @@ struct PersonHistoryReaderTests {
             #expect(dumps[1][table] == dumps[0][table], "\(table)")
         }
     }
+
+    @Test("spill directories of a killed job are removed by the next run; a running job's and unrelated ones are not")
+    func abandonedSpillIsRemoved() throws {
+        let parent = FileManager.default.temporaryDirectory.appendingPathComponent("spill-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: parent) }
+        let finished = Process()
+        finished.executableURL = URL(fileURLWithPath: "/bin/true")
+        try finished.run()
+        finished.waitUntilExit()
+        let gone = "\(SpilledHistory.prefix)\(finished.processIdentifier)-a"
+        let alive = "\(SpilledHistory.prefix)\(getpid())-b"
+        let unrelated = "onramp-something-else"
+        for name in [gone, alive, unrelated] {
+            try FileManager.default.createDirectory(at: parent.appendingPathComponent(name), withIntermediateDirectories: true)
+            #expect(FileManager.default.createFile(atPath: parent.appendingPathComponent(name).appendingPathComponent("0").path, contents: Data("x\n".utf8)))
+        }
+        SpilledHistory.removeAbandoned(in: parent)
+        #expect(Set(try FileManager.default.contentsOfDirectory(atPath: parent.path)) == [alive, unrelated])
+    }
 }
