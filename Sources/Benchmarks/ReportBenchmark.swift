@@ -90,6 +90,7 @@ public struct ReportBenchmark: Sendable {
         var bytes = 0
         var rebuildRSS = 0
         var sqlRuns: [[SQLFunnelRun]] = []
+        let funnels = try FunnelConfiguration.default().funnels
         for round in 1...rounds {
             log("round \(round)/\(rounds): raw scan (COPY (SELECT * FROM events) TO STDOUT), onramp rebuild, one-query SQL funnels …")
             let (scanned, scan) = try await measure {
@@ -105,7 +106,7 @@ public struct ReportBenchmark: Sendable {
             rebuilds.append(rebuild.seconds)
             rebuildRSS = max(rebuildRSS, rebuild.maxResidentKilobytes)
             var runs: [SQLFunnelRun] = []
-            for funnel in try FunnelConfiguration.default().funnels {
+            for funnel in funnels {
                 let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
                 runs.append(SQLFunnelRun(funnel: funnel.name, seconds: seconds, stepPersons: persons))
             }

@@ -122,14 +122,13 @@ public struct FunnelReport: Sendable, Hashable {
     }
 
     private static func stepRows(funnel: Funnel, tally: FunnelTally) -> [StepReport] {
-        let required = funnel.requiredStepIndices
-        let reached = required.map { tally.steps[$0].persons }
+        let shape = FunnelTally.Shape(funnel)
+        let reached = shape.required.map { tally.steps[$0].persons }
         return funnel.steps.indices.map { stepIndex in
             let step = funnel.steps[stepIndex]
             let counts = tally.steps[stepIndex]
             let median = Statistics.percentileCont(sortedSeconds(counts.gaps), 0.5)
-            // Position among required steps of the next required step at or after this one.
-            let next = required.firstIndex { $0 >= stepIndex } ?? required.count
+            let next = shape.nextRequired[stepIndex]
             if step.isOptional {
                 return StepReport(
                     index: stepIndex + 1, name: step.name, isOptional: true, persons: counts.persons,

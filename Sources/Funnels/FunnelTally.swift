@@ -80,12 +80,7 @@ public struct FunnelTally: Sendable, Hashable {
         self.init(funnel: funnel)
         let shape = Shape(funnel)
         for outcome in outcomes {
-            guard let start = outcome.startTime else {
-                add(outcome, shape: shape, cohortDay: nil, endOfDay: 0)
-                continue
-            }
-            let day = CohortCalendar.day(of: start, in: timeZone)
-            add(outcome, shape: shape, cohortDay: day, endOfDay: cohorts[day]?.endOfDay ?? CohortCalendar.endOfDay(containing: start, in: timeZone))
+            add(outcome, shape: shape, cohortDay: outcome.startTime.map { CohortCalendar.day(of: $0, in: timeZone) }, timeZone: timeZone)
         }
     }
 
@@ -97,17 +92,19 @@ public struct FunnelTally: Sendable, Hashable {
         let dimensions: [String]
 
         public init(_ funnel: Funnel) {
+            let required = funnel.requiredStepIndices
+            self.required = required
             dimensions = funnel.breakdowns
-            required = funnel.requiredStepIndices
-            nextRequired = funnel.steps.indices.map { index in funnel.requiredStepIndices.firstIndex { $0 >= index } ?? funnel.requiredStepIndices.count }
+            nextRequired = funnel.steps.indices.map { index in required.firstIndex { $0 >= index } ?? required.count }
         }
     }
 
     /// Adds one person's outcome. Outcomes with level 0 that are not excluded
     /// never reached step 1 and count nowhere. `cohortDay` is the local day of
-    /// `outcome.startTime` and `endOfDay` when that day ends (the caller has
-    /// them already; working them out here would repeat the calendar per person).
-    public mutating func add(_ outcome: PersonOutcome, shape: Shape, cohortDay: String?, endOfDay: Int64) {
+    /// `outcome.startTime` in `timeZone` (the caller has it already; working it
+    /// out here would repeat the calendar per person); when the day ends is
+    /// worked out once per day.
+    public mutating func add(_ outcome: PersonOutcome, shape: Shape, cohortDay: String?, timeZone: TimeZone) {
         if outcome.excluded {
             excluded += 1
             return
@@ -132,8 +129,8 @@ public struct FunnelTally: Sendable, Hashable {
                 steps[stepIndex].gaps.append(gap)
             }
         }
-        if let cohortDay {
-            var cohort = cohorts[cohortDay] ?? Cohort(endOfDay: endOfDay)
+        if let cohortDay, let start = outcome.startTime {
+            var cohort = cohorts[cohortDay] ?? Cohort(endOfDay: CohortCalendar.endOfDay(containing: start, in: timeZone))
             cohort.started += 1
             if outcome.completed { cohort.completed += 1 } else if outcome.inProgress { cohort.inProgressPersons += 1 }
             cohorts[cohortDay] = cohort

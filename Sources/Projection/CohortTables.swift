@@ -30,7 +30,6 @@ enum CohortTables {
         for day in list {
             guard let tally = tallies[day], !tally.isEmpty else { continue }
             let report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: timeZone)
-            guard report.started > 0 || report.excludedPersons > 0 else { continue }
             for step in report.steps {
                 stepRows.append([
                     .text(funnel.name), .text(funnel.app), .text(day), .int(step.index), .text(step.name), .bool(step.isOptional),

@@ -48,16 +48,6 @@ enum OutcomeStore {
         ]
     }
 
-    /// Outcomes of one funnel on the given cohort days (all days when nil), in
-    /// no particular order. Times come as timestamptz text and are parsed here,
-    /// exactly: `extract(epoch …)` is numeric arithmetic per row in PostgreSQL,
-    /// and with the sort this query no longer does, it was most of a report's time.
-    static func load(_ c: Connection, funnel: Funnel, days: [String]?) throws -> [StoredOutcome] {
-        var result: [StoredOutcome] = []
-        try forEach(c, funnel: funnel, days: days, byDay: false) { result.append($0) }
-        return result
-    }
-
     /// Calls `body` with each cohort day's outcomes, day by day, so only one
     /// day is in memory: a rebuild rewrites every day of every funnel.
     static func forEachDay(_ c: Connection, funnel: Funnel, days: [String], _ body: (String, [PersonOutcome]) throws -> Void) throws {
@@ -74,8 +64,12 @@ enum OutcomeStore {
         if let day { try body(day, outcomes) }
     }
 
-    private static func forEach(
-        _ c: Connection, funnel: Funnel, days: [String]?, byDay: Bool, _ body: (StoredOutcome) throws -> Void
+    /// Streams the outcomes of one funnel on the given cohort days (all days
+    /// when nil), in no particular order unless `byDay`. Times come as
+    /// timestamptz text and are parsed here, exactly: `extract(epoch …)` is
+    /// numeric arithmetic per row in PostgreSQL, and was most of a report's time.
+    static func forEach(
+        _ c: Connection, funnel: Funnel, days: [String]?, byDay: Bool = false, _ body: (StoredOutcome) throws -> Void
     ) throws {
         let filter = days == nil ? "" : "AND cohort_day = ANY($2::date[])"
         var parameters: [PostgresValue] = [.text(funnel.name)]

@@ -98,10 +98,8 @@ struct PartitionEvaluation: Sendable {
             totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
             try rows.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
             if tally {
-                var dayTally = totals.tallies[funnel.name]?.removeValue(forKey: day) ?? FunnelTally(funnel: funnel)
-                let endOfDay = dayTally.cohorts[day]?.endOfDay ?? CohortCalendar.endOfDay(containing: start, in: timeZones[index])
-                dayTally.add(outcome, shape: shapes[index], cohortDay: day, endOfDay: endOfDay)
-                totals.tallies[funnel.name, default: [:]][day] = dayTally
+                totals.tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]
+                    .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
             }
         }
     }

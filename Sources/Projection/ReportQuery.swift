@@ -47,13 +47,15 @@ public struct ReportQuery: Sendable {
     /// The slow way, from every stored person: when the stored tallies were
     /// cut in another time zone than this report's (`--time-zone`).
     private func outcomeTally(_ c: Connection, funnel: Funnel, zone: TimeZone) throws -> FunnelTally {
-        let outcomes = try OutcomeStore.load(c, funnel: funnel, days: nil).compactMap { stored -> PersonOutcome? in
-            guard let start = stored.outcome.startTime else { return nil }
+        var tally = FunnelTally(funnel: funnel)
+        let shape = FunnelTally.Shape(funnel)
+        try OutcomeStore.forEach(c, funnel: funnel, days: nil) { stored in
+            guard let start = stored.outcome.startTime else { return }
             let day = CohortCalendar.day(of: start, in: zone)
-            if let from, day < from { return nil }
-            if let to, day > to { return nil }
-            return stored.outcome
+            if let from, day < from { return }
+            if let to, day > to { return }
+            tally.add(stored.outcome, shape: shape, cohortDay: day, timeZone: zone)
         }
-        return FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: zone)
+        return tally
     }
 }

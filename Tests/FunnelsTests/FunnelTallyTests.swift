@@ -43,12 +43,11 @@ import Testing
             var noStart = FunnelTally(funnel: funnel)
             for outcome in outcomes {
                 guard let start = outcome.startTime else {
-                    noStart.add(outcome, shape: shape, cohortDay: nil, endOfDay: 0)
+                    noStart.add(outcome, shape: shape, cohortDay: nil, timeZone: Self.utc)
                     continue
                 }
                 let day = CohortCalendar.day(of: start, in: Self.utc)
-                byDay[day, default: FunnelTally(funnel: funnel)].add(
-                    outcome, shape: shape, cohortDay: day, endOfDay: CohortCalendar.endOfDay(containing: start, in: Self.utc))
+                byDay[day, default: FunnelTally(funnel: funnel)].add(outcome, shape: shape, cohortDay: day, timeZone: Self.utc)
             }
             var sum = noStart
             for day in byDay.keys.shuffled(using: &rng) { sum.merge(byDay[day] ?? FunnelTally(funnel: funnel)) }

@@ -10,10 +10,7 @@ import Testing
 /// finely it splits, every person must still arrive whole, exactly once.
 @Suite("person history through spill files")
 struct PersonHistoryReaderTests {
-    static let configuration: FunnelConfiguration = {
-        guard let c = try? FunnelConfiguration.default() else { fatalError("default configuration must load") }
-        return c
-    }()
+    static let configuration = bundledConfiguration
 
     static func spillDirectories() throws -> Set<String> {
         Set(try FileManager.default.contentsOfDirectory(atPath: FileManager.default.temporaryDirectory.path)

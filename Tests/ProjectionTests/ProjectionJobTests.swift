@@ -8,10 +8,7 @@ import Testing
 
 @Suite("the nightly job against a real PostgreSQL")
 struct ProjectionJobTests {
-    static let configuration: FunnelConfiguration = {
-        guard let c = try? FunnelConfiguration.default() else { fatalError("default configuration must load") }
-        return c
-    }()
+    static let configuration = bundledConfiguration
 
     func job() -> ProjectionJob { ProjectionJob(configuration: Self.configuration, showProgress: false) }
 

@@ -8,10 +8,7 @@ import Testing
 /// `onramp report` and `onramp rebuild` as a scheduler runs them: the real binary.
 @Suite("onramp report / rebuild commands")
 struct ReportCommandTests {
-    static let configuration: FunnelConfiguration = {
-        guard let c = try? FunnelConfiguration.default() else { fatalError("default configuration must load") }
-        return c
-    }()
+    static let configuration = bundledConfiguration
 
     @Test("a run killed with SIGKILL at random points, then rerun, gives the same tables as an uninterrupted run")
     func killedRunThenRerun() async throws {

@@ -9,10 +9,7 @@ import Testing
 /// The stored day tallies: their bytes, and the printed report they give.
 @Suite("stored tallies")
 struct TallyStorageTests {
-    static let configuration: FunnelConfiguration = {
-        guard let c = try? FunnelConfiguration.default() else { fatalError("default configuration must load") }
-        return c
-    }()
+    static let configuration = bundledConfiguration
 
     @Test("a tally survives its bytes, extremes included, and damaged bytes are an error, not a crash")
     func encodingRoundTrip() throws {
