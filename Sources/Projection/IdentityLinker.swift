@@ -15,19 +15,26 @@ enum IdentityLinker {
         let previousPerson: String
     }
 
+    ///
+    /// Its cost follows the new events, not the history: they are read by
+    /// their transaction ids alone (the BRIN range; offered the app too, the
+    /// planner also walked the whole user-id index), and each candidate's
+    /// current link is looked up by its key instead of hashing all links.
     static func update(_ c: Connection, apps: [String], since checkpoint: Checkpoint) throws -> [Relink] {
         let rows = try c.query(
             """
-            WITH candidates AS (
+            WITH fresh AS MATERIALIZED (
+                SELECT e.app, e.anonymous_id, e.user_id, e."timestamp" FROM events e WHERE \(Checkpoint.newEventsCondition)
+            ), candidates AS (
                 SELECT DISTINCT ON (e.app, e.anonymous_id) e.app, e.anonymous_id, e.user_id, e."timestamp"
-                FROM events e
-                WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
-                  AND e.anonymous_id IS NOT NULL AND e.user_id IS NOT NULL
+                FROM fresh e
+                WHERE e.app = ANY($4) AND e.anonymous_id IS NOT NULL AND e.user_id IS NOT NULL
                 ORDER BY e.app, e.anonymous_id, e."timestamp", e.user_id COLLATE "C"
             ), changed AS (
                 SELECT c.*, l.user_id AS old_user
                 FROM candidates c
-                LEFT JOIN identity_links l ON l.app = c.app AND l.anonymous_id = c.anonymous_id
+                LEFT JOIN LATERAL (
+                    SELECT * FROM identity_links l WHERE l.app = c.app AND l.anonymous_id = c.anonymous_id OFFSET 0) l ON true
                 WHERE l.user_id IS NULL OR (c."timestamp", c.user_id COLLATE "C") < (l.first_seen, l.user_id COLLATE "C")
             ), written AS (
                 INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)

@@ -18,11 +18,16 @@ enum OutcomeStore {
         """
 
     /// Deletes the rows of the touched persons; returns the (funnel, day) pairs they occupied.
+    /// Each person's rows are found in the index and deleted by their row
+    /// address: left to itself the planner hashes the touched persons and
+    /// scans the whole table, which grows with the history, not the day.
     static func deleteTouched(_ c: Connection) throws -> Set<FunnelDay> {
         var days = Set<FunnelDay>()
         for row in try c.query(
             """
-            DELETE FROM funnel_persons f USING touched t WHERE f.app = t.app AND f.person_id = t.person
+            DELETE FROM funnel_persons f USING touched t
+            CROSS JOIN LATERAL (SELECT p.ctid FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+            WHERE f.ctid = p.ctid
             RETURNING f.funnel, f.cohort_day::text
             """
         ).rows {

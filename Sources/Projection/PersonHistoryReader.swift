@@ -127,10 +127,23 @@ struct PersonHistoryReader {
                   WHEN 'traits' THEN e.traits #>> \(path) END
                 """
         }.joined()
+        // The person: all of an app's links are hashed for a rebuild, and each
+        // is looked up for the few persons of an incremental run.
+        let person: String, links: String
+        switch scope {
+        case .all:
+            person = "COALESCE(e.user_id, l.user_id, e.anonymous_id)"
+            links = "LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id"
+        case .touched:
+            person = """
+                COALESCE(e.user_id,
+                  (SELECT l.user_id FROM identity_links l WHERE l.app = e.app AND l.anonymous_id = e.anonymous_id), e.anonymous_id)
+                """
+            links = ""
+        }
         return """
-            SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id), e.message_id, e.type, e.event, e."timestamp"\(attributes)
-            FROM (\(source)) e
-            LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
+            SELECT \(person), e.message_id, e.type, e.event, e."timestamp"\(attributes)
+            FROM (\(source)) e \(links)
             """
     }
 

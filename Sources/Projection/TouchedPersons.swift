@@ -12,13 +12,22 @@ enum TouchedPersons {
             CREATE TEMP TABLE touched (app text, person text, PRIMARY KEY (app, person)) ON COMMIT DROP;
             CREATE TEMP TABLE touched_keys (app text, id text, PRIMARY KEY (app, id)) ON COMMIT DROP;
             """)
-        // Persons with new events (identity already updated for them).
+        // Persons with new events (identity already updated for them): the
+        // day's distinct keys first, then each anonymous key's link looked up,
+        // so the cost follows the day and not all the links of the history.
         try c.query(
             """
             INSERT INTO touched
-            SELECT DISTINCT e.app, COALESCE(e.user_id, l.user_id, e.anonymous_id)
-            FROM events e LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
-            WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
+            SELECT k.app, COALESCE(
+                k.user_id,
+                (SELECT l.user_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.anonymous_id),
+                k.anonymous_id)
+            FROM (
+                SELECT e.app, e.user_id, CASE WHEN e.user_id IS NULL THEN e.anonymous_id END AS anonymous_id
+                FROM events e
+                WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
+                GROUP BY 1, 2, 3
+            ) k
             ON CONFLICT DO NOTHING
             """, checkpoint.parameters + [.textArray(apps)])
         // Persons who lost an anonymous id to a (new or earlier) user.
@@ -34,7 +43,8 @@ enum TouchedPersons {
             """
             INSERT INTO touched_keys SELECT app, person FROM touched ON CONFLICT DO NOTHING;
             INSERT INTO touched_keys
-                SELECT l.app, l.anonymous_id FROM identity_links l JOIN touched t ON t.app = l.app AND t.person = l.user_id
+                SELECT l.app, l.anonymous_id FROM touched t
+                CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.user_id = t.person OFFSET 0) l
                 ON CONFLICT DO NOTHING;
             ANALYZE touched; ANALYZE touched_keys;
             """)
