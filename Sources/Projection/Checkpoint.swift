@@ -36,13 +36,24 @@ struct Checkpoint: Equatable {
             pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
     }
 
-    /// SQL condition selecting events written after this checkpoint, given as
-    /// `$1, $2, $3` (see `parameters`); the lower bound lets the BRIN index skip
-    /// everything older. Only committed rows are visible, so together with the
-    /// snapshot this selects exactly the events the last run could not see.
-    static let newEventsCondition = "e.txid >= $1 AND (e.txid >= $2 OR e.txid = ANY($3::int8[]))"
+    /// SQL condition selecting events written after the checkpoint that
+    /// `bind` wrote into a temp table (a COPY takes no parameters). The lower
+    /// bound lets the BRIN index skip everything older, with the bound values
+    /// as the scan's runtime parameters. Only committed rows are visible, so
+    /// together with the snapshot this selects exactly the events the last
+    /// run could not see.
+    static let newEventsCondition = """
+        e.txid >= (SELECT low FROM run_checkpoint)
+        AND (e.txid >= (SELECT horizon FROM run_checkpoint) OR e.txid IN (SELECT unnest(pending) FROM run_checkpoint))
+        """
 
-    var parameters: [PostgresValue] {
+    /// Binds this checkpoint for `newEventsCondition`, for the rest of the transaction.
+    func bind(_ c: Connection) throws {
+        try c.executeScript("CREATE TEMP TABLE run_checkpoint (low int8, horizon int8, pending int8[]) ON COMMIT DROP")
+        try c.query("INSERT INTO run_checkpoint VALUES ($1, $2, $3::int8[])", parameters)
+    }
+
+    private var parameters: [PostgresValue] {
         [.int(min(horizon, pending.min() ?? horizon)), .int(horizon), .text("{" + pending.map(String.init).joined(separator: ",") + "}")]
     }
 }

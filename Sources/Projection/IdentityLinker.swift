@@ -15,35 +15,36 @@ enum IdentityLinker {
         let previousPerson: String
     }
 
-    ///
-    /// Its cost follows the new events, not the history: they are read by
-    /// their transaction ids alone (the BRIN range; offered the app too, the
-    /// planner also walked the whole user-id index), and each candidate's
-    /// current link is looked up by its key instead of hashing all links.
-    static func update(_ c: Connection, apps: [String], since checkpoint: Checkpoint) throws -> [Relink] {
+    /// Stores the new events' links (`NewEvents.links`) where they win over
+    /// the stored ones; returns the anonymous ids that changed hands. Each
+    /// candidate's stored link is looked up by its key, so the cost follows
+    /// the day and not all the links of the history.
+    static func update(_ c: Connection, newLinks: [String: [String: IdentityLink]]) throws -> [Relink] {
+        try c.executeScript(
+            "CREATE TEMP TABLE link_candidates (app text, anonymous_id text, user_id text, first_seen timestamptz) ON COMMIT DROP")
+        try c.copyIn("COPY link_candidates FROM STDIN") { writer in
+            for (app, links) in newLinks {
+                for (anonymousId, link) in links {
+                    try writer.writeRow([.text(app), .text(anonymousId), .text(link.userId), .microseconds(link.firstSeen)])
+                }
+            }
+        }
         let rows = try c.query(
             """
-            WITH fresh AS MATERIALIZED (
-                SELECT e.app, e.anonymous_id, e.user_id, e."timestamp" FROM events e WHERE \(Checkpoint.newEventsCondition)
-            ), candidates AS (
-                SELECT DISTINCT ON (e.app, e.anonymous_id) e.app, e.anonymous_id, e.user_id, e."timestamp"
-                FROM fresh e
-                WHERE e.app = ANY($4) AND e.anonymous_id IS NOT NULL AND e.user_id IS NOT NULL
-                ORDER BY e.app, e.anonymous_id, e."timestamp", e.user_id COLLATE "C"
-            ), changed AS (
+            WITH changed AS (
                 SELECT c.*, l.user_id AS old_user
-                FROM candidates c
+                FROM link_candidates c
                 LEFT JOIN LATERAL (
                     SELECT * FROM identity_links l WHERE l.app = c.app AND l.anonymous_id = c.anonymous_id OFFSET 0) l ON true
-                WHERE l.user_id IS NULL OR (c."timestamp", c.user_id COLLATE "C") < (l.first_seen, l.user_id COLLATE "C")
+                WHERE l.user_id IS NULL OR (c.first_seen, c.user_id COLLATE "C") < (l.first_seen, l.user_id COLLATE "C")
             ), written AS (
                 INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
-                SELECT app, anonymous_id, user_id, "timestamp" FROM changed
+                SELECT app, anonymous_id, user_id, first_seen FROM changed
                 ON CONFLICT (app, anonymous_id) DO UPDATE SET user_id = excluded.user_id, first_seen = excluded.first_seen
             )
             SELECT app, anonymous_id, COALESCE(old_user, anonymous_id) FROM changed
             WHERE old_user IS DISTINCT FROM user_id
-            """, checkpoint.parameters + [.textArray(apps)])
+            """)
         return try rows.rows.map { row in
             Relink(
                 app: try row.decode(String.self, at: 0), anonymousId: try row.decode(String.self, at: 1),

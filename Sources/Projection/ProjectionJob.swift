@@ -123,17 +123,21 @@ public struct ProjectionJob: Sendable {
             deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
         }
         var newByApp: [String: Int] = [:]
-        for row in try c.query(
-            "SELECT e.app, count(*) FROM events e WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4) GROUP BY e.app",
-            previous.parameters + [.textArray(apps)]
-        ).rows {
-            newByApp[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+        var day = NewEvents()
+        switch mode {
+        case .rebuild:
+            for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(apps)]).rows {
+                newByApp[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+            }
+        case .incremental:
+            day = try NewEvents.read(c, apps: Set(apps), since: previous)
+            newByApp = day.counts
         }
         let newEvents = newByApp.values.reduce(0, +)
         // A rebuild links each app just before reading it (while the previous
         // app is evaluated); an incremental run needs every relink up front to
         // know whom to recompute.
-        let relinks = mode == .incremental ? try IdentityLinker.update(c, apps: apps, since: previous) : []
+        let relinks = mode == .incremental ? try IdentityLinker.update(c, newLinks: day.links) : []
 
         var affected = Set<FunnelDay>()
         var touched: [String: Set<String>] = [:]
@@ -145,7 +149,7 @@ public struct ProjectionJob: Sendable {
             expectedEvents = newEvents  // from the start: everything is new
         case .incremental:
             scope = .touched
-            touched = try TouchedPersons.collect(c, apps: apps, since: previous, relinks: relinks)
+            touched = try TouchedPersons.collect(c, day: day, relinks: relinks)
             affected = try OutcomeStore.deleteTouched(c)
             // Open windows, and days stored before there were tallies (migration 005).
             for row in try c.query(

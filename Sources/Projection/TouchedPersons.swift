@@ -4,32 +4,29 @@ import LibPQ
 /// `touched(app, person)` and `touched_keys(app, id)` (every user id and
 /// anonymous id whose events belong to a touched person).
 enum TouchedPersons {
-    static func collect(
-        _ c: Connection, apps: [String], since checkpoint: Checkpoint, relinks: [IdentityLinker.Relink]
-    ) throws -> [String: Set<String>] {
+    static func collect(_ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink]) throws -> [String: Set<String>] {
         try c.executeScript(
             """
             CREATE TEMP TABLE touched (app text, person text, PRIMARY KEY (app, person)) ON COMMIT DROP;
             CREATE TEMP TABLE touched_keys (app text, id text, PRIMARY KEY (app, id)) ON COMMIT DROP;
+            CREATE TEMP TABLE new_anonymous (app text, id text) ON COMMIT DROP;
             """)
-        // Persons with new events (identity already updated for them): the
-        // day's distinct keys first, then each anonymous key's link looked up,
-        // so the cost follows the day and not all the links of the history.
+        // Persons with new events (identity already updated for them): each
+        // user id is one; each anonymous id belongs to its linked user, looked
+        // up by its key, or is one itself.
+        try c.copyIn("COPY touched FROM STDIN") { writer in
+            for key in day.users { try writer.writeRow([.text(key.app), .text(key.id)]) }
+        }
+        try c.copyIn("COPY new_anonymous FROM STDIN") { writer in
+            for key in day.anonymous { try writer.writeRow([.text(key.app), .text(key.id)]) }
+        }
         try c.query(
             """
             INSERT INTO touched
-            SELECT k.app, COALESCE(
-                k.user_id,
-                (SELECT l.user_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.anonymous_id),
-                k.anonymous_id)
-            FROM (
-                SELECT e.app, e.user_id, CASE WHEN e.user_id IS NULL THEN e.anonymous_id END AS anonymous_id
-                FROM events e
-                WHERE \(Checkpoint.newEventsCondition) AND e.app = ANY($4)
-                GROUP BY 1, 2, 3
-            ) k
+            SELECT a.app, COALESCE((SELECT l.user_id FROM identity_links l WHERE l.app = a.app AND l.anonymous_id = a.id), a.id)
+            FROM new_anonymous a
             ON CONFLICT DO NOTHING
-            """, checkpoint.parameters + [.textArray(apps)])
+            """)
         // Persons who lost an anonymous id to a (new or earlier) user.
         if !relinks.isEmpty {
             try c.query(

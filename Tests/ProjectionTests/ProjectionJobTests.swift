@@ -117,6 +117,56 @@ struct ProjectionJobTests {
         try await db.drop()
     }
 
+    @Test("a late event showing an earlier user moves a device's events to that user, as a rebuild would")
+    func relinkMovesDeviceToEarlierUser() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let t = (Timestamps.microseconds(Date()) / 86_400_000_000 - 3) * 86_400_000_000 + 3_600_000_000  // 3 days ago, 01:00 UTC
+        let second: Int64 = 1_000_000
+        let umuve = { (event: String, anonymous: String?, user: String?, at: Int64, properties: String) in
+            SeedEvent(app: "umuve", event: event, anonymousId: anonymous, userId: user, timestamp: at, properties: properties)
+        }
+        let persons = {
+            try await pool.query(
+                "SELECT person_id, level FROM funnel_persons WHERE funnel = 'umuve_onboarding' ORDER BY person_id"
+            ).rows.map { "\(try $0.decode(String.self, at: 0)):\(try $0.decode(Int.self, at: 1))" }
+        }
+        let link = { try await pool.query("SELECT user_id FROM identity_links WHERE anonymous_id = 'dev-x'").scalar(String.self) }
+
+        // Night 1: a device's first two steps, anonymous; it signs in as late-user. early-user starts elsewhere.
+        let night1 = [
+            umuve("onboarding_screen_viewed", "dev-x", nil, t, #"{"page": 1}"#),
+            umuve("onboarding_skipped", "dev-x", nil, t + 10 * second, "{}"),
+            umuve("apple_sign_in_completed", "dev-x", "late-user", t + 1_200 * second, "{}"),
+            umuve("onboarding_screen_viewed", nil, "early-user", t + 5 * second, #"{"page": 1}"#),
+        ]
+        try await pool.withConnection { c in try EventSeeder.insert(c, night1) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(try await persons() == ["early-user:1", "late-user:3"])
+        #expect(try await link() == "late-user")
+
+        // Night 2: a delayed event shows the device with early-user before late-user signed in.
+        let night2 = [umuve("profile_viewed", "dev-x", "early-user", t + 15 * second, "{}")]
+        try await pool.withConnection { c in try EventSeeder.insert(c, night2) }
+        let relinked = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(relinked.personsRecomputed == 2)  // early-user gains the device, late-user loses it
+        #expect(try await link() == "early-user")
+        // late-user keeps only its sign-in, with no first step: no longer in the funnel.
+        #expect(try await persons() == ["early-user:2"])
+
+        // Night 3: the device, still anonymous, goes on; its events are early-user's.
+        let night3 = [umuve("main_screen_viewed", "dev-x", nil, t + 1_300 * second, "{}")]
+        try await pool.withConnection { c in try EventSeeder.insert(c, night3) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        let incremental = try await pool.withConnection { try TableDump.dump($0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        #expect(try await pool.withConnection { try TableDump.dump($0) } == incremental)
+        #expect(try await persons() == ["early-user:2"])
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("a row with a lower seq that commits after a higher one was read is not stepped over")
     func lateCommitIsNotSkipped() async throws {
         let db = try await TestDatabase.create()
