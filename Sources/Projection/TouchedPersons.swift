@@ -27,10 +27,18 @@ enum TouchedPersons {
             FROM new_anonymous a
             ON CONFLICT DO NOTHING
             """)
-        // Persons who lost an anonymous id to a (new or earlier) user.
+        // Persons who lost an anonymous id to a (new or earlier) user, if they
+        // have outcomes stored: losing events cannot make a person enter a
+        // funnel. Most relinks are a new device's first sign-in, whose
+        // anonymous self never had any.
         if !relinks.isEmpty {
             try c.query(
-                "INSERT INTO touched SELECT * FROM unnest($1::text[], $2::text[]) ON CONFLICT DO NOTHING",
+                """
+                INSERT INTO touched
+                SELECT r.app, r.person FROM unnest($1::text[], $2::text[]) AS r(app, person)
+                WHERE EXISTS (SELECT 1 FROM funnel_persons f WHERE f.app = r.app AND f.person_id = r.person)
+                ON CONFLICT DO NOTHING
+                """,
                 [.textArray(relinks.map(\.app)), .textArray(relinks.map(\.previousPerson))])
         }
         // Persons whose window was still open last time: their state may have changed with the clock alone.
@@ -43,7 +51,6 @@ enum TouchedPersons {
                 SELECT l.app, l.anonymous_id FROM touched t
                 CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.user_id = t.person OFFSET 0) l
                 ON CONFLICT DO NOTHING;
-            ANALYZE touched; ANALYZE touched_keys;
             """)
         var result: [String: Set<String>] = [:]
         for row in try c.query("SELECT app, person FROM touched").rows {
