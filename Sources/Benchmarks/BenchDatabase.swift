@@ -30,12 +30,46 @@ public final class BenchDatabase: Sendable {
         let migrator = try Migrator(directory: migrations)
         _ = try await pool.withConnection { try migrator.migrate($0) }
         await pool.close()
-        return BenchDatabase(url: url, cluster: cluster)
+        return BenchDatabase(url: url, serverURL: base, name: name, cluster: cluster)
     }
 
-    init(url: String, cluster: LocalCluster?) {
+    /// The server's own database, for CREATE and DROP DATABASE.
+    private let serverURL: String
+    private let name: String
+
+    init(url: String, serverURL: String, name: String, cluster: LocalCluster?) {
         self.url = url
+        self.serverURL = serverURL
+        self.name = name
         self.cluster = cluster
+    }
+
+    /// A copy of this database as it stands (`CREATE DATABASE … TEMPLATE`;
+    /// nothing may be connected to it meanwhile), for runs that must each
+    /// start from the same state. Returns its URL; `dropCopy` removes it.
+    public func copy(_ suffix: String) async throws -> String {
+        let admin = ConnectionPool(url: serverURL, maxConnections: 1)
+        do {
+            try await admin.query("CREATE DATABASE \(name)_\(suffix) TEMPLATE \(name)")
+        } catch {
+            await admin.close()
+            throw error
+        }
+        await admin.close()
+        guard var components = URLComponents(string: url) else { throw BenchError("not a URL: \(url)") }
+        components.path = "/\(name)_\(suffix)"
+        return components.string ?? url
+    }
+
+    public func dropCopy(_ suffix: String) async throws {
+        let admin = ConnectionPool(url: serverURL, maxConnections: 1)
+        do {
+            try await admin.query("DROP DATABASE IF EXISTS \(name)_\(suffix)")
+        } catch {
+            await admin.close()
+            throw error
+        }
+        await admin.close()
     }
 
     /// Stops the private cluster, if this benchmark started one.

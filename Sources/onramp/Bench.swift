@@ -35,13 +35,13 @@ struct BenchReport: AsyncParsableCommand {
         if try options.printedJSON(r) { return }
         print(
             """
-            events                       \(r.events)   (scan, rebuild and SQL funnels: medians of \(r.rounds) interleaved rounds; ratios: median of the rounds' ratios)
+            events                       \(r.events)   (scan, rebuild and SQL funnels: medians of \(r.rounds) interleaved rounds, ratios: median of the rounds' ratios; report: median of \(r.rounds), each on a copy of the database)
             load (COPY, incl. ledger)    \(fmt(r.loadSeconds)) s   \(Int(Double(r.events) / r.loadSeconds)) events/s
             raw scan (COPY TO STDOUT)    \(fmt(r.rawScanSeconds)) s   \(Int(Double(r.events) / r.rawScanSeconds)) events/s, \(r.rawScanBytes / 1_048_576) MB
             rebuild                      \(fmt(r.rebuildSeconds)) s   \(Int(r.rebuildEventsPerSecond)) events/s, peak RSS \(fmt(r.rebuildPeakRSSMegabytes)) MB
             SQL funnels (\(r.sqlFunnels.count) queries)   \(fmt(r.sqlFunnelSeconds)) s   \(r.sqlFunnels.map { "\($0.funnel) \(fmt($0.seconds)) s" }.joined(separator: ", "))
             one more day (\(r.dayEvents) events) report  \(fmt(r.incrementalSeconds)) s   peak RSS \(fmt(r.incrementalPeakRSSMegabytes)) MB
-            rounds: scan \(r.rawScanSamples.map(fmt).joined(separator: ", ")) s; rebuild \(r.rebuildSamples.map(fmt).joined(separator: ", ")) s; SQL funnels \(r.sqlFunnelSamples.map(fmt).joined(separator: ", ")) s
+            rounds: scan \(r.rawScanSamples.map(fmt).joined(separator: ", ")) s; rebuild \(r.rebuildSamples.map(fmt).joined(separator: ", ")) s; SQL funnels \(r.sqlFunnelSamples.map(fmt).joined(separator: ", ")) s; report \(r.incrementalSamples.map(fmt).joined(separator: ", ")) s
             rebuild ÷ raw scan           \(fmt(r.rebuildOverRawScan))   (goal ≤ 2; by round \(r.rebuildOverRawScanByRound.map(fmt).joined(separator: ", ")))
             rebuild ÷ SQL funnels        \(fmt(r.rebuildOverSQLFunnels))   (goal < 1; by round \(r.rebuildOverSQLFunnelsByRound.map(fmt).joined(separator: ", ")))
             incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild))   (goal ≤ 0.10)
