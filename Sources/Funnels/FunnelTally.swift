@@ -169,6 +169,60 @@ public struct FunnelTally: Sendable, Hashable {
         }
     }
 
+    /// Removes every count and duration of `other`, a tally of persons this
+    /// one holds: an incremental run takes the replaced persons out of a
+    /// day's stored tally instead of re-reading everyone else of that day.
+    /// What no person is left in (a cohort day, a breakdown value) goes, so
+    /// the result equals the tally of the remaining persons.
+    public mutating func subtract(_ other: FunnelTally) {
+        started -= other.started
+        completed -= other.completed
+        inProgress -= other.inProgress
+        excluded -= other.excluded
+        durations = Self.removing(other.durations, from: durations)
+        for index in steps.indices where other.steps.indices.contains(index) {
+            steps[index].persons -= other.steps[index].persons
+            steps[index].dropOff -= other.steps[index].dropOff
+            steps[index].inProgress -= other.steps[index].inProgress
+            steps[index].gaps = Self.removing(other.steps[index].gaps, from: steps[index].gaps)
+        }
+        for (day, theirs) in other.cohorts {
+            guard var mine = cohorts[day] else { continue }
+            mine.started -= theirs.started
+            mine.completed -= theirs.completed
+            mine.inProgressPersons -= theirs.inProgressPersons
+            cohorts[day] = mine.started == 0 ? nil : mine
+        }
+        for (dimension, groups) in other.breakdowns {
+            for (value, theirs) in groups {
+                guard var mine = breakdowns[dimension]?[value] else { continue }
+                mine.started -= theirs.started
+                mine.completed -= theirs.completed
+                mine.inProgress -= theirs.inProgress
+                breakdowns[dimension]?[value] = mine.started == 0 ? nil : mine
+            }
+            if breakdowns[dimension]?.isEmpty == true { breakdowns[dimension] = nil }
+        }
+    }
+
+    /// `values` without one occurrence of each of `removed` (a sub-multiset of
+    /// it), in ascending order.
+    private static func removing(_ removed: [Int64], from values: [Int64]) -> [Int64] {
+        guard !removed.isEmpty else { return values }
+        let values = values.sorted(), removed = removed.sorted()
+        var kept: [Int64] = []
+        kept.reserveCapacity(max(0, values.count - removed.count))
+        var next = 0
+        for value in values {
+            if next < removed.count && removed[next] == value {
+                next += 1
+            } else {
+                kept.append(value)
+            }
+        }
+        return kept
+    }
+
     /// The same tally with every list in ascending order: the form it is
     /// stored in, so equal sets of persons give equal bytes whatever order
     /// they were read in.

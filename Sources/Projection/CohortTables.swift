@@ -15,6 +15,33 @@ enum CohortTables {
         return tallies
     }
 
+    /// An incremental run's tallies of `days`: each day's stored tally with
+    /// the recomputed persons' old outcomes (`removed`) taken out and their new
+    /// ones (`added`) put in, so the persons it did not recompute are never
+    /// read. A day tallied in another time zone, or stored before there were
+    /// tallies (`untallied`: cohort rows without one), is tallied from its
+    /// persons instead. A day with neither is new: it holds only `added`.
+    static func replacing(
+        _ c: Connection, funnel: Funnel, days: Set<String>, removed: [String: FunnelTally], added: [String: FunnelTally],
+        untallied: Set<String>, timeZone: TimeZone, timeZoneName: String
+    ) throws -> [String: FunnelTally] {
+        let stored = try TallyStore.load(c, funnel: funnel, days: days.sorted())
+        var result: [String: FunnelTally] = [:]
+        var reread = Set<String>()
+        for day in days {
+            if untallied.contains(day) || stored[day].map({ $0.timeZone != timeZoneName }) == true {
+                reread.insert(day)
+                continue
+            }
+            var tally = stored[day]?.tally ?? FunnelTally(funnel: funnel)
+            if let old = removed[day] { tally.subtract(old) }
+            if let new = added[day] { tally.merge(new) }
+            result[day] = tally
+        }
+        if !reread.isEmpty { result.merge(try tallies(c, funnel: funnel, days: reread, timeZone: timeZone)) { _, read in read } }
+        return result
+    }
+
     /// Replaces the rows of `days` with those of `tallies` (a day without a
     /// tally, or with an empty one, has none).
     static func rewrite(

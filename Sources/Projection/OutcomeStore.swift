@@ -17,23 +17,23 @@ enum OutcomeStore {
         start_time, chain_start_time, completion_time, seconds_to_complete, step_times_us, optional_steps_done, breakdown
         """
 
-    /// Deletes the rows of the touched persons; returns the (funnel, day) pairs they occupied.
-    /// Each person's rows are found in the index and deleted by their row
-    /// address: left to itself the planner hashes the touched persons and
-    /// scans the whole table, which grows with the history, not the day.
-    static func deleteTouched(_ c: Connection) throws -> Set<FunnelDay> {
-        var days = Set<FunnelDay>()
-        for row in try c.query(
+    /// Deletes the rows of the touched persons and hands each one over
+    /// (funnel, cohort day, outcome): the days they leave must be rewritten,
+    /// and their outcomes are taken out of those days' tallies. Each person's
+    /// rows are found in the index and deleted by their row address: left to
+    /// itself the planner hashes the touched persons and scans the whole
+    /// table, which grows with the history, not the day.
+    static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws {
+        try c.forEachRow(
             """
             DELETE FROM funnel_persons f USING touched t
             CROSS JOIN LATERAL (SELECT p.ctid FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
             WHERE f.ctid = p.ctid
-            RETURNING f.funnel, f.cohort_day::text
+            RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
             """
-        ).rows {
-            days.insert(FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1)))
+        ) { row in
+            try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
         }
-        return days
     }
 
     /// The row's fields, in `columns` order.
@@ -81,27 +81,36 @@ enum OutcomeStore {
         if let days { parameters.append(.textArray(days)) }
         try c.forEachRow(
             """
-            SELECT person_id, cohort_day::text, level, completed, in_progress, excluded,
-                   start_time, chain_start_time, completion_time, step_times_us, optional_steps_done, breakdown
+            SELECT person_id, cohort_day::text, \(outcomeColumns(""))
             FROM funnel_persons WHERE funnel = $1 \(filter)
             \(byDay ? "ORDER BY cohort_day" : "")
             """, parameters
         ) { row in
-            let breakdown = parseObject(try row.decode(PostgresJSON.self, at: 11))
-            let optional = (try row.decode(PostgresArrayText.self, at: 10).integers() ?? []).compactMap { $0.map { Int($0) - 1 } }
-            let outcome = PersonOutcome(
-                level: try row.decode(Int.self, at: 2), completed: try row.decode(Bool.self, at: 3),
-                inProgress: try row.decode(Bool.self, at: 4), excluded: try row.decode(Bool.self, at: 5),
-                startTime: try row.decode(PostgresTimestamp?.self, at: 6)?.microseconds,
-                chainStartTime: try row.decode(PostgresTimestamp?.self, at: 7)?.microseconds,
-                completionTime: try row.decode(PostgresTimestamp?.self, at: 8)?.microseconds,
-                stepTimes: try row.decode(PostgresArrayText.self, at: 9).integers() ?? [],
-                optionalStepsDone: Set(optional), breakdown: breakdown)
             try body(
                 StoredOutcome(
                     personId: try row.decode(String.self, at: 0), cohortDay: try row.decode(String.self, at: 1),
-                    outcome: outcome))
+                    outcome: try outcome(of: row, from: 2)))
         }
+    }
+
+    /// The columns `outcome(of:from:)` reads, each prefixed with `alias`.
+    private static func outcomeColumns(_ alias: String) -> String {
+        ["level", "completed", "in_progress", "excluded", "start_time", "chain_start_time", "completion_time", "step_times_us",
+         "optional_steps_done", "breakdown"].map { alias + $0 }.joined(separator: ", ")
+    }
+
+    /// The outcome in `outcomeColumns`, starting at column `first` of `row`.
+    private static func outcome(of row: Row, from first: Int) throws -> PersonOutcome {
+        let breakdown = parseObject(try row.decode(PostgresJSON.self, at: first + 9))
+        let optional = (try row.decode(PostgresArrayText.self, at: first + 8).integers() ?? []).compactMap { $0.map { Int($0) - 1 } }
+        return PersonOutcome(
+            level: try row.decode(Int.self, at: first), completed: try row.decode(Bool.self, at: first + 1),
+            inProgress: try row.decode(Bool.self, at: first + 2), excluded: try row.decode(Bool.self, at: first + 3),
+            startTime: try row.decode(PostgresTimestamp?.self, at: first + 4)?.microseconds,
+            chainStartTime: try row.decode(PostgresTimestamp?.self, at: first + 5)?.microseconds,
+            completionTime: try row.decode(PostgresTimestamp?.self, at: first + 6)?.microseconds,
+            stepTimes: try row.decode(PostgresArrayText.self, at: first + 7).integers() ?? [],
+            optionalStepsDone: Set(optional), breakdown: breakdown)
     }
 
     /// Deterministic JSON object text (sorted keys), so rebuilds compare equal

@@ -12,7 +12,7 @@ import NIOConcurrencyHelpers
 struct PartitionEvaluation: Sendable {
     /// What some partitions produced.
     struct Totals: Sendable {
-        /// Only in a rebuild: funnel -> cohort day -> tally of every person evaluated.
+        /// Funnel -> cohort day -> tally of every person evaluated.
         var tallies: [String: [String: FunnelTally]] = [:]
         var affected = Set<FunnelDay>()
         var persons = 0
@@ -35,7 +35,6 @@ struct PartitionEvaluation: Sendable {
     let shapes: [FunnelTally.Shape]
     /// In an incremental run, the only persons to evaluate.
     let touched: Set<String>?
-    let tally: Bool
     let now: Int64
 
     /// Starts evaluating `history` on `workers` threads and returns at once,
@@ -97,10 +96,8 @@ struct PartitionEvaluation: Sendable {
             let day = CohortCalendar.day(of: start, in: timeZones[index])
             totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
             try rows.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
-            if tally {
-                totals.tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]
-                    .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
-            }
+            totals.tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]
+                .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
         }
     }
 }

@@ -141,6 +141,10 @@ public struct ProjectionJob: Sendable {
 
         var affected = Set<FunnelDay>()
         var touched: [String: Set<String>] = [:]
+        /// Funnel -> cohort day -> tally of the outcomes an incremental run deleted.
+        var removed: [String: [String: FunnelTally]] = [:]
+        /// Funnel -> cohort days stored before there were tallies (migration 005).
+        var untallied: [String: Set<String>] = [:]
         let scope: PersonHistoryReader.Scope
         let expectedEvents: Int
         switch mode {
@@ -150,16 +154,27 @@ public struct ProjectionJob: Sendable {
         case .incremental:
             scope = .touched
             touched = try TouchedPersons.collect(c, day: day, relinks: relinks)
-            affected = try OutcomeStore.deleteTouched(c)
-            // Open windows, and days stored before there were tallies (migration 005).
+            let funnels = Dictionary(configuration.funnels.map { ($0.name, $0) }) { first, _ in first }
+            let shapes = funnels.mapValues(FunnelTally.Shape.init)
+            try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
+                affected.insert(FunnelDay(funnel: name, day: cohortDay))
+                guard let funnel = funnels[name], let shape = shapes[name] else { return }  // no longer configured
+                removed[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
+                    .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(for: funnel))
+            }
+            // Open windows, and days stored before there were tallies.
             for row in try c.query(
                 """
-                SELECT funnel, cohort_day::text FROM funnel_cohorts c
+                SELECT funnel, cohort_day::text, NOT EXISTS (
+                    SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
+                FROM funnel_cohorts c
                 WHERE in_progress
                    OR NOT EXISTS (SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
                 """
             ).rows {
-                affected.insert(FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1)))
+                let day = FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1))
+                affected.insert(day)
+                if try row.decode(Bool.self, at: 2) { untallied[day.funnel, default: []].insert(day.day) }
             }
             // Counting the touched persons' events costs as much as reading them,
             // so size the partitions from the persons (a few dozen events each).
@@ -189,7 +204,7 @@ public struct ProjectionJob: Sendable {
             }
             let evaluation = PartitionEvaluation(
                 funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
-                touched: touchedInApp, tally: mode == .rebuild, now: now)
+                touched: touchedInApp, now: now)
             running = evaluation.start(history, reader: reader, workers: workers, copier: copier, progress: progress)
         }
         if let last = running {
@@ -206,7 +221,10 @@ public struct ProjectionJob: Sendable {
             guard let days = daysByFunnel[funnel.name] else { continue }
             let daySet = Set(days.map(\.day))
             let zone = timeZone(for: funnel)
-            let dayTallies = mode == .rebuild ? totals.tallies[funnel.name] ?? [:] : try CohortTables.tallies(c, funnel: funnel, days: daySet, timeZone: zone)
+            let added = totals.tallies[funnel.name] ?? [:]
+            let dayTallies = mode == .rebuild ? added : try CohortTables.replacing(
+                c, funnel: funnel, days: daySet, removed: removed[funnel.name] ?? [:], added: added,
+                untallied: untallied[funnel.name] ?? [], timeZone: zone, timeZoneName: timeZoneName(for: funnel))
             try CohortTables.rewrite(
                 c, funnel: funnel, days: daySet, tallies: dayTallies, now: now, timeZone: zone, timeZoneName: timeZoneName(for: funnel))
         }

@@ -14,6 +14,20 @@ enum TallyStore {
         }
     }
 
+    /// The stored tallies of `days`, each with the time zone it was cut in.
+    static func load(_ c: Connection, funnel: Funnel, days: [String]) throws -> [String: (timeZone: String, tally: FunnelTally)] {
+        var tallies: [String: (timeZone: String, tally: FunnelTally)] = [:]
+        try c.forEachRow(
+            "SELECT cohort_day::text, time_zone, tally FROM funnel_tallies WHERE funnel = $1 AND cohort_day = ANY($2::date[])",
+            [.text(funnel.name), .textArray(days)]
+        ) { row in
+            tallies[try row.decode(String.self, at: 0)] = (
+                try row.decode(String.self, at: 1), try TallyEncoding.decode(try row.decode(PostgresBytes.self, at: 2).bytes, funnel: funnel)
+            )
+        }
+        return tallies
+    }
+
     /// The sum of the funnel's tallies on cohort days `from...to` (either end
     /// open), or nil when some of them were cut in another time zone than
     /// `timeZone`: then only the persons' outcomes can answer.

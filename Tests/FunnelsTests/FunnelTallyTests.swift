@@ -58,6 +58,36 @@ import Testing
         #expect(nonTrivial > 10)
     }
 
+    /// What an incremental run does to a stored day: take some persons out,
+    /// put their new outcomes in; the result must be the tally of the persons
+    /// it now holds, down to the empty cohorts and breakdown values it drops.
+    @Test(arguments: [UInt64(21), 22, 23])
+    func replacingPersonsGivesTheTallyOfWhoIsLeft(seed: UInt64) {
+        var rng = SplitMix(seed: seed)
+        for _ in 0..<60 {
+            var funnel = FunnelEvaluatorPropertyTests.randomFunnel(&rng)
+            funnel.breakdowns = ["context.os.name"]
+            funnel.exclusions = rng.next() % 3 == 0 ? [.event("c")] : []
+            let now = 4 * 86_400_000_000 + Int64(rng.next() % 12) * 1_000_000
+            let kept = Self.persons(&rng, funnel: funnel, count: Int(rng.next() % 30), days: 3, now: now)
+            let replaced = Self.persons(&rng, funnel: funnel, count: Int(rng.next() % 30), days: 3, now: now)
+            let replacements = Self.persons(&rng, funnel: funnel, count: Int(rng.next() % 30), days: 3, now: now)
+
+            var stored = FunnelTally(funnel: funnel, outcomes: (kept + replaced).shuffled(using: &rng), timeZone: Self.utc)
+            stored.subtract(FunnelTally(funnel: funnel, outcomes: replaced, timeZone: Self.utc))
+            #expect(stored.normalized() == FunnelTally(funnel: funnel, outcomes: kept, timeZone: Self.utc).normalized())
+            stored.merge(FunnelTally(funnel: funnel, outcomes: replacements, timeZone: Self.utc))
+            #expect(stored.normalized() == FunnelTally(funnel: funnel, outcomes: kept + replacements, timeZone: Self.utc).normalized())
+        }
+        // Everyone taken out leaves the empty tally.
+        let funnel = FunnelEvaluatorPropertyTests.randomFunnel(&rng)
+        let all = Self.persons(&rng, funnel: funnel, count: 25, days: 3, now: 4 * 86_400_000_000)
+        var tally = FunnelTally(funnel: funnel, outcomes: all, timeZone: Self.utc)
+        tally.subtract(FunnelTally(funnel: funnel, outcomes: all.reversed(), timeZone: Self.utc))
+        #expect(tally.normalized() == FunnelTally(funnel: funnel))
+        #expect(tally.isEmpty)
+    }
+
     @Test func countsAndDurationsOfAHandMadeSet() throws {
         let funnel = FunnelReportTests.funnel()
         let tally = FunnelTally(funnel: funnel, outcomes: FunnelReportTests.outcomes(funnel), timeZone: Self.utc)
