@@ -47,10 +47,14 @@ public final class BenchDatabase: Sendable {
     /// A copy of this database as it stands (`CREATE DATABASE … TEMPLATE`;
     /// nothing may be connected to it meanwhile), for runs that must each
     /// start from the same state. Returns its URL; `dropCopy` removes it.
+    /// The files are copied and checkpointed (`FILE_COPY`; the default writes
+    /// the whole database through the WAL), so what is timed next does not
+    /// share the machine with the copy's writes.
     public func copy(_ suffix: String) async throws -> String {
         let admin = ConnectionPool(url: serverURL, maxConnections: 1)
         do {
-            try await admin.query("CREATE DATABASE \(name)_\(suffix) TEMPLATE \(name)")
+            try await admin.query("CREATE DATABASE \(name)_\(suffix) TEMPLATE \(name) STRATEGY = FILE_COPY")
+            try await admin.query("CHECKPOINT")
         } catch {
             await admin.close()
             throw error
