@@ -24,14 +24,15 @@ enum OutcomeStore {
     /// itself the planner hashes the touched persons and scans the whole
     /// table, which grows with the history, not the day.
     static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws {
-        try c.forEachRow(
+        // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
+        for row in try c.query(
             """
             DELETE FROM funnel_persons f USING touched t
             CROSS JOIN LATERAL (SELECT p.ctid FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
             WHERE f.ctid = p.ctid
             RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
             """
-        ) { row in
+        ).rows {
             try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
         }
     }

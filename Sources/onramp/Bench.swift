@@ -35,7 +35,7 @@ struct BenchReport: AsyncParsableCommand {
         if try options.printedJSON(r) { return }
         print(
             """
-            events                       \(r.events)   (scan, rebuild and SQL funnels: medians of \(r.rounds) interleaved rounds, ratios: median of the rounds' ratios; report: median of \(r.rounds), each on a copy of the database)
+            events                       \(r.events)   (scan, rebuild and SQL funnels: medians of \(r.rounds) interleaved rounds, ratios: median of the rounds' ratios; report: \(r.rounds == 1 ? "one run" : "median of \(r.rounds), each on a copy of the database"))
             load (COPY, incl. ledger)    \(fmt(r.loadSeconds)) s   \(Int(Double(r.events) / r.loadSeconds)) events/s
             raw scan (COPY TO STDOUT)    \(fmt(r.rawScanSeconds)) s   \(Int(Double(r.events) / r.rawScanSeconds)) events/s, \(r.rawScanBytes / 1_048_576) MB
             rebuild                      \(fmt(r.rebuildSeconds)) s   \(Int(r.rebuildEventsPerSecond)) events/s, peak RSS \(fmt(r.rebuildPeakRSSMegabytes)) MB
