@@ -20,7 +20,7 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
     let metrics = IngestMetrics()
     let committer = GroupCommitter(
         pool: pool, writers: configuration.writers, maxQueuedRequests: configuration.maxQueuedRequests, backoff: configuration.databaseBackoff,
-        metrics: metrics, logger: logger)
+        commitTimeout: configuration.commitTimeout, metrics: metrics, logger: logger)
     let migrator: Migrator? = {
         if let directory = configuration.migrationsDirectory { return try? Migrator(directory: directory) }
         return (try? MigrationFile.locateDirectory()).flatMap { try? Migrator(directory: $0) }

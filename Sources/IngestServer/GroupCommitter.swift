@@ -14,6 +14,10 @@ public struct CommitUnavailable: Error, Sendable, CustomStringConvertible {
         case databaseUnavailable
         /// The server is shutting down.
         case shuttingDown
+        /// The commit was not confirmed in time (PostgreSQL hangs without
+        /// refusing). It may still land; a retry with the same message ids is
+        /// then counted as duplicates, so the events are stored once either way.
+        case timedOut
     }
 
     public var reason: Reason
@@ -41,7 +45,33 @@ final class GroupCommitter: Service, Sendable {
     struct Pending: Sendable {
         let events: [NewEvent]
         let quarantine: [QuarantineEntry]
-        let continuation: CheckedContinuation<Outcome, any Error>
+        let answer: Answer
+    }
+
+    /// A request's answer, given once: by the writer when its group commits
+    /// or fails, or by the request's deadline, whichever comes first.
+    final class Answer: Sendable {
+        private let continuation: NIOLockedValueBox<CheckedContinuation<Outcome, any Error>?>
+        private let deadline = NIOLockedValueBox<Task<Void, Never>?>(nil)
+
+        init(_ continuation: CheckedContinuation<Outcome, any Error>) {
+            self.continuation = NIOLockedValueBox(continuation)
+        }
+
+        /// Answers `CommitUnavailable(.timedOut)` after `timeout` unless answered before.
+        func expire(after timeout: Duration) {
+            let task = Task { [weak self] in
+                guard (try? await Task.sleep(for: timeout)) != nil else { return }
+                self?.resume(with: .failure(CommitUnavailable(reason: .timedOut, retryAfterSeconds: 1)))
+            }
+            deadline.withLockedValue { $0 = task }
+        }
+
+        func resume(with result: Result<Outcome, any Error>) {
+            guard let waiting = continuation.withLockedValue({ c in defer { c = nil }; return c }) else { return }
+            deadline.withLockedValue { $0?.cancel() }
+            waiting.resume(with: result)
+        }
     }
 
     private struct State {
@@ -57,6 +87,7 @@ final class GroupCommitter: Service, Sendable {
     private let maxQueuedRequests: Int
     private let maxEventsPerCommit: Int
     private let backoff: Duration
+    private let commitTimeout: Duration
     private let metrics: IngestMetrics
     private let logger: Logger
     private let state = NIOLockedValueBox(State())
@@ -66,12 +97,13 @@ final class GroupCommitter: Service, Sendable {
 
     init(
         pool: ConnectionPool, writers: Int = 2, maxQueuedRequests: Int, maxEventsPerCommit: Int = 20_000,
-        backoff: Duration = .seconds(1), metrics: IngestMetrics, logger: Logger
+        backoff: Duration = .seconds(1), commitTimeout: Duration = .seconds(30), metrics: IngestMetrics, logger: Logger
     ) {
         self.pool = pool
         self.maxQueuedRequests = maxQueuedRequests
         self.maxEventsPerCommit = maxEventsPerCommit
         self.backoff = backoff
+        self.commitTimeout = commitTimeout
         self.metrics = metrics
         self.logger = logger
         let streams = (0..<max(1, writers)).map { _ in AsyncStream.makeStream(of: Void.self, bufferingPolicy: .bufferingNewest(1)) }
@@ -88,22 +120,25 @@ final class GroupCommitter: Service, Sendable {
     var queueDepth: Int { state.withLockedValue { $0.queue.count } }
 
     /// Queues the events (and rejected messages) and returns once they are
-    /// committed; throws `CommitUnavailable` at once when that cannot happen soon.
+    /// committed; throws `CommitUnavailable` at once when that cannot happen
+    /// soon, and after `commitTimeout` when the commit has not been confirmed.
     func commit(_ events: [NewEvent], quarantine: [QuarantineEntry]) async throws -> Outcome {
         if events.isEmpty && quarantine.isEmpty { return [] }
         return try await withCheckedThrowingContinuation { continuation in
+            let answer = Answer(continuation)
+            answer.expire(after: commitTimeout)  // before a writer can answer, so its answer always cancels the deadline
             let refusal = state.withLockedValue { s -> CommitUnavailable? in
                 if s.closed { return CommitUnavailable(reason: .shuttingDown, retryAfterSeconds: 5) }
                 if let until = s.failingUntil, until > .now {
                     return CommitUnavailable(reason: .databaseUnavailable, retryAfterSeconds: 1)
                 }
                 if s.queue.count >= maxQueuedRequests { return CommitUnavailable(reason: .saturated, retryAfterSeconds: 1) }
-                s.queue.append(Pending(events: events, quarantine: quarantine, continuation: continuation))
+                s.queue.append(Pending(events: events, quarantine: quarantine, answer: answer))
                 s.queuedMessages += events.count
                 return nil
             }
             if let refusal {
-                continuation.resume(throwing: refusal)
+                answer.resume(with: .failure(refusal))
             } else {
                 for wake in wakes { wake.yield() }
             }
@@ -163,7 +198,7 @@ final class GroupCommitter: Service, Sendable {
             for pending in group {
                 let slice = Array(stored[offset..<offset + pending.events.count])
                 offset += pending.events.count
-                pending.continuation.resume(returning: slice)
+                pending.answer.resume(with: .success(slice))
             }
         } catch let error as PostgresError where error.isConnectionFailure || error.code == .poolTimeout || error.code == .poolClosed {
             logger.warning("commit failed: database unavailable", metadata: ["error": "\(error)", "requests": "\(group.count)"])
@@ -178,7 +213,7 @@ final class GroupCommitter: Service, Sendable {
                 return s.queue
             }
             for pending in group + waiting {
-                pending.continuation.resume(throwing: CommitUnavailable(reason: .databaseUnavailable, retryAfterSeconds: retry))
+                pending.answer.resume(with: .failure(CommitUnavailable(reason: .databaseUnavailable, retryAfterSeconds: retry)))
             }
         } catch {
             // Not the database's availability: something in one request. Commit
@@ -188,7 +223,7 @@ final class GroupCommitter: Service, Sendable {
                 for pending in group { await commit([pending]) }
             } else {
                 logger.error("commit failed", metadata: ["error": "\(error)"])
-                for pending in group { pending.continuation.resume(throwing: error) }
+                for pending in group { pending.answer.resume(with: .failure(error)) }
             }
         }
     }

@@ -23,6 +23,9 @@ public struct IngestConfiguration: Sendable {
     public var rateLimitBurst: Double = 1_000
     /// How long the writer fails fast after losing the database.
     public var databaseBackoff: Duration = .seconds(1)
+    /// How long a request waits for its commit to be confirmed before it is
+    /// answered 503: PostgreSQL may hang without refusing anything.
+    public var commitTimeout: Duration = .seconds(30)
     /// Migrations the readiness check compares with the database (nil: look them up
     /// as `onramp migrate` does; if none are found, readiness checks only the connection).
     public var migrationsDirectory: URL?

@@ -79,11 +79,14 @@ struct IngestController: Sendable {
         do {
             stored = try await committer.commit(outcome.events.map(\.event), quarantine: quarantine)
         } catch let unavailable as CommitUnavailable {
-            throw APIError(
-                status: .serviceUnavailable, code: unavailable.reason == .saturated ? "writer_saturated" : "database_unavailable",
-                message: unavailable.reason == .saturated
-                    ? "the writer is saturated; retry later" : "the event log is unavailable; retry later",
-                retryAfter: unavailable.retryAfterSeconds)
+            let (code, message) = switch unavailable.reason {
+            case .saturated: ("writer_saturated", "the writer is saturated; retry later")
+            case .timedOut:
+                ("commit_timeout",
+                 "the event log did not confirm the commit in time; retry with the same messageIds (each is stored at most once)")
+            case .databaseUnavailable, .shuttingDown: ("database_unavailable", "the event log is unavailable; retry later")
+            }
+            throw APIError(status: .serviceUnavailable, code: code, message: message, retryAfter: unavailable.retryAfterSeconds)
         } catch {
             logger.error("commit failed", metadata: ["error": "\(error)"])
             throw APIError(status: .internalServerError, code: "internal", message: "the events could not be stored")

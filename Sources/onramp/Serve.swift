@@ -34,8 +34,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Oldest accepted event, in days before the receive time.")
     var horizonDays = 30
 
+    @Option(help: "Seconds a request waits for its commit to be confirmed before it gets 503 with Retry-After.")
+    var commitTimeout = 30
+
     func validate() throws {
         try Self.validate(writers: writers, poolSize: poolSize)
+        guard commitTimeout >= 1 else { throw ValidationError("--commit-timeout must be at least 1 second (got \(commitTimeout))") }
     }
 
     /// The server's pool must keep a connection beside its writers (`bench ingest` runs the same server).
@@ -56,6 +60,7 @@ struct Serve: AsyncParsableCommand {
         configuration.writers = writers
         configuration.rateLimitPerSecond = rateLimit
         configuration.rateLimitBurst = max(1, rateLimit * 2)
+        configuration.commitTimeout = .seconds(commitTimeout)
         configuration.policy = Self.policy(try funnels.load())
         configuration.policy.horizonSeconds = Int64(horizonDays) * 86_400
         configuration.logger = logger

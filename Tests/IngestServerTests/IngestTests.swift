@@ -98,6 +98,34 @@ import Testing
         }
     }
 
+    /// PostgreSQL that hangs without refusing (here: a held lock) must not
+    /// hang the client: past the commit timeout it gets a 503 it can act on.
+    /// The commit itself lands once the lock goes, and the client's retry of
+    /// the same batch is then counted as duplicates: stored once either way.
+    @Test func hungCommitAnswers503AndTheRetryIsStoredOnce() async throws {
+        try await withServer(configure: { $0.commitTimeout = .seconds(1) }) { h in
+            let locker = try Connection.connect(h.databaseURL)
+            try locker.executeScript("BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
+            let batch = Fixtures.batch([Fixtures.track("hung1"), Fixtures.track("hung2")])
+            let timedOut = try await h.post(json: batch)
+            #expect(timedOut.status == 503)
+            #expect(timedOut.header("Retry-After") == "1")
+            #expect((timedOut.json?["error"] as? [String: Any])?["code"] as? String == "commit_timeout")
+            // The commit is still waiting on the lock, not abandoned.
+            let waitingOnLock = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
+            #expect(try await h.count(waitingOnLock) == 1)
+
+            try locker.executeScript("COMMIT")
+            let stored = "SELECT count(*) FROM events WHERE message_id IN ('hung1', 'hung2')"
+            try await waitUntil { try await h.count(stored) == 2 }
+            let retried = try await h.post(json: batch)
+            #expect(retried.status == 200)
+            #expect(retried.json?["accepted"] as? Int == 0)
+            #expect(retried.json?["duplicates"] as? Int == 2)
+            #expect(try await h.count(stored) == 2)
+        }
+    }
+
     @Test func healthReadinessMetricsSettings() async throws {
         try await withServer { h in
             #expect(try await h.send(.GET, "/healthz").status == 200)
