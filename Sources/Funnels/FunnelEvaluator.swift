@@ -68,9 +68,13 @@ public enum FunnelEvaluator {
         }
 
         let firstStart = timeline.matches.firstIndex { $0.first == 0 }
-        let inProgress = !completed && timeline.events.indices.contains { index in
-            timeline.matches[index].first == 0 && windowIsOpen(start: timeline.events[index].timestamp, window: window, now: now)
-        }
+        // Open windows: the latest step-1 event's is the last to close.
+        let lastStart = timeline.matches.lastIndex { $0.first == 0 }.map { timeline.events[$0].timestamp }
+        let inProgress = !completed && lastStart.map { windowIsOpen(start: $0, window: window, now: now) } == true
+        let openUntil = inProgress ? lastStart.flatMap { start in
+            let (end, overflow) = start.addingReportingOverflow(window)
+            return overflow ? nil : end
+        } : nil
 
         return PersonOutcome(
             level: level,
@@ -82,7 +86,8 @@ public enum FunnelEvaluator {
             completionTime: completed ? chainTimes.last : nil,
             stepTimes: stepTimes,
             optionalStepsDone: optionalDone,
-            breakdown: breakdownValues(timeline: timeline, firstStart: firstStart, dimensions: funnel.breakdowns)
+            breakdown: breakdownValues(timeline: timeline, firstStart: firstStart, dimensions: funnel.breakdowns),
+            openUntil: openUntil
         )
     }
 

@@ -28,6 +28,11 @@ public struct PersonOutcome: Sendable, Hashable {
     public var optionalStepsDone: Set<Int>
     /// Breakdown dimension -> value (`(none)` when missing).
     public var breakdown: [String: String]
+    /// While in progress, when the last open window closes (the latest step-1
+    /// event plus the window). Only the clock changes an outcome without new
+    /// events, and only then: the nightly job closes such windows without
+    /// reading the person's events again. Nil when not in progress.
+    public var openUntil: Int64?
 
     public init(
         level: Int,
@@ -39,7 +44,8 @@ public struct PersonOutcome: Sendable, Hashable {
         completionTime: Int64?,
         stepTimes: [Int64?],
         optionalStepsDone: Set<Int>,
-        breakdown: [String: String]
+        breakdown: [String: String],
+        openUntil: Int64? = nil
     ) {
         self.level = level
         self.completed = completed
@@ -51,6 +57,7 @@ public struct PersonOutcome: Sendable, Hashable {
         self.stepTimes = stepTimes
         self.optionalStepsDone = optionalStepsDone
         self.breakdown = breakdown
+        self.openUntil = openUntil
     }
 
     /// tk − t1 in microseconds, for completers.

@@ -14,7 +14,8 @@ public struct StoredOutcome: Sendable {
 enum OutcomeStore {
     static let columns = """
         funnel, app, person_id, cohort_day, level, last_step_index, last_step_name, completed, in_progress, excluded,
-        start_time, chain_start_time, completion_time, seconds_to_complete, step_times_us, optional_steps_done, breakdown
+        start_time, chain_start_time, completion_time, seconds_to_complete, step_times_us, optional_steps_done, breakdown,
+        open_until
         """
 
     /// Deletes the rows of the touched persons and hands each one over
@@ -37,6 +38,24 @@ enum OutcomeStore {
         }
     }
 
+    /// Closes in place the windows that closed since the last run, for the
+    /// persons in progress whom nothing else makes the run recompute (not in
+    /// `touched`): with no new events only `in_progress` can change, and it
+    /// turns false at `open_until`. Hands over each row as it now is
+    /// (funnel, cohort day, outcome), so the days' tallies can follow.
+    static func closeWindows(_ c: Connection, now: Int64, _ body: (String, String, PersonOutcome) throws -> Void) throws {
+        for row in try c.query(
+            """
+            UPDATE funnel_persons f SET in_progress = false, open_until = NULL
+            WHERE f.in_progress AND f.open_until <= $1
+              AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = f.app AND t.person = f.person_id)
+            RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
+            """, [.microseconds(now)]
+        ).rows {
+            try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
+        }
+    }
+
     /// The row's fields, in `columns` order.
     static func fields(funnel: Funnel, person: String, day: String, outcome o: PersonOutcome) -> [PostgresValue] {
         let required = funnel.requiredStepIndices
@@ -51,6 +70,7 @@ enum OutcomeStore {
             o.startTime.map { .microseconds($0) } ?? .null, o.chainStartTime.map { .microseconds($0) } ?? .null,
             o.completionTime.map { .microseconds($0) } ?? .null, o.secondsToComplete.map { .double($0) } ?? .null,
             .text(stepTimes), .text(optional), .json(jsonObject(o.breakdown)),
+            o.openUntil.map { .microseconds($0) } ?? .null,
         ]
     }
 
@@ -97,7 +117,7 @@ enum OutcomeStore {
     /// The columns `outcome(of:from:)` reads, each prefixed with `alias`.
     private static func outcomeColumns(_ alias: String) -> String {
         ["level", "completed", "in_progress", "excluded", "start_time", "chain_start_time", "completion_time", "step_times_us",
-         "optional_steps_done", "breakdown"].map { alias + $0 }.joined(separator: ", ")
+         "optional_steps_done", "breakdown", "open_until"].map { alias + $0 }.joined(separator: ", ")
     }
 
     /// The outcome in `outcomeColumns`, starting at column `first` of `row`.
@@ -111,7 +131,8 @@ enum OutcomeStore {
             chainStartTime: try row.decode(PostgresTimestamp?.self, at: first + 5)?.microseconds,
             completionTime: try row.decode(PostgresTimestamp?.self, at: first + 6)?.microseconds,
             stepTimes: try row.decode(PostgresArrayText.self, at: first + 7).integers() ?? [],
-            optionalStepsDone: Set(optional), breakdown: breakdown)
+            optionalStepsDone: Set(optional), breakdown: breakdown,
+            openUntil: try row.decode(PostgresTimestamp?.self, at: first + 10)?.microseconds)
     }
 
     /// Deterministic JSON object text (sorted keys), so rebuilds compare equal

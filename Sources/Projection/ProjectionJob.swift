@@ -26,6 +26,8 @@ public struct ProjectionJob: Sendable {
         /// Events read to recompute the touched persons.
         public var eventsRead: Int
         public var personsRecomputed: Int
+        /// Outcomes whose window closed since the last run, closed in place.
+        public var windowsClosed: Int
         public var cohortDaysRewritten: Int
     }
 
@@ -141,8 +143,11 @@ public struct ProjectionJob: Sendable {
 
         var affected = Set<FunnelDay>()
         var touched: [String: Set<String>] = [:]
-        /// Funnel -> cohort day -> tally of the outcomes an incremental run deleted.
+        /// Funnel -> cohort day -> tally of the outcomes an incremental run deleted or closed.
         var removed: [String: [String: FunnelTally]] = [:]
+        /// Funnel -> cohort day -> tally of the outcomes whose window the run closed in place.
+        var closed: [String: [String: FunnelTally]] = [:]
+        var windowsClosed = 0
         /// Funnel -> cohort days stored before there were tallies (migration 005).
         var untallied: [String: Set<String>] = [:]
         let scope: PersonHistoryReader.Scope
@@ -156,11 +161,22 @@ public struct ProjectionJob: Sendable {
             touched = try TouchedPersons.collect(c, day: day, relinks: relinks)
             let funnels = Dictionary(configuration.funnels.map { ($0.name, $0) }) { first, _ in first }
             let shapes = funnels.mapValues(FunnelTally.Shape.init)
+            let tally = { (tallies: inout [String: [String: FunnelTally]], name: String, cohortDay: String, outcome: PersonOutcome) in
+                guard let funnel = funnels[name], let shape = shapes[name] else { return }  // no longer configured
+                tallies[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
+                    .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: self.timeZone(for: funnel))
+            }
             try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
                 affected.insert(FunnelDay(funnel: name, day: cohortDay))
-                guard let funnel = funnels[name], let shape = shapes[name] else { return }  // no longer configured
-                removed[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
-                    .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(for: funnel))
+                tally(&removed, name, cohortDay, outcome)
+            }
+            try OutcomeStore.closeWindows(c, now: now) { name, cohortDay, outcome in
+                affected.insert(FunnelDay(funnel: name, day: cohortDay))
+                var open = outcome
+                open.inProgress = true
+                tally(&removed, name, cohortDay, open)
+                tally(&closed, name, cohortDay, outcome)
+                windowsClosed += 1
             }
             // Open windows, and days stored before there were tallies.
             for row in try c.query(
@@ -221,7 +237,8 @@ public struct ProjectionJob: Sendable {
             guard let days = daysByFunnel[funnel.name] else { continue }
             let daySet = Set(days.map(\.day))
             let zone = timeZone(for: funnel)
-            let added = totals.tallies[funnel.name] ?? [:]
+            var added = totals.tallies[funnel.name] ?? [:]
+            for (day, tally) in closed[funnel.name] ?? [:] { added[day, default: FunnelTally(funnel: funnel)].merge(tally) }
             let dayTallies = mode == .rebuild ? added : try CohortTables.replacing(
                 c, funnel: funnel, days: daySet, removed: removed[funnel.name] ?? [:], added: added,
                 untallied: untallied[funnel.name] ?? [], timeZone: zone, timeZoneName: timeZoneName(for: funnel))
@@ -232,6 +249,6 @@ public struct ProjectionJob: Sendable {
         try current.save(c)
         return Summary(
             mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: totals.events,
-            personsRecomputed: totals.persons, cohortDaysRewritten: affected.count)
+            personsRecomputed: totals.persons, windowsClosed: windowsClosed, cohortDaysRewritten: affected.count)
     }
 }

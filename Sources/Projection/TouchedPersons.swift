@@ -41,9 +41,15 @@ enum TouchedPersons {
                 """,
                 [.textArray(relinks.map(\.app)), .textArray(relinks.map(\.previousPerson))])
         }
-        // Persons whose window was still open last time: their state may have changed with the clock alone.
+        // Persons in progress last time whose window's end was not stored
+        // (rows from before migration 006): their state may have changed with
+        // the clock alone. The others' windows are closed in place
+        // (`OutcomeStore.closeWindows`).
         try c.query(
-            "INSERT INTO touched SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress ON CONFLICT DO NOTHING")
+            """
+            INSERT INTO touched SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL
+            ON CONFLICT DO NOTHING
+            """)
         try c.executeScript(
             """
             INSERT INTO touched_keys SELECT app, person FROM touched ON CONFLICT DO NOTHING;

@@ -63,7 +63,7 @@ struct ReportOptions: ParsableArguments {
         let reports = results.map(\.report)
         Console.info(
             "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons recomputed, "
-                + "\(summary.cohortDaysRewritten) cohort days rewritten")
+                + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
         let range = ReportRange(from: from, to: to, generatedAt: Timestamps.format(microseconds: now))
         let chosen = ReportFormat(rawValue: format) ?? .table
         print(chosen.render(reports, range: range), terminator: "")

@@ -117,6 +117,43 @@ struct ProjectionJobTests {
         try await db.drop()
     }
 
+    @Test("a window that closes with no new events is closed in place, without recomputing the person, as a rebuild would")
+    func closedWindowsAreClosedInPlace() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let hour: Int64 = 3_600_000_000
+        let t = (Timestamps.microseconds(Date()) / (24 * hour) - 3) * 24 * hour + hour  // 3 days ago, 01:00 UTC
+        let umuve = { (event: String, device: String, at: Int64, properties: String) in
+            SeedEvent(app: "umuve", event: event, anonymousId: device, timestamp: at, properties: properties)
+        }
+        let night1 = [
+            umuve("onboarding_screen_viewed", "dev-a", t, #"{"page": 1}"#),
+            umuve("onboarding_screen_viewed", "dev-b", t, #"{"page": 1}"#),
+            umuve("onboarding_skipped", "dev-b", t + 10_000_000, "{}"),
+        ]
+        try await pool.withConnection { c in try EventSeeder.insert(c, night1) }
+        let first = try await pool.withConnection { c in try job.run(c, mode: .incremental, now: t + hour) }
+        #expect(first.personsRecomputed == 2)
+        let open = try await pool.query(
+            "SELECT count(*) FROM funnel_persons WHERE in_progress AND open_until = $1", [.microseconds(t + 24 * hour)])
+        #expect(try open.scalar(Int.self) == 2)
+
+        // A day later dev-a went on, within its window; dev-b did nothing more.
+        let night2 = [umuve("onboarding_skipped", "dev-a", t + 2 * hour, "{}")]
+        try await pool.withConnection { c in try EventSeeder.insert(c, night2) }
+        let second = try await pool.withConnection { c in try job.run(c, mode: .incremental, now: t + 25 * hour) }
+        #expect(second.personsRecomputed == 1)  // dev-a, for its new event
+        #expect(second.windowsClosed == 1)  // dev-b, without reading its events
+        #expect(try await pool.query("SELECT count(*) FROM funnel_persons WHERE in_progress OR open_until IS NOT NULL").scalar(Int.self) == 0)
+
+        let incremental = try await pool.withConnection { try TableDump.dump($0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: t + 25 * hour) }
+        #expect(try await pool.withConnection { try TableDump.dump($0) } == incremental)
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("a late event showing an earlier user moves a device's events to that user, as a rebuild would")
     func relinkMovesDeviceToEarlierUser() async throws {
         let db = try await TestDatabase.create()
