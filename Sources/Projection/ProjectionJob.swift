@@ -143,12 +143,12 @@ public struct ProjectionJob: Sendable {
 
         var affected = Set<FunnelDay>()
         var touched: [String: Set<String>] = [:]
-        /// Funnel -> cohort day -> tally of the outcomes an incremental run deleted or closed.
+        // Funnel -> cohort day -> tally of the outcomes an incremental run deleted or closed.
         var removed: [String: [String: FunnelTally]] = [:]
-        /// Funnel -> cohort day -> tally of the outcomes whose window the run closed in place.
+        // Funnel -> cohort day -> tally of the outcomes whose window the run closed in place.
         var closed: [String: [String: FunnelTally]] = [:]
         var windowsClosed = 0
-        /// Funnel -> cohort days stored before there were tallies (migration 005).
+        // Funnel -> cohort days stored before there were tallies (migration 005).
         var untallied: [String: Set<String>] = [:]
         let scope: PersonHistoryReader.Scope
         let expectedEvents: Int
@@ -188,9 +188,9 @@ public struct ProjectionJob: Sendable {
                    OR NOT EXISTS (SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
                 """
             ).rows {
-                let day = FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1))
-                affected.insert(day)
-                if try row.decode(Bool.self, at: 2) { untallied[day.funnel, default: []].insert(day.day) }
+                let funnelDay = FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1))
+                affected.insert(funnelDay)
+                if try row.decode(Bool.self, at: 2) { untallied[funnelDay.funnel, default: []].insert(funnelDay.day) }
             }
             // Counting the touched persons' events costs as much as reading them,
             // so size the partitions from the persons (a few dozen events each).
