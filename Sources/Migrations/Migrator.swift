@@ -41,15 +41,34 @@ public struct Migrator: Sendable {
                 continue
             }
             let checksum = try Self.checksum(file.sql, connection)
-            try connection.transaction { c in
-                try c.executeScript(file.sql)
-                try c.query(
-                    "INSERT INTO onramp_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
-                    [.int(file.version), .text(file.name), .text(checksum)])
+            try Self.retryingClusterRaces {
+                try connection.transaction { c in
+                    try c.executeScript(file.sql)
+                    try c.query(
+                        "INSERT INTO onramp_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
+                        [.int(file.version), .text(file.name), .text(checksum)])
+                }
             }
             outcome.applied.append(file.fileName)
         }
         return outcome
+    }
+
+    /// Runs `body` (one migration's transaction) again when it lost a race on
+    /// what the whole cluster shares. The lock above serialises migrations of
+    /// one database only (advisory locks are per database), but roles, their
+    /// settings and grants on them are cluster-wide: two databases of one
+    /// cluster migrating at once make PostgreSQL answer "tuple concurrently
+    /// updated" (XX000) or a duplicate role (23505, 42710). The transaction
+    /// rolled back, so running it again is safe, and the role then exists.
+    static func retryingClusterRaces(attempts: Int = 8, _ body: () throws -> Void) throws {
+        for attempt in 1... {
+            do {
+                return try body()
+            } catch let error as PostgresError where attempt < attempts && error.isClusterRace {
+                usleep(UInt32(50_000 * attempt + Int.random(in: 0..<50_000)))
+            }
+        }
     }
 
     /// Files not yet applied; empty means the schema is current (readiness).
@@ -89,5 +108,17 @@ public struct Migrator: Sendable {
     /// SHA-256 computed by PostgreSQL itself, so no crypto dependency is needed here.
     static func checksum(_ sql: String, _ connection: Connection) throws -> String {
         try connection.query("SELECT encode(sha256(convert_to($1, 'UTF8')), 'hex')", [.text(sql)]).scalar(String.self)
+    }
+}
+
+extension PostgresError {
+    /// A concurrent change to a cluster-wide catalog row (a role, its settings).
+    var isClusterRace: Bool {
+        switch sqlState {
+        case "XX000": message.contains("tuple concurrently updated")
+        case "23505": constraint == "pg_authid_rolname_index"  // two CREATE ROLEs of one name
+        case "42710": message.contains("role")  // the other's CREATE ROLE committed first
+        default: false
+        }
     }
 }

@@ -55,6 +55,52 @@ struct MigrateCommandTests {
         try await db.drop()
     }
 
+    /// Roles are cluster-wide: databases of one cluster migrating at once
+    /// race on them ("tuple concurrently updated"), which the per-database
+    /// lock cannot prevent. Every one of them must still end migrated.
+    @Test("several databases of one cluster migrating at once all succeed")
+    func concurrentMigrationsOfOneCluster() async throws {
+        var databases: [TestDatabase] = []
+        for _ in 0..<6 { databases.append(try await TestDatabase.create(migrated: false)) }
+        let migrator = try Migrator(directory: try TestDatabase.migrationsDirectory)
+        let urls = databases.map(\.url)
+        // One thread each, all at once: the cooperative pool would run only a core's worth.
+        let outcomes = Outcomes()
+        let group = DispatchGroup()
+        for url in urls {
+            group.enter()
+            Thread {
+                defer { group.leave() }
+                do {
+                    outcomes.add("applied \(try migrator.migrate(try Connection.connect(url)).applied.count)")
+                } catch {
+                    outcomes.add("\(error)")
+                }
+            }.start()
+        }
+        await withCheckedContinuation { done in group.notify(queue: .global()) { done.resume() } }
+        #expect(outcomes.all == Array(repeating: "applied \(migrator.files.count)", count: urls.count))
+        for database in databases { try await database.drop() }
+    }
+
+    /// What each migrating thread saw.
+    final class Outcomes: @unchecked Sendable {  // every access holds `lock`
+        private let lock = NSLock()
+        private var values: [String] = []
+
+        func add(_ value: String) {
+            lock.lock()
+            values.append(value)
+            lock.unlock()
+        }
+
+        var all: [String] {
+            lock.lock()
+            defer { lock.unlock() }
+            return values
+        }
+    }
+
     @Test("without a database URL the command says how to give one")
     func missingURL() throws {
         let result = try OnrampBinary.run(["migrate"], environment: ["DATABASE_URL": ""])
