@@ -19,13 +19,9 @@ public final class BenchDatabase: Sendable {
             cluster = try LocalCluster.start(options: .init(durable: true, maxConnections: 300))
             base = cluster?.url() ?? ""
         }
-        guard var components = URLComponents(string: base) else { throw BenchError("not a URL: \(base)") }
         let name = "onramp_bench_\(UUID().uuidString.prefix(8).lowercased())"
-        let admin = ConnectionPool(url: base, maxConnections: 1)
-        try await admin.query("CREATE DATABASE \(name)")
-        await admin.close()
-        components.path = "/" + name
-        let url = components.string ?? base
+        let url = try database(name, on: base)
+        try await onServer(base, ["CREATE DATABASE \(name)"])
         let pool = ConnectionPool(url: url, maxConnections: 1)
         let migrator = try Migrator(directory: migrations)
         _ = try await pool.withConnection { try migrator.migrate($0) }
@@ -51,29 +47,32 @@ public final class BenchDatabase: Sendable {
     /// the whole database through the WAL), so what is timed next does not
     /// share the machine with the copy's writes.
     public func copy(_ suffix: String) async throws -> String {
-        let admin = ConnectionPool(url: serverURL, maxConnections: 1)
-        do {
-            try await admin.query("CREATE DATABASE \(name)_\(suffix) TEMPLATE \(name) STRATEGY = FILE_COPY")
-            try await admin.query("CHECKPOINT")
-        } catch {
-            await admin.close()
-            throw error
-        }
-        await admin.close()
-        guard var components = URLComponents(string: url) else { throw BenchError("not a URL: \(url)") }
-        components.path = "/\(name)_\(suffix)"
-        return components.string ?? url
+        try await Self.onServer(serverURL, ["CREATE DATABASE \(name)_\(suffix) TEMPLATE \(name) STRATEGY = FILE_COPY", "CHECKPOINT"])
+        return try Self.database("\(name)_\(suffix)", on: serverURL)
     }
 
     public func dropCopy(_ suffix: String) async throws {
+        try await Self.onServer(serverURL, ["DROP DATABASE IF EXISTS \(name)_\(suffix)"])
+    }
+
+    /// Runs `statements` (CREATE / DROP DATABASE: names we made, never input)
+    /// on the server's own database, closing the connection either way.
+    private static func onServer(_ serverURL: String, _ statements: [String]) async throws {
         let admin = ConnectionPool(url: serverURL, maxConnections: 1)
         do {
-            try await admin.query("DROP DATABASE IF EXISTS \(name)_\(suffix)")
+            for statement in statements { try await admin.query(statement) }
         } catch {
             await admin.close()
             throw error
         }
         await admin.close()
+    }
+
+    /// The URL of database `name` on the server of `serverURL`.
+    private static func database(_ name: String, on serverURL: String) throws -> String {
+        guard var components = URLComponents(string: serverURL) else { throw BenchError("not a URL: \(serverURL)") }
+        components.path = "/" + name
+        return components.string ?? serverURL
     }
 
     /// Stops the private cluster, if this benchmark started one.

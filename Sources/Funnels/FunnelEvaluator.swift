@@ -71,10 +71,7 @@ public enum FunnelEvaluator {
         // Open windows: the latest step-1 event's is the last to close.
         let lastStart = timeline.matches.lastIndex { $0.first == 0 }.map { timeline.events[$0].timestamp }
         let inProgress = !completed && lastStart.map { windowIsOpen(start: $0, window: window, now: now) } == true
-        let openUntil = inProgress ? lastStart.flatMap { start in
-            let (end, overflow) = start.addingReportingOverflow(window)
-            return overflow ? nil : end
-        } : nil
+        let openUntil = inProgress ? lastStart.flatMap { windowEnd(start: $0, window: window) } : nil
 
         return PersonOutcome(
             level: level,
@@ -91,10 +88,15 @@ public enum FunnelEvaluator {
         )
     }
 
+    /// `start + window`, or nil when that overflows: a window that never closes.
+    static func windowEnd(start: Int64, window: Int64) -> Int64? {
+        let (end, overflow) = start.addingReportingOverflow(window)
+        return overflow ? nil : end
+    }
+
     /// `start + window > now`, without overflow.
     static func windowIsOpen(start: Int64, window: Int64, now: Int64) -> Bool {
-        let (end, overflow) = start.addingReportingOverflow(window)
-        return overflow || end > now
+        windowEnd(start: start, window: window).map { $0 > now } ?? true
     }
 
     /// Values come from the first step-1 event; a dimension it lacks (e.g.

@@ -34,7 +34,7 @@ enum OutcomeStore {
             RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
             """
         ).rows {
-            try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
+            try handOver(row, to: body)
         }
     }
 
@@ -52,8 +52,13 @@ enum OutcomeStore {
             RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
             """, [.microseconds(now)]
         ).rows {
-            try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
+            try handOver(row, to: body)
         }
+    }
+
+    /// A row `RETURNING f.funnel, f.cohort_day::text, outcomeColumns("f.")`, as (funnel, cohort day, outcome).
+    private static func handOver(_ row: Row, to body: (String, String, PersonOutcome) throws -> Void) throws {
+        try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
     }
 
     /// The row's fields, in `columns` order.
