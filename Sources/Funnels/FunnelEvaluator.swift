@@ -142,6 +142,13 @@ struct Timeline {
         let matched = unique.map { event in
             steps.indices.filter { steps[$0].matches(event) }
         }
+        // A log read in the order it was written is usually in time order
+        // already, with no ties to break: then there is nothing to sort.
+        if unique.indices.dropFirst().allSatisfy({ unique[$0 - 1].timestamp < unique[$0].timestamp }) {
+            events = unique
+            matches = matched
+            return
+        }
         // Ties broken by step order, then messageId, for deterministic outputs.
         let firstStep = matched.map { $0.first ?? Int.max }
         let order = unique.indices.sorted { a, b in

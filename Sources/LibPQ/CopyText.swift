@@ -32,6 +32,42 @@ public enum CopyText {
         return UnsafeRawBufferPointer(rebasing: line[0..<end])
     }
 
+    /// Decodes one field's raw bytes, as `firstField` gives them.
+    public static func field(_ bytes: UnsafeRawBufferPointer) -> String? {
+        field(bytes, escaped: bytes.contains(92))
+    }
+
+    /// Appends `text` with COPY's escapes, byte for byte as PostgreSQL writes
+    /// them in `COPY … TO`, so a value the job renders and the same value read
+    /// from the server compare equal undecoded. Runs without a byte to escape
+    /// are copied whole. False if the text holds a NUL byte, which no COPY
+    /// field can carry.
+    public static func appendEscaped(_ text: String, to bytes: inout [UInt8]) -> Bool {
+        var text = text
+        return text.withUTF8 { utf8 in
+            var runStart = 0
+            for (index, byte) in utf8.enumerated() where byte == 92 || byte < 14 {
+                let escape: UInt8
+                switch byte {
+                case 0: return false
+                case 8: escape = UInt8(ascii: "b")
+                case 9: escape = UInt8(ascii: "t")
+                case 10: escape = UInt8(ascii: "n")
+                case 11: escape = UInt8(ascii: "v")
+                case 12: escape = UInt8(ascii: "f")
+                case 13: escape = UInt8(ascii: "r")
+                case 92: escape = 92
+                default: continue  // other control bytes travel as they are
+                }
+                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
+                bytes.append(contentsOf: [92, escape])
+                runStart = index + 1
+            }
+            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+            return true
+        }
+    }
+
     private static func field(_ bytes: UnsafeRawBufferPointer, escaped: Bool) -> String? {
         guard escaped else { return String(decoding: bytes, as: UTF8.self) }
         if bytes.count == 2 && bytes[0] == 92 && bytes[1] == 78 { return nil }  // \N

@@ -51,25 +51,10 @@ public struct CopyRows: Sendable {
         }
     }
 
-    /// Text with COPY's escapes; runs without a byte to escape are copied whole.
     private mutating func appendEscaped(_ text: String, column: Int) throws {
-        var text = text
-        try text.withUTF8 { utf8 in
-            var runStart = 0
-            for (index, byte) in utf8.enumerated() where byte == 0 || byte == 92 || byte == 10 || byte == 13 || byte == 9 {
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart..<index]))
-                runStart = index + 1
-                switch byte {
-                case 0:
-                    throw PostgresError(
-                        .invalidParameter, message: "COPY field \(column + 1) of row \(earlierRows + rowCount + 1) contains a NUL byte")
-                case 92: bytes.append(contentsOf: [92, 92])
-                case 10: bytes.append(contentsOf: [92, 110])
-                case 13: bytes.append(contentsOf: [92, 114])
-                default: bytes.append(contentsOf: [92, 116])
-                }
-            }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: utf8[runStart...]))
+        guard CopyText.appendEscaped(text, to: &bytes) else {
+            throw PostgresError(
+                .invalidParameter, message: "COPY field \(column + 1) of row \(earlierRows + rowCount + 1) contains a NUL byte")
         }
     }
 }

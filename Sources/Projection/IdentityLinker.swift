@@ -57,8 +57,9 @@ enum IdentityLinker {
     /// pair's best observation is its earliest, so the winner over pairs is
     /// the winner over events) and the engine's `IdentityResolver` keeps each
     /// anonymous id's winner. In SQL this was a sort of every identified
-    /// event, a quarter of a rebuild's database time.
-    static func rebuild(_ c: Connection, app: String) throws {
+    /// event, a quarter of a rebuild's database time. Returns the links
+    /// stored (anonymous id -> link), for the history read that follows.
+    static func rebuild(_ c: Connection, app: String) throws -> [String: IdentityLink] {
         try ScopeTable.bind(c, app: app, paths: [])
         var links: [String: IdentityLink] = [:]
         var fields: [String?] = []
@@ -80,5 +81,6 @@ enum IdentityLinker {
                 try writer.writeRow([.text(app), .text(anonymousId), .text(link.userId), .microseconds(link.firstSeen)])
             }
         }
+        return links
     }
 }

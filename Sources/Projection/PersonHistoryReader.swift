@@ -15,8 +15,11 @@ import LibPQ
 /// keeps pace with it.
 struct PersonHistoryReader {
     enum Scope {
-        /// Everyone (rebuild).
-        case all
+        /// Everyone (rebuild), with the app's links as `IdentityLinker.rebuild`
+        /// made them: the job gives anonymous events their person itself, as
+        /// they stream in, where PostgreSQL would hash-join every event of the
+        /// log against the links (a fifth of a history read).
+        case all(links: [String: IdentityLink])
         /// Persons listed in the `touched` / `touched_keys` temp tables (incremental).
         case touched
     }
@@ -37,8 +40,19 @@ struct PersonHistoryReader {
         let count = max(1, partitions)
         var spill = SpillFiles(count: count, flushAt: min(spillBuffer, max(64 << 10, (48 << 20) / count)))
         do {
-            try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
-                try spill.append(line, partition: Self.partition(of: CopyText.firstField(of: line), count: spill.count))
+            switch scope {
+            case .all(let links):
+                let persons = LinkedPersons(links)
+                try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
+                    try persons.withPerson(of: line) { person, rest in
+                        try spill.append(person, rest, partition: Self.partition(of: person, count: spill.count))
+                    }
+                }
+            case .touched:
+                try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
+                    let person = CopyText.firstField(of: line)
+                    try spill.append(person, UnsafeRawBufferPointer(rebasing: line[person.count...]), partition: Self.partition(of: person, count: spill.count))
+                }
             }
             return try spill.finish()
         } catch {
@@ -120,30 +134,23 @@ struct PersonHistoryReader {
         }
         // One column per path; the engine reads only these three roots, so the
         // column comes from a fixed list and only the path inside it is data.
-        let attributes = paths.indices.map { n in
-            let path = ScopeTable.path(n), root = ScopeTable.root(n)
-            return """
-                , CASE \(root) WHEN 'properties' THEN e.properties #>> \(path) WHEN 'context' THEN e.context #>> \(path)
-                  WHEN 'traits' THEN e.traits #>> \(path) END
-                """
-        }.joined()
-        // The person: all of an app's links are hashed for a rebuild, and each
-        // is looked up for the few persons of an incremental run.
-        let person: String, links: String
+        let attributes = paths.enumerated().map { n, path in ", \(ScopeTable.root(of: path)) #>> \(ScopeTable.path(n))" }.joined()
+        // The person: a rebuild's rows carry the user and the anonymous id for
+        // `LinkedPersons`; for the few persons of an incremental run each link
+        // is looked up.
+        let person: String
         switch scope {
         case .all:
-            person = "COALESCE(e.user_id, l.user_id, e.anonymous_id)"
-            links = "LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id"
+            person = "e.user_id, e.anonymous_id"
         case .touched:
             person = """
                 COALESCE(e.user_id,
                   (SELECT l.user_id FROM identity_links l WHERE l.app = e.app AND l.anonymous_id = e.anonymous_id), e.anonymous_id)
                 """
-            links = ""
         }
         return """
             SELECT \(person), e.message_id, e.type, e.event, e."timestamp"\(attributes)
-            FROM (\(source)) e \(links)
+            FROM (\(source)) e
             """
     }
 
@@ -213,6 +220,41 @@ struct SpilledHistory: Sendable {
     }
 }
 
+/// Turns a rebuild's history row (`user id, anonymous id, rest…`) into the
+/// spilled line (`person, rest…`): the user; else the user the anonymous id
+/// is linked to; else the anonymous id. Persons stay in COPY's escaped form,
+/// and a linked user is escaped as PostgreSQL escapes it, so all of one
+/// person's rows carry the same bytes and land in the same partition.
+private struct LinkedPersons {
+    /// Anonymous id -> its user, escaped.
+    private let users: [String: [UInt8]]
+
+    init(_ links: [String: IdentityLink]) {
+        var users = [String: [UInt8]](minimumCapacity: links.count)
+        for (anonymousId, link) in links {
+            var escaped: [UInt8] = []
+            if CopyText.appendEscaped(link.userId, to: &escaped) { users[anonymousId] = escaped }
+        }
+        self.users = users
+    }
+
+    func withPerson(of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        let user = CopyText.firstField(of: line)
+        let afterUser = UnsafeRawBufferPointer(rebasing: line[min(line.count, user.count + 1)...])
+        let anonymous = CopyText.firstField(of: afterUser)
+        let rest = UnsafeRawBufferPointer(rebasing: afterUser[anonymous.count...])
+        if !Self.isNull(user) { return try body(user, rest) }
+        if !Self.isNull(anonymous), let id = CopyText.field(anonymous), let linked = users[id] {
+            return try linked.withUnsafeBytes { try body($0, rest) }
+        }
+        try body(anonymous, rest)
+    }
+
+    private static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {
+        field.count == 2 && field[0] == 92 && field[1] == 78
+    }
+}
+
 /// Append-only scratch files, one per partition, buffered in memory and
 /// written in pieces of `flushAt` bytes; a partition that never fills its
 /// buffer never touches the disk.
@@ -232,8 +274,10 @@ private struct SpillFiles {
         handles = Array(repeating: nil, count: count)
     }
 
-    mutating func append(_ line: UnsafeRawBufferPointer, partition: Int) throws {
-        buffers[partition].append(contentsOf: line)
+    /// Appends one line given in two pieces (the person, then the rest).
+    mutating func append(_ head: UnsafeRawBufferPointer, _ tail: UnsafeRawBufferPointer, partition: Int) throws {
+        buffers[partition].append(contentsOf: head)
+        buffers[partition].append(contentsOf: tail)
         if buffers[partition].count >= flushAt { try flush(partition) }
     }
 

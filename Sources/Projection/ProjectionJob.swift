@@ -150,14 +150,11 @@ public struct ProjectionJob: Sendable {
         var windowsClosed = 0
         // Funnel -> cohort days stored before there were tallies (migration 005).
         var untallied: [String: Set<String>] = [:]
-        let scope: PersonHistoryReader.Scope
         let expectedEvents: Int
         switch mode {
         case .rebuild:
-            scope = .all
             expectedEvents = newEvents  // from the start: everything is new
         case .incremental:
-            scope = .touched
             touched = try TouchedPersons.collect(c, day: day, relinks: relinks)
             let funnels = Dictionary(configuration.funnels.map { ($0.name, $0) }) { first, _ in first }
             let shapes = funnels.mapValues(FunnelTally.Shape.init)
@@ -211,7 +208,7 @@ public struct ProjectionJob: Sendable {
             let funnels = configuration.funnels(forApp: app)
             let touchedInApp: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
             if touchedInApp?.isEmpty == true { continue }
-            if mode == .rebuild { try IdentityLinker.rebuild(c, app: app) }
+            let scope: PersonHistoryReader.Scope = mode == .rebuild ? .all(links: try IdentityLinker.rebuild(c, app: app)) : .touched
             let reader = PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
             let history = try reader.spill(c, scope: scope, partitions: partitions, spillBuffer: spillBuffer)
             if let previous = running {

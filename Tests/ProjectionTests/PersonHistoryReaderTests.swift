@@ -24,19 +24,31 @@ struct PersonHistoryReaderTests {
         let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 120, seed: 21)
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
         let app = "ops"
-        let expected = try await pool.query(
-            """
-            SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id), count(*) FROM events e
-            LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id WHERE e.app = $1 GROUP BY 1
-            """, [.text(app)])
         let before = try Self.spillDirectories()
-        let (seen, partitionSizes, sawDisk) = try await pool.withConnection { c -> ([String: Int], [Int], Bool) in
+        let (seen, expected, linkedAnonymousEvents, partitionSizes, sawDisk) = try await pool.withConnection {
+            c -> ([String: Int], [Row], Int, [Int], Bool) in
             var seen: [String: Int] = [:]
+            var expected: [Row] = []
+            var linkedAnonymousEvents = 0
             var partitionSizes: [Int] = []
             var sawDisk = false
             try c.transaction(isolation: "REPEATABLE READ") { c in
+                let links = try IdentityLinker.rebuild(c, app: app)
+                // The reader gives anonymous events their person itself; PostgreSQL's join is the reference.
+                expected = try c.query(
+                    """
+                    SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id), count(*) FROM events e
+                    LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id WHERE e.app = $1 GROUP BY 1
+                    """, [.text(app)]
+                ).rows
+                linkedAnonymousEvents = try c.query(
+                    """
+                    SELECT count(*) FROM events e JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
+                    WHERE e.app = $1 AND e.user_id IS NULL
+                    """, [.text(app)]
+                ).scalar(Int.self)
                 let reader = PersonHistoryReader(app: app, paths: ["context.os.name", "properties.step"])
-                let history = try reader.spill(c, scope: .all, partitions: 7, spillBuffer: 2048)
+                let history = try reader.spill(c, scope: .all(links: links), partitions: 7, spillBuffer: 2048)
                 defer { history.remove() }
                 let created = try Self.spillDirectories().subtracting(before)
                 sawDisk = history.partitions.contains { $0.file != nil } && !created.isEmpty
@@ -49,17 +61,55 @@ struct PersonHistoryReaderTests {
                         })
                 }
             }
-            return (seen, partitionSizes, sawDisk)
+            return (seen, expected, linkedAnonymousEvents, partitionSizes, sawDisk)
         }
         #expect(partitionSizes.count == 7)
         #expect(partitionSizes.filter { $0 > 0 }.count >= 5)
         #expect(sawDisk, "the 2 KB buffers never reached a file")
         #expect(try Self.spillDirectories() == before)
-        #expect(expected.rows.count > 100)
-        for row in expected.rows {
+        #expect(expected.count > 100)
+        #expect(linkedAnonymousEvents > 0, "no anonymous event belongs to a user: the links went untested")
+        for row in expected {
             #expect(seen[try row.decode(String.self, at: 0)] == (try row.decode(Int.self, at: 1)))
         }
-        #expect(seen.count == expected.rows.count)
+        #expect(seen.count == expected.count)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("ids with bytes COPY escapes (tab, backslash, newline, control bytes) still bring a person's anonymous and identified events together")
+    func escapedIdsStayOnePerson() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let device = "dev\tice\\1\u{08}\u{0C}"
+        let user = "us\ner\\\u{0B}\r\t7"
+        let start: Int64 = 1_800_000_000_000_000
+        let events = [
+            SeedEvent(app: "ops", type: "screen", event: "Welcome", anonymousId: device, timestamp: start),
+            SeedEvent(app: "ops", event: "signed_up", anonymousId: device, userId: user, timestamp: start + 1_000_000),
+            SeedEvent(app: "ops", event: "tutorial_done", anonymousId: device, timestamp: start + 2_000_000),
+            SeedEvent(app: "ops", event: "signed_up", userId: user, timestamp: start + 3_000_000),
+            SeedEvent(app: "ops", type: "screen", event: "Welcome", anonymousId: "other\\device", timestamp: start),
+        ]
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        let seen = try await pool.withConnection { c -> [String: Int] in
+            var seen: [String: Int] = [:]
+            try c.transaction(isolation: "REPEATABLE READ") { c in
+                let links = try IdentityLinker.rebuild(c, app: "ops")
+                #expect(links[device]?.userId == user)
+                let reader = PersonHistoryReader(app: "ops", paths: [])
+                let history = try reader.spill(c, scope: .all(links: links), partitions: 13, spillBuffer: 64)
+                defer { history.remove() }
+                for partition in history.partitions {
+                    _ = try reader.forEachPerson(in: partition) { person, timeline in
+                        #expect(seen[person] == nil, "\(person.debugDescription) split over partitions")
+                        seen[person] = timeline.count
+                    }
+                }
+            }
+            return seen
+        }
+        #expect(seen == [user: 4, "other\\device": 1])
         await pool.close()
         try await db.drop()
     }
