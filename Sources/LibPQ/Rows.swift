@@ -172,26 +172,39 @@ public struct PostgresJSON: PostgresDecodable, Hashable {
 public struct PostgresBytes: PostgresDecodable, Hashable {
     public let bytes: [UInt8]
     public static let acceptedTypes: Set<UInt32> = [PostgresType.bytea]
+    /// `\x` hex, as PostgreSQL writes bytea; a whole tally (a few MB at
+    /// scale) is decoded in place through a table, with no copy of the text.
     public static func decode(text: String) -> PostgresBytes? {
-        let u = Array(text.utf8)
-        guard u.count >= 2, u[0] == 92, u[1] == 120, u.count % 2 == 0 else { return nil }
-        var out: [UInt8] = []
-        out.reserveCapacity((u.count - 2) / 2)
-        var i = 2
-        while i < u.count {
-            guard let hi = hex(u[i]), let lo = hex(u[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
+        var text = text
+        return text.withUTF8 { u -> PostgresBytes? in
+            guard u.count >= 2, u[0] == 92, u[1] == 120, u.count % 2 == 0 else { return nil }
+            var valid = true
+            let bytes = hexValues.withUnsafeBufferPointer { table in
+                [UInt8](unsafeUninitializedCapacity: (u.count - 2) / 2) { out, count in
+                    var i = 2
+                    while i < u.count {
+                        let hi = table[Int(u[i])], lo = table[Int(u[i + 1])]
+                        guard hi | lo < 16 else {
+                            valid = false
+                            break
+                        }
+                        out[count] = hi << 4 | lo
+                        count += 1
+                        i += 2
+                    }
+                }
+            }
+            return valid ? PostgresBytes(bytes: bytes) : nil
         }
-        return PostgresBytes(bytes: out)
     }
 
-    private static func hex(_ c: UInt8) -> UInt8? {
+    /// Each byte's value as a hex digit, 255 where it is none.
+    private static let hexValues: [UInt8] = (0...255).map { c in
         switch c {
-        case 48...57: c - 48
-        case 97...102: c - 87
-        case 65...70: c - 55
-        default: nil
+        case 48...57: UInt8(c - 48)
+        case 97...102: UInt8(c - 87)
+        case 65...70: UInt8(c - 55)
+        default: 255
         }
     }
 }

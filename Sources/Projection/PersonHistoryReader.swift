@@ -110,48 +110,35 @@ struct PersonHistoryReader {
 
     private func query(_ scope: Scope) -> String {
         let app = ScopeTable.app
-        let source: String
-        switch scope {
-        case .all:
-            source = "SELECT * FROM events WHERE app = \(app)"
-        case .touched:
-            // Two halves instead of one OR: events carrying a touched user id, and
-            // anonymous events of a touched (or linked) anonymous id. Each key is
-            // looked up in the index (LATERAL, kept apart by OFFSET 0): the app is
-            // a subquery's value the planner cannot see, and left to itself it
-            // hash-joins against every event of the app — at 10 M events, 7 s
-            // instead of 1 for one app's new persons of one day.
-            source = """
-                SELECT e.* FROM touched_keys k
-                CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.app = k.app AND e.user_id = k.id OFFSET 0) e
-                WHERE k.app = \(app)
-                UNION ALL
-                SELECT e.* FROM touched_keys k
-                CROSS JOIN LATERAL (
-                    SELECT * FROM events e WHERE e.app = k.app AND e.anonymous_id = k.id AND e.user_id IS NULL OFFSET 0) e
-                WHERE k.app = \(app)
-                """
-        }
         // One column per path; the engine reads only these three roots, so the
         // column comes from a fixed list and only the path inside it is data.
         let attributes = paths.enumerated().map { n, path in ", \(ScopeTable.root(of: path)) #>> \(ScopeTable.path(n))" }.joined()
-        // The person: a rebuild's rows carry the user and the anonymous id for
-        // `LinkedPersons`; for the few persons of an incremental run each link
-        // is looked up.
-        let person: String
+        let columns = #"e.message_id, e.type, e.event, e."timestamp""# + attributes
         switch scope {
         case .all:
-            person = "e.user_id, e.anonymous_id"
+            // The user and the anonymous id, for `LinkedPersons`.
+            return "SELECT e.user_id, e.anonymous_id, \(columns) FROM events e WHERE e.app = \(app)"
         case .touched:
-            person = """
-                COALESCE(e.user_id,
-                  (SELECT l.user_id FROM identity_links l WHERE l.app = e.app AND l.anonymous_id = e.anonymous_id), e.anonymous_id)
+            // Two halves instead of one OR: events carrying a touched user id, and
+            // anonymous events of a touched (or linked) anonymous id, whose person
+            // is its link's user, looked up once per key rather than per event.
+            // Each key is looked up in the index (LATERAL, kept apart by OFFSET 0):
+            // the app is a subquery's value the planner cannot see, and left to
+            // itself it hash-joins against every event of the app — at 10 M
+            // events, 7 s instead of 1 for one app's new persons of one day.
+            return """
+                SELECT e.user_id, \(columns) FROM touched_keys k
+                CROSS JOIN LATERAL (SELECT * FROM events e WHERE e.app = k.app AND e.user_id = k.id OFFSET 0) e
+                WHERE k.app = \(app)
+                UNION ALL
+                SELECT k.person, \(columns) FROM (
+                    SELECT k.app, k.id, COALESCE(
+                        (SELECT l.user_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.id), k.id) AS person
+                    FROM touched_keys k WHERE k.app = \(app) OFFSET 0) k
+                CROSS JOIN LATERAL (
+                    SELECT * FROM events e WHERE e.app = k.app AND e.anonymous_id = k.id AND e.user_id IS NULL OFFSET 0) e
                 """
         }
-        return """
-            SELECT \(person), e.message_id, e.type, e.event, e."timestamp"\(attributes)
-            FROM (\(source)) e
-            """
     }
 
     private func decode(_ fields: [String?]) throws -> (String, FunnelEvent) {

@@ -64,6 +64,12 @@ struct ParameterTests {
         #expect(json.text == #"{"a": [1, "x"]}"#)
         #expect(try row.decode(Int64?.self, "n") == nil)
         #expect(try row.decode(PostgresBytes.self, "bytes").bytes == [0, 255, 16])
+        // Every byte value, bound and read back; and what is not PostgreSQL's hex is refused.
+        let all = (0...255).map(UInt8.init) + (0...255).reversed().map(UInt8.init)
+        let echoed = try #require(try await pool.query("SELECT $1::bytea", [.bytes(all)]).first)
+        #expect(try echoed.decode(PostgresBytes.self, at: 0).bytes == all)
+        #expect(PostgresBytes.decode(text: "\\xABcd")?.bytes == [0xab, 0xcd])
+        for bad in ["\\x0", "\\xzz", "\\x0g", "00ff", "\\"] { #expect(PostgresBytes.decode(text: bad) == nil, "\(bad)") }
         await pool.close()
         try await db.drop()
     }
