@@ -136,63 +136,13 @@ public struct ProjectionJob: Sendable {
             newByApp = day.counts
         }
         let newEvents = newByApp.values.reduce(0, +)
-        // A rebuild links each app just before reading it (while the previous
-        // app is evaluated); an incremental run needs every relink up front to
-        // know whom to recompute.
-        let relinks = mode == .incremental ? try IdentityLinker.update(c, newLinks: day.links) : []
-
-        var affected = Set<FunnelDay>()
-        var touched: [String: Set<String>] = [:]
-        // Funnel -> cohort day -> tally of the outcomes an incremental run deleted or closed.
-        var removed: [String: [String: FunnelTally]] = [:]
-        // Funnel -> cohort day -> tally of the outcomes whose window the run closed in place.
-        var closed: [String: [String: FunnelTally]] = [:]
-        var windowsClosed = 0
-        // Funnel -> cohort days stored before there were tallies (migration 005).
-        var untallied: [String: Set<String>] = [:]
-        let expectedEvents: Int
-        switch mode {
-        case .rebuild:
-            expectedEvents = newEvents  // from the start: everything is new
-        case .incremental:
-            touched = try TouchedPersons.collect(c, day: day, relinks: relinks)
-            let funnels = Dictionary(configuration.funnels.map { ($0.name, $0) }) { first, _ in first }
-            let shapes = funnels.mapValues(FunnelTally.Shape.init)
-            let tally = { (tallies: inout [String: [String: FunnelTally]], name: String, cohortDay: String, outcome: PersonOutcome) in
-                guard let funnel = funnels[name], let shape = shapes[name] else { return }  // no longer configured
-                tallies[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
-                    .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: self.timeZone(for: funnel))
-            }
-            try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
-                affected.insert(FunnelDay(funnel: name, day: cohortDay))
-                tally(&removed, name, cohortDay, outcome)
-            }
-            try OutcomeStore.closeWindows(c, now: now) { name, cohortDay, outcome in
-                affected.insert(FunnelDay(funnel: name, day: cohortDay))
-                var open = outcome
-                open.inProgress = true
-                tally(&removed, name, cohortDay, open)
-                tally(&closed, name, cohortDay, outcome)
-                windowsClosed += 1
-            }
-            // Open windows, and days stored before there were tallies.
-            for row in try c.query(
-                """
-                SELECT funnel, cohort_day::text, NOT EXISTS (
-                    SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
-                FROM funnel_cohorts c
-                WHERE in_progress
-                   OR NOT EXISTS (SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
-                """
-            ).rows {
-                let funnelDay = FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1))
-                affected.insert(funnelDay)
-                if try row.decode(Bool.self, at: 2) { untallied[funnelDay.funnel, default: []].insert(funnelDay.day) }
-            }
-            // Counting the touched persons' events costs as much as reading them,
-            // so size the partitions from the persons (a few dozen events each).
-            expectedEvents = touched.values.reduce(0) { $0 + $1.count } * Self.eventsPerPersonEstimate
-        }
+        let start = mode == .incremental
+            ? try IncrementalStart.prepare(c, day: day, funnels: configuration.funnels, now: now, timeZone: timeZone(for:))
+            : IncrementalStart()
+        // A rebuild reads everything; an incremental run's partitions are sized
+        // from the persons (a few dozen events each), as counting their events
+        // costs as much as reading them.
+        let expectedEvents = mode == .rebuild ? newEvents : start.personCount * Self.eventsPerPersonEstimate
 
         let progress = Progress(
             label: mode == .rebuild ? "rebuild" : "report", total: mode == .rebuild ? expectedEvents : nil, enabled: showProgress)
@@ -206,7 +156,7 @@ public struct ProjectionJob: Sendable {
         defer { _ = try? running?.finish() }
         for app in Self.pipelineOrder(apps, sizes: newByApp) {
             let funnels = configuration.funnels(forApp: app)
-            let touchedInApp: Set<String>? = mode == .incremental ? (touched[app] ?? []) : nil
+            let touchedInApp: Set<String>? = mode == .incremental ? (start.touched[app] ?? []) : nil
             if touchedInApp?.isEmpty == true { continue }
             let scope: PersonHistoryReader.Scope = mode == .rebuild ? .all(links: try IdentityLinker.rebuild(c, app: app)) : .touched
             let reader = PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
@@ -225,27 +175,38 @@ public struct ProjectionJob: Sendable {
             totals.merge(try last.finish())
         }
         try copier.wait()
-        affected.formUnion(totals.affected)
+        let affected = start.affected.union(totals.affected)
         progress.finish()
         for definition in deferredIndexes { try c.executeScript(definition) }
 
+        try writeCohortDays(c, mode: mode, affected: affected, counted: totals.tallies, start: start, now: now)
+        try TargetTable.write(c, configuration: configuration)
+        try current.save(c)
+        return Summary(
+            mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: totals.events,
+            personsRecomputed: totals.persons, windowsClosed: start.windowsClosed, cohortDaysRewritten: affected.count)
+    }
+
+    /// Rewrites the cohort tables of the funnel days the run changed. A
+    /// rebuild's day tallies are what it counted; an incremental run's are the
+    /// stored ones, less the outcomes it deleted or closed, plus the ones it
+    /// counted and the closed ones as they are now.
+    private func writeCohortDays(
+        _ c: Connection, mode: Mode, affected: Set<FunnelDay>, counted: [String: [String: FunnelTally]], start: IncrementalStart,
+        now: Int64
+    ) throws {
         let daysByFunnel = Dictionary(grouping: affected, by: \.funnel)
         for funnel in configuration.funnels {
             guard let days = daysByFunnel[funnel.name] else { continue }
             let daySet = Set(days.map(\.day))
             let zone = timeZone(for: funnel)
-            var added = totals.tallies[funnel.name] ?? [:]
-            for (day, tally) in closed[funnel.name] ?? [:] { added[day, default: FunnelTally(funnel: funnel)].merge(tally) }
+            var added = counted[funnel.name] ?? [:]
+            for (day, tally) in start.closed[funnel.name] ?? [:] { added[day, default: FunnelTally(funnel: funnel)].merge(tally) }
             let dayTallies = mode == .rebuild ? added : try CohortTables.replacing(
-                c, funnel: funnel, days: daySet, removed: removed[funnel.name] ?? [:], added: added,
-                untallied: untallied[funnel.name] ?? [], timeZone: zone, timeZoneName: timeZoneName(for: funnel))
+                c, funnel: funnel, days: daySet, removed: start.removed[funnel.name] ?? [:], added: added,
+                untallied: start.untallied[funnel.name] ?? [], timeZone: zone, timeZoneName: timeZoneName(for: funnel))
             try CohortTables.rewrite(
                 c, funnel: funnel, days: daySet, tallies: dayTallies, now: now, timeZone: zone, timeZoneName: timeZoneName(for: funnel))
         }
-        try TargetTable.write(c, configuration: configuration)
-        try current.save(c)
-        return Summary(
-            mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: totals.events,
-            personsRecomputed: totals.persons, windowsClosed: windowsClosed, cohortDaysRewritten: affected.count)
     }
 }

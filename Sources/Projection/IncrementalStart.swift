@@ -1,0 +1,69 @@
+import Foundation
+import Funnels
+import LibPQ
+
+/// What an incremental run settles before it reads any history: whom to
+/// recompute, and which stored outcomes leave the days' tallies — the
+/// touched persons' (deleted, to be recomputed) and those whose window closed
+/// with no new events (closed in place). A rebuild starts from the empty value.
+struct IncrementalStart {
+    /// App -> the persons to recompute.
+    var touched: [String: Set<String>] = [:]
+    /// Funnel days whose tables change before any person is recomputed.
+    var affected = Set<FunnelDay>()
+    /// Funnel -> cohort day -> tally of the outcomes deleted or closed, as they were stored.
+    var removed: [String: [String: FunnelTally]] = [:]
+    /// Funnel -> cohort day -> tally of the outcomes closed in place, as they are now.
+    var closed: [String: [String: FunnelTally]] = [:]
+    var windowsClosed = 0
+    /// Funnel -> cohort days stored before there were tallies (migration 005).
+    var untallied: [String: Set<String>] = [:]
+
+    var personCount: Int { touched.values.reduce(0) { $0 + $1.count } }
+
+    /// Updates the links from the day's events, collects the touched persons,
+    /// deletes their outcomes and closes the windows that closed since the
+    /// last run; `timeZone` is the job's zone for a funnel's cohort days.
+    static func prepare(
+        _ c: Connection, day: NewEvents, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone
+    ) throws -> IncrementalStart {
+        var start = IncrementalStart()
+        // Every relink is needed up front to know whom to recompute.
+        let relinks = try IdentityLinker.update(c, newLinks: day.links)
+        start.touched = try TouchedPersons.collect(c, day: day, relinks: relinks)
+        let funnels = Dictionary(configured.map { ($0.name, $0) }) { first, _ in first }
+        let shapes = funnels.mapValues(FunnelTally.Shape.init)
+        func tally(_ tallies: inout [String: [String: FunnelTally]], _ name: String, _ cohortDay: String, _ outcome: PersonOutcome) {
+            guard let funnel = funnels[name], let shape = shapes[name] else { return }  // no longer configured
+            tallies[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
+                .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(funnel))
+        }
+        try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
+            start.affected.insert(FunnelDay(funnel: name, day: cohortDay))
+            tally(&start.removed, name, cohortDay, outcome)
+        }
+        try OutcomeStore.closeWindows(c, now: now) { name, cohortDay, outcome in
+            start.affected.insert(FunnelDay(funnel: name, day: cohortDay))
+            var open = outcome
+            open.inProgress = true
+            tally(&start.removed, name, cohortDay, open)
+            tally(&start.closed, name, cohortDay, outcome)
+            start.windowsClosed += 1
+        }
+        // Open windows, and days stored before there were tallies.
+        for row in try c.query(
+            """
+            SELECT funnel, cohort_day::text, NOT EXISTS (
+                SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
+            FROM funnel_cohorts c
+            WHERE in_progress
+               OR NOT EXISTS (SELECT 1 FROM funnel_tallies t WHERE t.funnel = c.funnel AND t.cohort_day = c.cohort_day)
+            """
+        ).rows {
+            let funnelDay = FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1))
+            start.affected.insert(funnelDay)
+            if try row.decode(Bool.self, at: 2) { start.untallied[funnelDay.funnel, default: []].insert(funnelDay.day) }
+        }
+        return start
+    }
+}
