@@ -7,6 +7,7 @@ import LibPQ
 import LocalPostgres
 import Logging
 import NIOCore
+import ServiceLifecycle
 #if canImport(Glibc)
 import Glibc
 #endif
@@ -130,7 +131,10 @@ public struct IngestBenchmark: Sendable {
             portSink.finish()
         }
         let app = try await buildApplication(configuration: configuration)
-        let server = Task { try await app.run() }
+        // Stopped as SIGTERM stops `onramp serve`, by a graceful shutdown: a
+        // cancelled server logs the cancellation as an error.
+        let services = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        let server = Task { try await services.run() }
         var port = 0
         for await p in ports { port = p }
         let base = "http://127.0.0.1:\(port)"
@@ -179,12 +183,12 @@ public struct IngestBenchmark: Sendable {
             }
         } catch {
             try? await client.shutdown()
-            server.cancel()
+            await services.triggerGracefulShutdown()
             _ = try? await server.value
             throw error
         }
         try? await client.shutdown()
-        server.cancel()
+        await services.triggerGracefulShutdown()
         _ = try? await server.value
 
         let quarantinePool = ConnectionPool(url: database.url, maxConnections: 1)

@@ -42,7 +42,7 @@ struct PersonHistoryReader {
         do {
             switch scope {
             case .all(let links):
-                let persons = LinkedPersons(links)
+                var persons = LinkedPersons(links)
                 try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
                     try persons.withPerson(of: line) { person, rest in
                         try spill.append(person, rest, partition: Self.partition(of: person, count: spill.count))
@@ -213,26 +213,25 @@ struct SpilledHistory: Sendable {
 /// and a linked user is escaped as PostgreSQL escapes it, so all of one
 /// person's rows carry the same bytes and land in the same partition.
 private struct LinkedPersons {
-    /// Anonymous id -> its user, escaped.
-    private let users: [String: [UInt8]]
+    /// Anonymous id -> its link, as `IdentityLinker.rebuild` made them (no
+    /// second map: at 10 M events an app has ~350 k links).
+    private let links: [String: IdentityLink]
+    /// The linked user of the row at hand, escaped.
+    private var user: [UInt8] = []
 
     init(_ links: [String: IdentityLink]) {
-        var users = [String: [UInt8]](minimumCapacity: links.count)
-        for (anonymousId, link) in links {
-            var escaped: [UInt8] = []
-            if CopyText.appendEscaped(link.userId, to: &escaped) { users[anonymousId] = escaped }
-        }
-        self.users = users
+        self.links = links
     }
 
-    func withPerson(of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
-        let user = CopyText.firstField(of: line)
-        let afterUser = UnsafeRawBufferPointer(rebasing: line[min(line.count, user.count + 1)...])
+    mutating func withPerson(of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+        let userId = CopyText.firstField(of: line)
+        let afterUser = UnsafeRawBufferPointer(rebasing: line[min(line.count, userId.count + 1)...])
         let anonymous = CopyText.firstField(of: afterUser)
         let rest = UnsafeRawBufferPointer(rebasing: afterUser[anonymous.count...])
-        if !Self.isNull(user) { return try body(user, rest) }
-        if !Self.isNull(anonymous), let id = CopyText.field(anonymous), let linked = users[id] {
-            return try linked.withUnsafeBytes { try body($0, rest) }
+        if !Self.isNull(userId) { return try body(userId, rest) }
+        if !Self.isNull(anonymous), let id = CopyText.field(anonymous), let link = links[id] {
+            user.removeAll(keepingCapacity: true)
+            if CopyText.appendEscaped(link.userId, to: &user) { return try user.withUnsafeBytes { try body($0, rest) } }
         }
         try body(anonymous, rest)
     }
