@@ -53,62 +53,7 @@ public enum Timestamps {
     public static func parse(_ text: String) -> Int64? {
         if text == "infinity" { return Int64.max }
         if text == "-infinity" { return Int64.min }
-        let b = Array(text.utf8)
-        var i = 0
-        func number(_ count: Int) -> Int64? {
-            guard i + count <= b.count else { return nil }
-            var v: Int64 = 0
-            for k in 0..<count {
-                let c = b[i + k]
-                guard c >= 48, c <= 57 else { return nil }
-                v = v * 10 + Int64(c - 48)
-            }
-            i += count
-            return v
-        }
-        // Two candidate bytes, not a Set: this runs for every timestamp the job reads.
-        func expect(_ first: UInt8, or second: UInt8? = nil) -> Bool {
-            guard i < b.count, b[i] == first || b[i] == second else { return false }
-            i += 1
-            return true
-        }
-        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2),
-            expect(32, or: 84), let hour = number(2), expect(58), let minute = number(2), expect(58),
-            let second = number(2)
-        else { return nil }
-        var micros: Int64 = 0
-        if i < b.count, b[i] == 46 {
-            i += 1
-            var digits = 0
-            while i < b.count, b[i] >= 48, b[i] <= 57 {
-                if digits < 6 { micros = micros * 10 + Int64(b[i] - 48) }
-                digits += 1
-                i += 1
-            }
-            for _ in digits..<max(digits, 6) { micros *= 10 }
-        }
-        var offsetSeconds: Int64 = 0
-        if i < b.count {
-            if b[i] == 90 {  // Z
-                i += 1
-            } else {
-                let sign: Int64 = b[i] == 45 ? -1 : 1
-                guard expect(43, or: 45), let oh = number(2) else { return nil }
-                var om: Int64 = 0
-                if i < b.count, b[i] == 58 {
-                    i += 1
-                    guard let v = number(2) else { return nil }
-                    om = v
-                }
-                offsetSeconds = sign * (oh * 3600 + om * 60)
-            }
-        }
-        guard i == b.count, (1...12).contains(month), (1...31).contains(day), hour < 24, minute < 60,
-            second < 61
-        else { return nil }
-        let days = Self.days(fromCivil: year, month, day)
-        let seconds = days * 86_400 + hour * 3600 + minute * 60 + second - offsetSeconds
-        return seconds * 1_000_000 + micros
+        return DateTimeText.scan(text)?.microseconds
     }
 
     /// Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
@@ -143,5 +88,97 @@ public enum Timestamps {
     private static func pad(_ v: Int64, _ width: Int) -> String {
         let s = String(v)
         return s.count >= width ? s : String(repeating: "0", count: width - s.count) + s
+    }
+}
+
+/// The fields of an ISO 8601 date-time as written — `2026-11-21T10:00:01.234567+05:30`,
+/// with `T`, `t` or a space between date and time, an optional fraction (any
+/// number of digits, kept to microseconds) and an optional zone (`Z`, `z`,
+/// `±hh`, `±hh:mm`, `±hhmm`) — checked to be a real date and time of day. One
+/// scanner for PostgreSQL's output (`Timestamps.parse`) and the timestamps
+/// clients send (`RFC3339.parse`), each adding its own rules.
+public struct DateTimeText: Sendable {
+    public var year: Int64
+    public var month: Int64
+    public var day: Int64
+    public var hour: Int64
+    public var minute: Int64
+    public var second: Int64
+    public var micros: Int64
+    /// Seconds east of UTC; nil when the text names no zone.
+    public var offsetSeconds: Int64?
+
+    /// Microseconds since the Unix epoch, a missing zone read as UTC.
+    public var microseconds: Int64 {
+        let days = Timestamps.days(fromCivil: year, month, day)
+        return (days * 86_400 + hour * 3600 + minute * 60 + second - (offsetSeconds ?? 0)) * 1_000_000 + micros
+    }
+
+    public static func scan(_ text: String) -> DateTimeText? {
+        var text = text  // native strings are read in place, with no copy per call: the job parses one per event
+        return text.withUTF8 { scan($0) }
+    }
+
+    private static func scan(_ b: UnsafeBufferPointer<UInt8>) -> DateTimeText? {
+        var i = 0
+        func number(_ count: Int) -> Int64? {
+            guard i + count <= b.count else { return nil }
+            var v: Int64 = 0
+            for k in 0..<count {
+                let c = b[i + k]
+                guard c >= 48, c <= 57 else { return nil }
+                v = v * 10 + Int64(c - 48)
+            }
+            i += count
+            return v
+        }
+        func expect(_ first: UInt8, or second: UInt8? = nil, or third: UInt8? = nil) -> Bool {
+            guard i < b.count, b[i] == first || b[i] == second || b[i] == third else { return false }
+            i += 1
+            return true
+        }
+        guard let year = number(4), expect(45), let month = number(2), expect(45), let day = number(2),
+            expect(84, or: 116, or: 32), let hour = number(2), expect(58), let minute = number(2), expect(58),
+            let second = number(2)
+        else { return nil }
+        var micros: Int64 = 0
+        if expect(46) {
+            var digits = 0
+            while i < b.count, b[i] >= 48, b[i] <= 57 {
+                if digits < 6 { micros = micros * 10 + Int64(b[i] - 48) }
+                digits += 1
+                i += 1
+            }
+            guard digits > 0 else { return nil }
+            for _ in digits..<max(digits, 6) { micros *= 10 }
+        }
+        var offsetSeconds: Int64?
+        if expect(90, or: 122) {
+            offsetSeconds = 0
+        } else if i < b.count {
+            let sign: Int64 = b[i] == 45 ? -1 : 1
+            guard expect(43, or: 45), let oh = number(2) else { return nil }
+            var om: Int64 = 0
+            if i < b.count {
+                _ = expect(58)
+                guard let v = number(2) else { return nil }
+                om = v
+            }
+            guard oh < 24, om < 60 else { return nil }
+            offsetSeconds = sign * (oh * 3600 + om * 60)
+        }
+        guard i == b.count, (1...12).contains(month), (1...daysIn(month, year)).contains(day), hour < 24, minute < 60,
+            second < 61
+        else { return nil }
+        return DateTimeText(
+            year: year, month: month, day: day, hour: hour, minute: minute, second: second, micros: micros, offsetSeconds: offsetSeconds)
+    }
+
+    private static func daysIn(_ month: Int64, _ year: Int64) -> Int64 {
+        switch month {
+        case 2: (year % 4 == 0 && year % 100 != 0) || year % 400 == 0 ? 29 : 28
+        case 4, 6, 9, 11: 30
+        default: 31
+        }
     }
 }

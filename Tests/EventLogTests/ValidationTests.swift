@@ -15,6 +15,9 @@ private func message(_ json: String) throws -> JSONValue {
         ("2026-11-21T10:00:01.234Z", true), ("2026-11-21T10:00:01Z", true), ("2026-11-21T10:00:01.234567+05:30", true),
         ("2026-11-21 10:00:01+0000", true), ("2026-13-01T00:00:00Z", false), ("2026-02-30T00:00:00Z", false),
         ("2026-11-21T10:00:01", false), ("yesterday", false), ("0001-01-01T00:00:00Z", false),
+        ("2026-11-21t10:00:01z", true), ("2026-11-21T10:00:01+05", true), ("2024-02-29T00:00:00Z", true),
+        ("2025-02-29T00:00:00Z", false), ("2026-11-21T10:00:01.Z", false), ("2026-11-21T10:00:01+05:", false),
+        ("2026-11-21T10:00:01+24:00", false), ("2026-11-21T24:00:00Z", false), ("2026-11-21T10:00:01Z ", false),
     ])
     func parsesTimestamps(text: String, valid: Bool) {
         #expect((RFC3339.parse(text) != nil) == valid)

@@ -118,5 +118,8 @@ struct ParameterTests {
         #expect(Timestamps.parse(text) == us)
         #expect(Timestamps.parse("2026-11-21 10:00:01.5+05:30") == Timestamps.parse("2026-11-21T04:30:01.500000Z"))
         #expect(Timestamps.parse("2026-13-01 00:00:00+00") == nil)
+        #expect(Timestamps.parse("2025-02-29 00:00:00+00") == nil)
+        #expect(Timestamps.parse("infinity") == Int64.max && Timestamps.parse("-infinity") == Int64.min)
+        #expect(Timestamps.parse("2026-11-21 10:00:01") == Timestamps.parse("2026-11-21 10:00:01+00"))  // no zone: UTC
     }
 }
