@@ -51,7 +51,8 @@ struct PersonHistoryReader {
             case .touched:
                 try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
                     let person = CopyText.firstField(of: line)
-                    try spill.append(person, UnsafeRawBufferPointer(rebasing: line[person.count...]), partition: Self.partition(of: person, count: spill.count))
+                    let rest = UnsafeRawBufferPointer(rebasing: line[person.count...])
+                    try spill.append(person, rest, partition: Self.partition(of: person, count: spill.count))
                 }
             }
             return try spill.finish()
