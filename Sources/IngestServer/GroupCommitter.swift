@@ -65,6 +65,8 @@ final class GroupCommitter: Service, Sendable {
                 self?.resume(with: .failure(CommitUnavailable(reason: .timedOut, retryAfterSeconds: 1)))
             }
             deadline.withLockedValue { $0 = task }
+            // A writer may have answered already and found no deadline to cancel.
+            if continuation.withLockedValue({ $0 == nil }) { task.cancel() }
         }
 
         func resume(with result: Result<Outcome, any Error>) {
@@ -126,7 +128,6 @@ final class GroupCommitter: Service, Sendable {
         if events.isEmpty && quarantine.isEmpty { return [] }
         return try await withCheckedThrowingContinuation { continuation in
             let answer = Answer(continuation)
-            answer.expire(after: commitTimeout)  // before a writer can answer, so its answer always cancels the deadline
             let refusal = state.withLockedValue { s -> CommitUnavailable? in
                 if s.closed { return CommitUnavailable(reason: .shuttingDown, retryAfterSeconds: 5) }
                 if let until = s.failingUntil, until > .now {
@@ -140,6 +141,8 @@ final class GroupCommitter: Service, Sendable {
             if let refusal {
                 answer.resume(with: .failure(refusal))
             } else {
+                // Only a queued request gets a deadline: a refused one is answered already.
+                answer.expire(after: commitTimeout)
                 for wake in wakes { wake.yield() }
             }
         }
