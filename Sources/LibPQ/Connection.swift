@@ -28,10 +28,13 @@ struct ResultHandle: ~Copyable {
 /// `Mutex`, so one thread at a time talks to a connection.
 public final class Connection: Sendable {
     private let handle: Mutex<ConnectionHandle>
+    /// What it was opened with, for `sibling()`.
+    private let conninfo: String
     static let logger = Logger(label: "onramp.postgres")
 
-    private init(handle: consuming sending ConnectionHandle) {
+    private init(handle: consuming sending ConnectionHandle, conninfo: String) {
         self.handle = Mutex(handle)
+        self.conninfo = conninfo
     }
 
     /// Opens a connection from a URL (`postgresql://…`) or a conninfo string, and
@@ -48,9 +51,16 @@ public final class Connection: Sendable {
             guard let message else { return }
             Connection.logger.info("postgres notice", metadata: ["notice": "\(String(cString: message).trimmingWhitespace())"])
         }, nil)
-        let connection = Connection(handle: owner)
+        let connection = Connection(handle: owner, conninfo: conninfo)
         try connection.executeScript("SET TIME ZONE 'UTC'; SET DateStyle = 'ISO, MDY'; SET client_encoding = 'UTF8'")
         return connection
+    }
+
+    /// A new connection to the same server and database as this one, for
+    /// work that runs beside this connection's (one session runs one
+    /// statement at a time).
+    public func sibling() throws(PostgresError) -> Connection {
+        try Connection.connect(conninfo)
     }
 
     // MARK: Statements

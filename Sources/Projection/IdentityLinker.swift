@@ -59,11 +59,12 @@ enum IdentityLinker {
     /// anonymous id's winner. In SQL this was a sort of every identified
     /// event, a quarter of a rebuild's database time. Returns the links
     /// stored (anonymous id -> link), for the history read that follows.
-    static func rebuild(_ c: Connection, app: String) throws -> [String: IdentityLink] {
-        try ScopeTable.bind(c, app: app, paths: [])
+    /// Reads on `reads`, stores on `c` (the two may be one session).
+    static func rebuild(reading reads: Connection, writing c: Connection, app: String) throws -> [String: IdentityLink] {
+        try ScopeTable.bind(reads, app: app, paths: [])
         var links: [String: IdentityLink] = [:]
         var fields: [String?] = []
-        try c.copyOut(
+        try reads.copyOut(
             """
             COPY (SELECT anonymous_id, user_id, min("timestamp") FROM events
                   WHERE app = \(ScopeTable.app) AND anonymous_id IS NOT NULL AND user_id IS NOT NULL

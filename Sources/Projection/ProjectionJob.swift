@@ -120,6 +120,9 @@ public struct ProjectionJob: Sendable {
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let apps = Array(Set(configuration.funnels.map(\.app))).sorted()
         var deferredIndexes: [String] = []
+        // A rebuild reads the log on a second session (see `SnapshotReader`);
+        // an incremental run's reads join the links and temp tables it writes.
+        let reads = mode == .rebuild ? try SnapshotReader.open(beside: c) : c
         if mode == .rebuild {
             try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts, funnel_tallies")
             deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
@@ -147,7 +150,7 @@ public struct ProjectionJob: Sendable {
         let progress = Progress(
             label: mode == .rebuild ? "rebuild" : "report", total: mode == .rebuild ? expectedEvents : nil, enabled: showProgress)
         // Outcome rows are COPYed in the background while more partitions are evaluated.
-        let copier = CopyPipeline(connection: c, statement: "COPY funnel_persons (\(OutcomeStore.columns)) FROM STDIN")
+        let copier = CopyPipeline(connection: c, statement: OutcomeStore.copyStatement)
         defer { try? copier.wait() }
         let partitions = expectedEvents / max(1, eventsPerPartition) + 1
         var totals = PartitionEvaluation.Totals()
@@ -158,9 +161,10 @@ public struct ProjectionJob: Sendable {
             let funnels = configuration.funnels(forApp: app)
             let touchedInApp: Set<String>? = mode == .incremental ? (start.touched[app] ?? []) : nil
             if touchedInApp?.isEmpty == true { continue }
-            let scope: PersonHistoryReader.Scope = mode == .rebuild ? .all(links: try IdentityLinker.rebuild(c, app: app)) : .touched
+            let scope: PersonHistoryReader.Scope =
+                mode == .rebuild ? .all(links: try IdentityLinker.rebuild(reading: reads, writing: c, app: app)) : .touched
             let reader = PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
-            let history = try reader.spill(c, scope: scope, partitions: partitions, spillBuffer: spillBuffer)
+            let history = try reader.spill(reads, scope: scope, partitions: partitions, spillBuffer: spillBuffer)
             if let previous = running {
                 running = nil
                 totals.merge(try previous.finish())

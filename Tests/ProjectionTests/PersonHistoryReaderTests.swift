@@ -33,7 +33,7 @@ struct PersonHistoryReaderTests {
             var partitionSizes: [Int] = []
             var sawDisk = false
             try c.transaction(isolation: "REPEATABLE READ") { c in
-                let links = try IdentityLinker.rebuild(c, app: app)
+                let links = try IdentityLinker.rebuild(reading: c, writing: c, app: app)
                 // The reader gives anonymous events their person itself; PostgreSQL's join is the reference.
                 expected = try c.query(
                     """
@@ -95,7 +95,7 @@ struct PersonHistoryReaderTests {
         let seen = try await pool.withConnection { c -> [String: Int] in
             var seen: [String: Int] = [:]
             try c.transaction(isolation: "REPEATABLE READ") { c in
-                let links = try IdentityLinker.rebuild(c, app: "ops")
+                let links = try IdentityLinker.rebuild(reading: c, writing: c, app: "ops")
                 #expect(links[device]?.userId == user)
                 let reader = PersonHistoryReader(app: "ops", paths: [])
                 let history = try reader.spill(c, scope: .all(links: links), partitions: 13, spillBuffer: 64)
