@@ -86,6 +86,15 @@ public struct CopyWriter: ~Copyable {
         rowCount += rows.rowCount
     }
 
+    /// Sends a whole binary COPY's rows, header to trailer: the statement must
+    /// say `(FORMAT binary)`, and nothing else is written in it.
+    public mutating func write(_ rows: BinaryCopyRows) throws {
+        try flush()
+        try send(rows.bytes)
+        try send(BinaryCopyRows.trailer)
+        rowCount += rows.rowCount
+    }
+
     /// Sends what is buffered.
     mutating func flush() throws(PostgresError) {
         guard !buffer.bytes.isEmpty else { return }

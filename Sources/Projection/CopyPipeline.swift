@@ -25,7 +25,7 @@ final class CopyPipeline: Sendable {
 
     /// Queues a COPY of `rows`, waiting while the queue is full; rethrows
     /// the error of an earlier COPY that failed.
-    func submit(_ rows: CopyRows) throws {
+    func submit(_ rows: BinaryCopyRows) throws {
         if let error = failure.withLockedValue({ $0 }) { throw error }
         guard rows.rowCount > 0 else { return }
         slots.wait()

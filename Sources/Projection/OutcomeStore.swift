@@ -61,22 +61,62 @@ enum OutcomeStore {
         try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
     }
 
-    /// The row's fields, in `columns` order.
-    static func fields(funnel: Funnel, person: String, day: String, outcome o: PersonOutcome) -> [PostgresValue] {
+    /// The statement the rows of `append` are COPYed with.
+    static let copyStatement = "COPY funnel_persons (\(columns)) FROM STDIN (FORMAT binary)"
+
+    /// Appends the outcome's row, in `columns` order, with those columns' types.
+    static func append(
+        _ o: PersonOutcome, funnel: Funnel, person: String, day: String, to rows: inout BinaryCopyRows
+    ) throws {
         let required = funnel.requiredStepIndices
         let lastPosition = max(0, min(o.level, required.count) - 1)
         let lastIndex = required.isEmpty ? 0 : required[lastPosition]
-        let stepTimes = "{" + o.stepTimes.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"
-        let optional = "{" + o.optionalStepsDone.sorted().map { String($0 + 1) }.joined(separator: ",") + "}"
-        return [
-            .text(funnel.name), .text(funnel.app), .text(person), .text(day), .int(o.level), .int(lastIndex + 1),
-            .text(funnel.steps.indices.contains(lastIndex) ? funnel.steps[lastIndex].name : ""),
-            .bool(o.completed), .bool(o.inProgress && !o.completed), .bool(o.excluded),
-            o.startTime.map { .microseconds($0) } ?? .null, o.chainStartTime.map { .microseconds($0) } ?? .null,
-            o.completionTime.map { .microseconds($0) } ?? .null, o.secondsToComplete.map { .double($0) } ?? .null,
-            .text(stepTimes), .text(optional), .json(jsonObject(o.breakdown)),
-            o.openUntil.map { .microseconds($0) } ?? .null,
-        ]
+        guard let days = epochDays(of: day), let level = Int32(exactly: o.level) else {
+            throw ProjectionError.unwritable(funnel: funnel.name, person: person, "cohort day \(day), level \(o.level)")
+        }
+        rows.startRow(fields: 18)
+        var written = rows.append(text: funnel.name) && rows.append(text: funnel.app) && rows.append(text: person)
+        rows.append(date: days)
+        rows.append(int32: level)
+        rows.append(int32: Int32(truncatingIfNeeded: lastIndex + 1))
+        written = written && rows.append(text: funnel.steps.indices.contains(lastIndex) ? funnel.steps[lastIndex].name : "")
+        rows.append(bool: o.completed)
+        rows.append(bool: o.inProgress && !o.completed)
+        rows.append(bool: o.excluded)
+        rows.append(timestamp: o.startTime)
+        rows.append(timestamp: o.chainStartTime)
+        rows.append(timestamp: o.completionTime)
+        rows.append(double: o.secondsToComplete)
+        rows.append(int8Array: o.stepTimes)
+        rows.append(int4Array: o.optionalStepsDone.sorted().map { Int32(truncatingIfNeeded: $0 + 1) })
+        written = written && rows.append(jsonb: jsonObject(o.breakdown))
+        rows.append(timestamp: o.openUntil)
+        guard written else {
+            throw ProjectionError.unwritable(funnel: funnel.name, person: person, "a value holds a NUL byte")
+        }
+    }
+
+    /// Days since 1970-01-01 of a cohort day as `CohortCalendar` writes it (`2026-11-21`).
+    static func epochDays(of day: String) -> Int64? {
+        var year: Int64 = 0, month: Int64 = 0, date: Int64 = 0
+        var part = 0
+        for byte in day.utf8 {
+            if byte == UInt8(ascii: "-") && part < 2 {
+                part += 1
+            } else if (48...57).contains(byte) {
+                let digit = Int64(byte - 48)
+                switch part {
+                case 0: year = year * 10 + digit
+                case 1: month = month * 10 + digit
+                default: date = date * 10 + digit
+                }
+                guard year < 100_000, month < 100, date < 100 else { return nil }
+            } else {
+                return nil
+            }
+        }
+        guard part == 2, (1...12).contains(month), (1...31).contains(date) else { return nil }
+        return Timestamps.days(fromCivil: year, month, date)
     }
 
     /// Calls `body` with each cohort day's outcomes, day by day, so only one

@@ -50,7 +50,7 @@ struct PartitionEvaluation: Sendable {
                 let result = Result {
                     var totals = Totals()
                     for index in stride(from: worker, to: history.partitions.count, by: count) {
-                        var rows = CopyRows()
+                        var rows = BinaryCopyRows()
                         let read = try reader.forEachPerson(in: history.partitions[index]) { person, events in
                             try evaluate(person: person, events: events, into: &rows, totals: &totals)
                         }
@@ -86,7 +86,7 @@ struct PartitionEvaluation: Sendable {
         }
     }
 
-    private func evaluate(person: String, events: [FunnelEvent], into rows: inout CopyRows, totals: inout Totals) throws {
+    private func evaluate(person: String, events: [FunnelEvent], into rows: inout BinaryCopyRows, totals: inout Totals) throws {
         if let touched, !touched.contains(person) { return }
         totals.persons += 1
         for (index, funnel) in funnels.enumerated() {
@@ -95,7 +95,7 @@ struct PartitionEvaluation: Sendable {
             guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
             let day = CohortCalendar.day(of: start, in: timeZones[index])
             totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
-            try rows.append(OutcomeStore.fields(funnel: funnel, person: person, day: day, outcome: outcome))
+            try OutcomeStore.append(outcome, funnel: funnel, person: person, day: day, to: &rows)
             totals.tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]
                 .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
         }

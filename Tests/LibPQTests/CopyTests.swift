@@ -136,4 +136,66 @@ struct CopyTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test("binary COPY stores every type as PostgreSQL reads the same values from text, and refuses a NUL")
+    func binaryCopyMatchesText() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let pool = db.pool(maxConnections: 1)
+        let columns = "id int4, s text, d date, b bool, f float8, ts timestamptz, a8 int8[], a4 int4[], j jsonb"
+        try await pool.query("CREATE TABLE viabinary (\(columns))")
+        try await pool.query("CREATE TABLE viatext (\(columns))")
+        struct Sample: Sendable {
+            let s: String, day: (Int64, Int64, Int64), b: Bool, f: Double?, ts: Int64?, a8: [Int64?], a4: [Int32], j: String
+        }
+        let samples = [
+            Sample(s: "plain", day: (2026, 11, 21), b: true, f: 1.5, ts: 1_795_338_978_638_928, a8: [1, nil, -5], a4: [1, 3],
+                   j: #"{"a": "b"}"#),
+            // Before PostgreSQL's epoch (2000) and the Unix one, empty arrays, extremes.
+            Sample(s: "ünï 北京 🚀\ttab\\slash\nline", day: (1999, 12, 31), b: false, f: nil, ts: -1, a8: [], a4: [],
+                   j: "{}"),
+            Sample(s: "", day: (1970, 1, 1), b: true, f: -0.25, ts: nil, a8: [nil, nil, Int64.max, Int64.min],
+                   a4: [Int32.max, Int32.min], j: #"{"k": "v\"q ✓", "n": [1, 2.5, null]}"#),
+        ]
+        var binary = BinaryCopyRows()
+        var text = CopyRows()
+        for (i, sample) in samples.enumerated() {
+            let days = Timestamps.days(fromCivil: sample.day.0, sample.day.1, sample.day.2)
+            binary.startRow(fields: 9)
+            binary.append(int32: Int32(i))
+            let textFits = binary.append(text: sample.s)
+            binary.append(date: days)
+            binary.append(bool: sample.b)
+            binary.append(double: sample.f)
+            binary.append(timestamp: sample.ts)
+            binary.append(int8Array: sample.a8)
+            binary.append(int4Array: sample.a4)
+            let jsonFits = binary.append(jsonb: sample.j)
+            #expect(textFits && jsonFits)
+            try text.append([
+                .int(Int64(i)), .text(sample.s), .text(String(Timestamps.format(microseconds: days * 86_400_000_000).prefix(10))), .bool(sample.b),
+                sample.f.map { .double($0) } ?? .null, sample.ts.map { .microseconds($0) } ?? .null,
+                .text("{" + sample.a8.map { $0.map(String.init) ?? "NULL" }.joined(separator: ",") + "}"),
+                .text("{" + sample.a4.map(String.init).joined(separator: ",") + "}"), .json(sample.j),
+            ])
+        }
+        let (viaBinary, viaText) = (binary, text)
+        let stored = try await pool.withConnection { c in
+            try c.copyIn("COPY viabinary FROM STDIN (FORMAT binary)") { try $0.write(viaBinary) }
+        }
+        #expect(stored == samples.count)
+        try await pool.withConnection { c in _ = try c.copyIn("COPY viatext FROM STDIN") { try $0.write(viaText) } }
+        let dump = "SELECT string_agg(t::text, E'\\n' ORDER BY id) FROM %@ t"
+        let fromBinary = try await pool.query(dump.replacingOccurrences(of: "%@", with: "viabinary")).scalar(String.self)
+        #expect(fromBinary == (try await pool.query(dump.replacingOccurrences(of: "%@", with: "viatext")).scalar(String.self)))
+        #expect(fromBinary.contains("1999-12-31") && fromBinary.contains("1969-12-31 23:59:59.999999+00"))
+        #expect(try await pool.query("SELECT a8[3] FROM viabinary WHERE id = 2").scalar(Int64.self) == Int64.max)
+
+        var refused = BinaryCopyRows()
+        refused.startRow(fields: 1)
+        let nulText = refused.append(text: "nul\u{0}inside")
+        let nulJSON = refused.append(jsonb: "{\"nul\": \"\u{0}\"}")
+        #expect(!nulText && !nulJSON)
+        await pool.close()
+        try await db.drop()
+    }
 }
