@@ -12,9 +12,19 @@ public enum CohortCalendar {
     /// clock, then plain civil-date arithmetic names the day: the same answer as
     /// a Gregorian calendar, without its cost (this runs for every person).
     public static func day(of timestamp: Int64, in timeZone: TimeZone) -> String {
+        text(ofDay: dayNumber(of: timestamp, in: timeZone))
+    }
+
+    /// The same local day as a count of days since 1970-01-01, the form a
+    /// binary COPY stores a `date` in.
+    public static func dayNumber(of timestamp: Int64, in timeZone: TimeZone) -> Int64 {
         let instant = date(timestamp)
         let local = Int64(instant.timeIntervalSince1970) + Int64(timeZone.secondsFromGMT(for: instant))
-        let days = local >= 0 ? local / 86_400 : (local - 86_399) / 86_400
+        return local >= 0 ? local / 86_400 : (local - 86_399) / 86_400
+    }
+
+    /// `YYYY-MM-DD` of a day count since 1970-01-01.
+    public static func text(ofDay days: Int64) -> String {
         let (year, month, day) = civil(fromDays: days)
         return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
     }

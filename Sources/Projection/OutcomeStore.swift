@@ -64,19 +64,20 @@ enum OutcomeStore {
     /// The statement the rows of `append` are COPYed with.
     static let copyStatement = "COPY funnel_persons (\(columns)) FROM STDIN (FORMAT binary)"
 
-    /// Appends the outcome's row, in `columns` order, with those columns' types.
+    /// Appends the outcome's row, in `columns` order, with those columns'
+    /// types; `day` is the cohort day as `CohortCalendar.dayNumber` gives it.
     static func append(
-        _ o: PersonOutcome, funnel: Funnel, person: String, day: String, to rows: inout BinaryCopyRows
+        _ o: PersonOutcome, funnel: Funnel, person: String, day: Int64, to rows: inout BinaryCopyRows
     ) throws {
         let required = funnel.requiredStepIndices
         let lastPosition = max(0, min(o.level, required.count) - 1)
         let lastIndex = required.isEmpty ? 0 : required[lastPosition]
-        guard let days = epochDays(of: day), let level = Int32(exactly: o.level) else {
-            throw ProjectionError.unwritable(funnel: funnel.name, person: person, "cohort day \(day), level \(o.level)")
+        guard let level = Int32(exactly: o.level) else {
+            throw ProjectionError.unwritable(funnel: funnel.name, person: person, "level \(o.level)")
         }
         rows.startRow(fields: 18)
         var written = rows.append(text: funnel.name) && rows.append(text: funnel.app) && rows.append(text: person)
-        rows.append(date: days)
+        rows.append(date: day)
         rows.append(int32: level)
         rows.append(int32: Int32(truncatingIfNeeded: lastIndex + 1))
         written = written && rows.append(text: funnel.steps.indices.contains(lastIndex) ? funnel.steps[lastIndex].name : "")
@@ -94,29 +95,6 @@ enum OutcomeStore {
         guard written else {
             throw ProjectionError.unwritable(funnel: funnel.name, person: person, "a value holds a NUL byte")
         }
-    }
-
-    /// Days since 1970-01-01 of a cohort day as `CohortCalendar` writes it (`2026-11-21`).
-    static func epochDays(of day: String) -> Int64? {
-        var year: Int64 = 0, month: Int64 = 0, date: Int64 = 0
-        var part = 0
-        for byte in day.utf8 {
-            if byte == UInt8(ascii: "-") && part < 2 {
-                part += 1
-            } else if (48...57).contains(byte) {
-                let digit = Int64(byte - 48)
-                switch part {
-                case 0: year = year * 10 + digit
-                case 1: month = month * 10 + digit
-                default: date = date * 10 + digit
-                }
-                guard year < 100_000, month < 100, date < 100 else { return nil }
-            } else {
-                return nil
-            }
-        }
-        guard part == 2, (1...12).contains(month), (1...31).contains(date) else { return nil }
-        return Timestamps.days(fromCivil: year, month, date)
     }
 
     /// Calls `body` with each cohort day's outcomes, day by day, so only one

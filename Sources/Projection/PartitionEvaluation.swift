@@ -93,9 +93,10 @@ struct PartitionEvaluation: Sendable {
             // Distinct by messageId: the event_ids ledger stores each id once per app.
             let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: now)
             guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
-            let day = CohortCalendar.day(of: start, in: timeZones[index])
+            let dayNumber = CohortCalendar.dayNumber(of: start, in: timeZones[index])
+            let day = CohortCalendar.text(ofDay: dayNumber)
             totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
-            try OutcomeStore.append(outcome, funnel: funnel, person: person, day: day, to: &rows)
+            try OutcomeStore.append(outcome, funnel: funnel, person: person, day: dayNumber, to: &rows)
             totals.tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]
                 .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
         }
