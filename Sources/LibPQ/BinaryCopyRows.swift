@@ -31,13 +31,7 @@ public struct BinaryCopyRows: Sendable {
 
     /// Text; false (nothing written) if it holds a NUL byte, which no text value can carry.
     public mutating func append(text: String) -> Bool {
-        var text = text
-        return text.withUTF8 { utf8 in
-            guard !utf8.contains(0) else { return false }
-            put(Int32(utf8.count))
-            bytes.append(contentsOf: utf8)
-            return true
-        }
+        appendUTF8(text, after: nil)
     }
 
     public mutating func append(int32 value: Int32) {
@@ -97,11 +91,17 @@ public struct BinaryCopyRows: Sendable {
 
     /// `jsonb` from JSON text (version 1 of its binary form is the text).
     public mutating func append(jsonb text: String) -> Bool {
+        appendUTF8(text, after: 1)
+    }
+
+    /// A value of `prefix` (if any) then `text`'s bytes; false (nothing
+    /// written) if `text` holds a NUL byte, which no text value can carry.
+    private mutating func appendUTF8(_ text: String, after prefix: UInt8?) -> Bool {
         var text = text
         return text.withUTF8 { utf8 in
             guard !utf8.contains(0) else { return false }
-            put(Int32(utf8.count + 1))
-            bytes.append(1)
+            put(Int32((prefix == nil ? 0 : 1) + utf8.count))
+            if let prefix { bytes.append(prefix) }
             bytes.append(contentsOf: utf8)
             return true
         }

@@ -2,11 +2,11 @@ import LibPQ
 
 /// A second session that sees exactly what the run's transaction sees (its
 /// exported snapshot), so a rebuild streams the next app's log while the
-/// run's own session stores outcomes. On one session the two took turns:
-/// evaluated partitions waited behind each history read, and a 10 M rebuild
-/// spent most of its time with one core idle. The reader only reads the log,
-/// which the run never changes, so the run's own writes need not be visible
-/// to it.
+/// run's own session stores outcomes. On one session the two take turns:
+/// evaluated partitions wait behind each history read. (On a 2-core machine,
+/// where the rebuild is CPU-bound, this measured even; it is for more cores.)
+/// The reader only reads the log, which the run never changes, so the run's
+/// own writes need not be visible to it.
 enum SnapshotReader {
     /// Opens the reader beside `c`, which must be inside a REPEATABLE READ
     /// transaction; falls back to `c` itself when a second session can't be
