@@ -208,7 +208,11 @@ let package = Package(
         ),
         .testTarget(
             name: "LibPQTests",
-            dependencies: ["LibPQ", "LocalPostgres"],
+            dependencies: [
+                "LibPQ", "LocalPostgres",
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -1,6 +1,7 @@
 import Foundation
 import LibPQ
 import LocalPostgres
+import NIOConcurrencyHelpers
 import NIOPosix
 import Testing
 
@@ -83,8 +84,13 @@ struct PoolTests {
         await pool.close()
 
         let tiny = ConnectionPool(.init(conninfo: db.url, maxConnections: 1, acquireTimeout: .milliseconds(200)))
-        async let holder: Void = tiny.withConnection { c in _ = try c.query("SELECT pg_sleep(1.5)") }
-        try await Task.sleep(for: .milliseconds(300))
+        // The holder says when it has its connection: a fixed head start lost the race on a loaded CI machine.
+        let holding = NIOLockedValueBox(false)
+        async let holder: Void = tiny.withConnection { c in
+            holding.withLockedValue { $0 = true }
+            _ = try c.query("SELECT pg_sleep(3)")
+        }
+        while !holding.withLockedValue({ $0 }) { try await Task.sleep(for: .milliseconds(10)) }
         let error = await #expect(throws: PostgresError.self) { try await tiny.query("SELECT 1") }
         #expect(error?.code == .poolTimeout)
         try await holder
