@@ -61,16 +61,20 @@ public enum EventSeeder {
 
     /// Random journeys through every configured funnel, days in the past, with
     /// drop-offs, repeats, anonymous-then-identified persons and duplicates.
+    /// They start at a UTC midnight, so a seed puts the same persons on the
+    /// same cohort days whatever the hour the tests run (from 10 days ago, a
+    /// late-afternoon start left the first UTC day with a fifth of its persons).
     public static func journeys(configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10) -> [SeedEvent] {
         var rng = SplitMix(seed: seed)
-        let base = Timestamps.microseconds(Date()) - Int64(daysAgo) * 86_400_000_000
+        let day: Int64 = 86_400_000_000
+        let base = (Timestamps.microseconds(Date()) / day - Int64(daysAgo)) * day
         var events: [SeedEvent] = []
         for funnel in configuration.funnels {
             let required = funnel.requiredStepIndices
             for p in 0..<personsPerFunnel {
                 let anonymous = "\(funnel.name)-anon-\(p)"
                 let user = rng.next() % 3 == 0 ? "\(funnel.name)-user-\(p)" : nil
-                var t = base + Int64(rng.next() % 5) * 86_400_000_000 + Int64(rng.next() % 86_400) * 1_000_000
+                var t = base + Int64(rng.next() % 5) * day + Int64(rng.next() % 86_400) * 1_000_000
                 let stop = Int(rng.next() % UInt64(required.count + 2))
                 for (position, stepIndex) in required.enumerated() where position <= stop {
                     guard let matcher = funnel.steps[stepIndex].matchers.first else { continue }
