@@ -2,10 +2,11 @@ import Foundation
 import Funnels
 import LibPQ
 
-/// What an incremental run settles before it reads any history: whom to
-/// recompute, and which stored outcomes leave the days' tallies — the
-/// touched persons' (deleted, to be recomputed) and those whose window closed
-/// with no new events (closed in place). A rebuild starts from the empty value.
+/// What an incremental run settles before it evaluates anyone: whom to
+/// recompute (before any history is read), and which stored outcomes leave
+/// the days' tallies — the touched persons' (deleted, to be recomputed) and
+/// those whose window closed with no new events (closed in place). A rebuild
+/// starts from the empty value.
 struct IncrementalStart {
     /// App -> the persons to recompute.
     var touched: [String: Set<String>] = [:]
@@ -21,16 +22,22 @@ struct IncrementalStart {
 
     var personCount: Int { touched.values.reduce(0) { $0 + $1.count } }
 
-    /// Updates the links from the day's events, collects the touched persons,
-    /// deletes their outcomes and closes the windows that closed since the
-    /// last run; `timeZone` is the job's zone for a funnel's cohort days.
-    static func prepare(
-        _ c: Connection, day: NewEvents, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone
-    ) throws -> IncrementalStart {
+    /// Updates the links from the day's events and collects the touched
+    /// persons, with their keys on `reader`: enough to start reading their histories.
+    static func collect(_ c: Connection, day: NewEvents, reader: Connection) throws -> IncrementalStart {
         var start = IncrementalStart()
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(c, newLinks: day.links)
-        start.touched = try TouchedPersons.collect(c, day: day, relinks: relinks)
+        start.touched = try TouchedPersons.collect(c, day: day, relinks: relinks, reader: reader)
+        return start
+    }
+
+    /// Deletes the touched persons' outcomes and closes the windows that
+    /// closed since the last run, while their histories are read on the
+    /// other session; `timeZone` is the job's zone for a funnel's cohort days.
+    mutating func removeStoredOutcomes(
+        _ c: Connection, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone
+    ) throws {
         let funnels = Dictionary(configured.map { ($0.name, $0) }) { first, _ in first }
         let shapes = funnels.mapValues(FunnelTally.Shape.init)
         func tally(_ tallies: inout [String: [String: FunnelTally]], _ name: String, _ cohortDay: String, _ outcome: PersonOutcome) {
@@ -39,16 +46,16 @@ struct IncrementalStart {
                 .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(funnel))
         }
         try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
-            start.affected.insert(FunnelDay(funnel: name, day: cohortDay))
-            tally(&start.removed, name, cohortDay, outcome)
+            affected.insert(FunnelDay(funnel: name, day: cohortDay))
+            tally(&removed, name, cohortDay, outcome)
         }
         try OutcomeStore.closeWindows(c, now: now) { name, cohortDay, outcome in
-            start.affected.insert(FunnelDay(funnel: name, day: cohortDay))
+            affected.insert(FunnelDay(funnel: name, day: cohortDay))
             var open = outcome
             open.inProgress = true
-            tally(&start.removed, name, cohortDay, open)
-            tally(&start.closed, name, cohortDay, outcome)
-            start.windowsClosed += 1
+            tally(&removed, name, cohortDay, open)
+            tally(&closed, name, cohortDay, outcome)
+            windowsClosed += 1
         }
         // Open windows, and days stored before there were tallies.
         for row in try c.query(
@@ -61,9 +68,8 @@ struct IncrementalStart {
             """
         ).rows {
             let funnelDay = FunnelDay(funnel: try row.decode(String.self, at: 0), day: try row.decode(String.self, at: 1))
-            start.affected.insert(funnelDay)
-            if try row.decode(Bool.self, at: 2) { start.untallied[funnelDay.funnel, default: []].insert(funnelDay.day) }
+            affected.insert(funnelDay)
+            if try row.decode(Bool.self, at: 2) { untallied[funnelDay.funnel, default: []].insert(funnelDay.day) }
         }
-        return start
     }
 }

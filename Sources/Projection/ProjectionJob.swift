@@ -43,6 +43,9 @@ public struct ProjectionJob: Sendable {
     /// goes to disk (see `PersonHistoryReader`); tests make them small.
     var eventsPerPartition = PersonHistoryReader.eventsPerPartition
     var spillBuffer = 1 << 20
+    /// Whether the log is read on a second session; without one (or when it
+    /// can't be had) the run's own session reads too, and tests check both.
+    var secondSession = true
     /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
     var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
 
@@ -59,13 +62,15 @@ public struct ProjectionJob: Sendable {
         }
         defer { _ = try? c.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
         return try c.transaction(isolation: "REPEATABLE READ") { c in
-            // One session, once a night: room for the incremental run's sorts and
-            // the rebuild's index builds, which spill to disk at the defaults.
-            try c.executeScript("SET LOCAL work_mem = '128MB'; SET LOCAL maintenance_work_mem = '256MB'")
+            // Once a night, for the run's session and its reader: room for the
+            // incremental run's sorts and the rebuild's index builds, which
+            // spill to disk at the defaults.
+            var settings = "SET LOCAL work_mem = '128MB'; SET LOCAL maintenance_work_mem = '256MB';"
             // The incremental run's key-by-key statements are estimated dear
             // enough to be JIT-compiled, which took longer than running them.
-            if mode == .incremental { try c.executeScript("SET LOCAL jit = off") }
-            return try runLocked(c, mode: mode, now: now)
+            if mode == .incremental { settings += " SET LOCAL jit = off;" }
+            try c.executeScript(settings)
+            return try runLocked(c, mode: mode, now: now, settings: settings)
         }
     }
 
@@ -114,15 +119,15 @@ public struct ProjectionJob: Sendable {
         timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
     }
 
-    private func runLocked(_ c: Connection, mode: Mode, now: Int64) throws -> Summary {
+    private func runLocked(_ c: Connection, mode: Mode, now: Int64, settings: String) throws -> Summary {
         SpilledHistory.removeAbandoned()
         let current = try Checkpoint.current(c)
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let apps = Array(Set(configuration.funnels.map(\.app))).sorted()
         var deferredIndexes: [String] = []
-        // A rebuild reads the log on a second session (see `SnapshotReader`);
-        // an incremental run's reads join the links and temp tables it writes.
-        let reads = mode == .rebuild ? try SnapshotReader.open(beside: c) : c
+        // The log is read on a second session (see `SnapshotReader`), opened
+        // before the run writes anything.
+        let reads = secondSession ? try SnapshotReader.open(beside: c, settings: settings) : c
         if mode == .rebuild {
             try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts, funnel_tallies")
             deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
@@ -139,39 +144,52 @@ public struct ProjectionJob: Sendable {
             newByApp = day.counts
         }
         let newEvents = newByApp.values.reduce(0, +)
-        let start = mode == .incremental
-            ? try IncrementalStart.prepare(c, day: day, funnels: configuration.funnels, now: now, timeZone: timeZone(for:))
-            : IncrementalStart()
+        var start = mode == .incremental ? try IncrementalStart.collect(c, day: day, reader: reads) : IncrementalStart()
         // A rebuild reads everything; an incremental run's partitions are sized
         // from the persons (a few dozen events each), as counting their events
         // costs as much as reading them.
         let expectedEvents = mode == .rebuild ? newEvents : start.personCount * Self.eventsPerPersonEstimate
+        let partitions = expectedEvents / max(1, eventsPerPartition) + 1
+        let readers = Self.pipelineOrder(apps, sizes: newByApp).compactMap { app -> PersonHistoryReader? in
+            if mode == .incremental, start.touched[app]?.isEmpty ?? true { return nil }
+            let funnels = configuration.funnels(forApp: app)
+            return PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
+        }
+        // An incremental run's histories stream in on the reader while the
+        // run's session settles the stored outcomes; a rebuild reads each
+        // app's links and history in turn, below, to hold one app's at a time.
+        var prefetch: HistoryPrefetch?
+        defer { prefetch?.close() }
+        if mode == .incremental {
+            prefetch = HistoryPrefetch(readers, on: reads, partitions: partitions, spillBuffer: spillBuffer)
+            try start.removeStoredOutcomes(c, funnels: configuration.funnels, now: now, timeZone: timeZone(for:))
+        }
 
         let progress = Progress(
             label: mode == .rebuild ? "rebuild" : "report", total: mode == .rebuild ? expectedEvents : nil, enabled: showProgress)
         // Outcome rows are COPYed in the background while more partitions are evaluated.
         let copier = CopyPipeline(connection: c, statement: OutcomeStore.copyStatement)
         defer { try? copier.wait() }
-        let partitions = expectedEvents / max(1, eventsPerPartition) + 1
         var totals = PartitionEvaluation.Totals()
         // One app is evaluated while the next one's history streams in.
         var running: PartitionEvaluation.Running?
         defer { _ = try? running?.finish() }
-        for app in Self.pipelineOrder(apps, sizes: newByApp) {
-            let funnels = configuration.funnels(forApp: app)
-            let touchedInApp: Set<String>? = mode == .incremental ? (start.touched[app] ?? []) : nil
-            if touchedInApp?.isEmpty == true { continue }
-            let scope: PersonHistoryReader.Scope =
-                mode == .rebuild ? .all(links: try IdentityLinker.rebuild(reading: reads, writing: c, app: app)) : .touched
-            let reader = PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
-            let history = try reader.spill(reads, scope: scope, partitions: partitions, spillBuffer: spillBuffer)
+        for reader in readers {
+            let funnels = configuration.funnels(forApp: reader.app)
+            let history: SpilledHistory
+            if let prefetch {
+                history = try prefetch.next()
+            } else {
+                let links = try IdentityLinker.rebuild(reading: reads, writing: c, app: reader.app)
+                history = try reader.spill(reads, scope: .all(links: links), partitions: partitions, spillBuffer: spillBuffer)
+            }
             if let previous = running {
                 running = nil
                 totals.merge(try previous.finish())
             }
             let evaluation = PartitionEvaluation(
                 funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
-                touched: touchedInApp, now: now)
+                touched: mode == .incremental ? start.touched[reader.app] : nil, now: now)
             running = evaluation.start(history, reader: reader, workers: workers, copier: copier, progress: progress)
         }
         if let last = running {

@@ -77,7 +77,7 @@ struct PersonHistoryReaderTests {
         try await db.drop()
     }
 
-    @Test("ids with bytes COPY escapes (tab, backslash, newline, control bytes) still bring a person's anonymous and identified events together")
+    @Test("ids with bytes COPY escapes (tab, backslash, newline, control bytes) still bring a person's anonymous and identified events together, in a rebuild's read and an incremental run's")
     func escapedIdsStayOnePerson() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
@@ -92,38 +92,56 @@ struct PersonHistoryReaderTests {
             SeedEvent(app: "ops", type: "screen", event: "Welcome", anonymousId: "other\\device", timestamp: start),
         ]
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
-        let seen = try await pool.withConnection { c -> [String: Int] in
+        let reader = PersonHistoryReader(app: "ops", paths: [])
+        @Sendable func timelines(_ history: SpilledHistory) throws -> [String: Int] {
+            defer { history.remove() }
             var seen: [String: Int] = [:]
-            try c.transaction(isolation: "REPEATABLE READ") { c in
-                let links = try IdentityLinker.rebuild(reading: c, writing: c, app: "ops")
-                #expect(links[device]?.userId == user)
-                let reader = PersonHistoryReader(app: "ops", paths: [])
-                let history = try reader.spill(c, scope: .all(links: links), partitions: 13, spillBuffer: 64)
-                defer { history.remove() }
-                for partition in history.partitions {
-                    _ = try reader.forEachPerson(in: partition) { person, timeline in
-                        #expect(seen[person] == nil, "\(person.debugDescription) split over partitions")
-                        seen[person] = timeline.count
-                    }
+            for partition in history.partitions {
+                _ = try reader.forEachPerson(in: partition) { person, timeline in
+                    #expect(seen[person] == nil, "\(person.debugDescription) split over partitions")
+                    seen[person] = timeline.count
                 }
             }
             return seen
         }
-        #expect(seen == [user: 4, "other\\device": 1])
+        let rebuilt = try await pool.withConnection { c in
+            try c.transaction(isolation: "REPEATABLE READ") { c in
+                let links = try IdentityLinker.rebuild(reading: c, writing: c, app: "ops")
+                #expect(links[device]?.userId == user)
+                return try timelines(try reader.spill(c, scope: .all(links: links), partitions: 13, spillBuffer: 64))
+            }
+        }
+        #expect(rebuilt == [user: 4, "other\\device": 1])
+        // As an incremental run reads them: keys and persons worked out on the
+        // run's session, the events read on a second one.
+        let touched = try await pool.withConnection { c in
+            try c.transaction(isolation: "REPEATABLE READ") { c in
+                let reads = try SnapshotReader.open(beside: c)
+                #expect(reads !== c)  // the links are the ones stored above
+                var day = NewEvents()
+                day.users = [.init(app: "ops", id: user)]
+                day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
+                #expect(try TouchedPersons.collect(c, day: day, relinks: [], reader: reads) == ["ops": [user, "other\\device"]])
+                return try timelines(try reader.spill(reads, scope: .touched, partitions: 5, spillBuffer: 64))
+            }
+        }
+        #expect(touched == rebuilt)
         await pool.close()
         try await db.drop()
     }
 
-    @Test("the job split into tiny partitions gives the same tables as in one, for a rebuild and the incremental run after it")
+    @Test("the job split into tiny partitions, or reading on its one session, gives the same tables, for a rebuild and the incremental run after it")
     func partitioningDoesNotChangeResults() async throws {
         let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 150, seed: 8)
         let half = events.count / 2
         var fine = ProjectionJob(configuration: Self.configuration, showProgress: false)
         fine.eventsPerPartition = 90
         fine.spillBuffer = 1024
+        var oneSession = fine
+        oneSession.secondSession = false
         let whole = ProjectionJob(configuration: Self.configuration, showProgress: false)
         var dumps: [[String: [String]]] = []
-        for job in [whole, fine] {
+        for job in [whole, fine, oneSession] {
             let db = try await TestDatabase.create()
             let pool = db.pool(maxConnections: 1)
             try await pool.withConnection { c in try EventSeeder.insert(c, Array(events.prefix(half))) }
@@ -138,6 +156,7 @@ struct PersonHistoryReaderTests {
         #expect((dumps[0]["funnel_persons"]?.count ?? 0) > 500)
         for table in TableDump.queries.keys.sorted() {
             #expect(dumps[1][table] == dumps[0][table], "\(table)")
+            #expect(dumps[2][table] == dumps[0][table], "\(table), one session")
         }
     }
 
