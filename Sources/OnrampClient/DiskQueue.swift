@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// The client's on-disk queue: one file per message, written atomically
 /// (temp file + rename) before `track` returns, deleted only after the server
@@ -9,7 +8,7 @@ import Synchronization
 final class DiskQueue: Sendable {
     let directory: URL
     private let maxCount: Int
-    private let state: Mutex<State>
+    private let state: Locked<State>
 
     private struct State {
         var files: [URL]
@@ -25,7 +24,7 @@ final class DiskQueue: Sendable {
             .filter { $0.pathExtension == "json" }
             .sorted { $0.lastPathComponent < $1.lastPathComponent }
         let last = existing.last.flatMap { UInt64($0.lastPathComponent.prefix(20)) } ?? 0
-        state = Mutex(State(files: existing, nextSequence: last + 1, dropped: 0))
+        state = Locked(State(files: existing, nextSequence: last + 1, dropped: 0))
     }
 
     var count: Int { state.withLock { $0.files.count } }

@@ -2,7 +2,6 @@ public import Foundation
 #if canImport(FoundationNetworking)
 public import FoundationNetworking
 #endif
-import Synchronization
 
 /// Onramp's client SDK: Segment's wire format, an on-disk queue, batched
 /// delivery with retries. Foundation only, for iOS, macOS and Linux apps.
@@ -69,7 +68,7 @@ public final class OnrampClient: Sendable {
     public let configuration: Configuration
     public let anonymousId: String
     private let queue: DiskQueue
-    private let state = Mutex(State())
+    private let state = Locked(State())
     private let flushLock = FlushGate()
 
     private struct State {
@@ -276,7 +275,7 @@ public final class OnrampClient: Sendable {
 
 /// Lets one flush run at a time; later callers wait for it and then run their own.
 final class FlushGate: Sendable {
-    private let running = Mutex<Task<Void, Never>?>(nil)
+    private let running = Locked<Task<Void, Never>?>(nil)
 
     func run(_ body: @escaping @Sendable () async -> Void) async {
         let task = running.withLock { current -> Task<Void, Never> in

@@ -70,9 +70,11 @@ import Testing
     /// "At once" is shown by order, not by a clock: while a table lock holds
     /// every writer's commit and one request waits in the full queue, the next
     /// request is answered 503 before any of those is answered; once the lock
-    /// goes, all of them are stored.
+    /// goes, all of them are stored. The commit timeout is set far out: under
+    /// ThreadSanitizer the setup outlasted the default 30 s, and the held
+    /// requests were answered 503 `commit_timeout` before the lock went.
     @Test func saturatedWriterAnswers503AtOnce() async throws {
-        try await withServer(configure: { $0.maxQueuedRequests = 1; $0.writers = 2 }) { h in
+        try await withServer(configure: { $0.maxQueuedRequests = 1; $0.writers = 2; $0.commitTimeout = .seconds(600) }) { h in
             // A connection of its own, outside any pool: a pool rolls back what a borrower leaves open.
             let locker = try Connection.connect(h.databaseURL)
             try locker.executeScript("BEGIN; LOCK TABLE events IN ACCESS EXCLUSIVE MODE")
