@@ -71,16 +71,20 @@ public enum EventStore {
         }
     }
 
+    /// Rejected messages, every text made storable (`Storable.text`).
     public static func insertQuarantine(_ entries: [QuarantineEntry], on connection: Connection) throws {
         guard !entries.isEmpty else { return }
+        // What the client sent may hold what text cannot (a NUL in a messageId,
+        // say): escaped, never a reason to fail the commit.
+        func text(_ value: (QuarantineEntry) -> String) -> PostgresValue { .textArray(entries.map { Storable.text(value($0)) }) }
         let parameters: [PostgresValue] = [
-            .textArray(entries.map { $0.app ?? "" }),
+            text { $0.app ?? "" },
             .textArray(entries.map { Timestamps.format(microseconds: $0.receivedAt) }),
             .textArray(entries.map { String($0.rejection.index) }),
-            .textArray(entries.map { $0.rejection.messageID ?? "" }),
-            .textArray(entries.map(\.rejection.code)),
-            .textArray(entries.map(\.rejection.message)),
-            .textArray(entries.map(\.rejection.raw)),
+            text { $0.rejection.messageID ?? "" },
+            text(\.rejection.code),
+            text(\.rejection.message),
+            text(\.rejection.raw),
         ]
         try connection.query(
             """

@@ -52,6 +52,28 @@ public enum JSONValue: Sendable, Hashable {
         }
     }
 
+    /// Where the first U+0000 is, as a path below `path` (`properties.items[2].name`;
+    /// a key holding one is named with it escaped); nil when there is none.
+    /// Builds only the one path.
+    public func pathToNUL(_ path: String) -> String? {
+        switch self {
+        case .string(let s): return s.utf8.contains(0) ? path : nil
+        case .array(let items):
+            guard let i = items.firstIndex(where: \.containsNUL) else { return nil }
+            return items[i].pathToNUL("\(path)[\(i)]")
+        case .object(let fields):
+            for (key, value) in fields {
+                if key.utf8.contains(0) {
+                    let named = Storable.text(key)
+                    return path.isEmpty ? named : "\(path).\(named)"
+                }
+                if value.containsNUL { return value.pathToNUL(path.isEmpty ? key : "\(path).\(key)") }
+            }
+            return nil
+        default: return nil
+        }
+    }
+
     /// Written as UTF-8 bytes: this runs for every stored event, several times.
     private func write(into out: inout [UInt8]) {
         switch self {

@@ -20,8 +20,16 @@ public enum MessageValidator {
     ) -> Outcome {
         var outcome = Outcome()
         let pii = policy.piiPolicy(for: app)
+        // Batch-level context goes into every message's stored context.
+        let contextNUL = JSONValue.object(batch.context).pathToNUL("context")
         for (index, message) in batch.messages.enumerated() {
-            switch validate(message, batch: batch, app: app, receivedAt: receivedAt, policy: policy, pii: pii) {
+            let result: Result<NewEvent, Failure> =
+                if let contextNUL {
+                    .failure(Failure("invalid_text", "the batch's \"\(contextNUL)\" \(Storable.nulReason)"))
+                } else {
+                    validate(message, batch: batch, app: app, receivedAt: receivedAt, policy: policy, pii: pii)
+                }
+            switch result {
             case .success(let event): outcome.events.append((index, event))
             case .failure(let failure):
                 outcome.rejections.append(
@@ -52,8 +60,8 @@ public enum MessageValidator {
         guard raw.utf8.count <= policy.maxMessageBytes else {
             return .failure(Failure("message_too_large", "the message is \(raw.utf8.count) bytes; at most \(policy.maxMessageBytes) are accepted"))
         }
-        guard !message.containsNUL else {
-            return .failure(Failure("invalid_text", "the message contains a NUL character (\\u0000), which cannot be stored"))
+        if message.containsNUL, let path = message.pathToNUL("") {
+            return .failure(Failure("invalid_text", "\"\(path)\" \(Storable.nulReason)"))
         }
         guard let typeName = fields["type"]?.stringValue else {
             return .failure(Failure("invalid_type", "\"type\" is missing or not a string"))
@@ -130,10 +138,10 @@ public enum MessageValidator {
         if let value = fields["messageId"], !value.isNull {
             guard let id = value.stringValue, !id.isEmpty,
                 isPrintableASCII(id) && id.utf8.count <= maxIdentifierLength
-                    || id.count <= maxIdentifierLength
+                    || id.count <= maxIdentifierLength && id.utf8.count <= Storable.maxIndexedBytes
                         && !id.unicodeScalars.contains(where: { $0.properties.generalCategory == .control })
             else {
-                return .failure(Failure("invalid_message_id", "\"messageId\" must be a string of 1–\(maxIdentifierLength) printable characters"))
+                return .failure(Failure("invalid_message_id", "\"messageId\" must be a string of 1–\(maxIdentifierLength) printable characters (at most \(Storable.maxIndexedBytes) bytes of UTF-8)"))
             }
             messageID = id
         } else {
@@ -169,13 +177,19 @@ public enum MessageValidator {
         if case .object(let contextTraits)? = batchContext["traits"] {
             batchContext["traits"] = .object(scrub(contextTraits, pii))
         }
-        return .success(
-            NewEvent(
-                app: app, type: type, messageID: messageID, event: name, anonymousID: anonymousID, userID: userID,
-                timestamp: timestamp, originalTimestamp: original, sentAt: sentAt, receivedAt: receivedAt,
-                properties: JSONValue.object(properties).canonicalText,
-                context: JSONValue.object(JSONValue.merge(batchContext, under: messageContext)).canonicalText,
-                traits: traits.map { JSONValue.object($0).canonicalText }))
+        let event = NewEvent(
+            app: app, type: type, messageID: messageID, event: name, anonymousID: anonymousID, userID: userID,
+            timestamp: timestamp, originalTimestamp: original, sentAt: sentAt, receivedAt: receivedAt,
+            properties: JSONValue.object(properties).canonicalText,
+            context: JSONValue.object(JSONValue.merge(batchContext, under: messageContext)).canonicalText,
+            traits: traits.map { JSONValue.object($0).canonicalText })
+        // The checks above should leave nothing PostgreSQL refuses; this one looks
+        // at the values as they will be stored, so a rule missed above fails one
+        // message here, not its whole group commit.
+        if let problem = Storable.problem(in: event) {
+            return .failure(Failure("unstorable", problem.description))
+        }
+        return .success(event)
     }
 
     /// A message id from the message's canonical content, without the fields a
@@ -226,6 +240,9 @@ public enum MessageValidator {
         if isPrintableASCII(text), text.utf8.count <= maxIdentifierLength { return .success(text) }
         guard text.count <= maxIdentifierLength else {
             return .failure(IdentifierProblem("is longer than \(maxIdentifierLength) characters"))
+        }
+        guard text.utf8.count <= Storable.maxIndexedBytes else {
+            return .failure(IdentifierProblem("is longer than \(Storable.maxIndexedBytes) bytes of UTF-8"))
         }
         guard !text.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) else {
             return .failure(IdentifierProblem("contains control characters"))

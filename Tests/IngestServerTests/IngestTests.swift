@@ -311,3 +311,61 @@ import Testing
         }
     }
 }
+
+/// One message PostgreSQL cannot store must never fail its batch: a 5xx is
+/// retried by every client with the same batch, forever.
+@Suite struct UnstorableMessageTests {
+    @Test func aNULInAMessageIdIsQuarantinedAndTheRestIsStored() async throws {
+        try await withServer { h in
+            let bad = #"{"type":"track","event":"otp_verified","messageId":"bad\u0000id","anonymousId":"d"}"#
+            let body = Fixtures.batch([Fixtures.track("good-1"), bad, Fixtures.track("good-2")])
+            let reply = try await h.post(json: body)
+            #expect(reply.status == 200, "\(reply.body)")
+            #expect(reply.json?["accepted"] as? Int == 2)
+            let rejected = try #require((reply.json?["rejected"] as? [[String: Any]])?.first)
+            #expect(rejected["index"] as? Int == 1)
+            #expect(rejected["code"] as? String == "invalid_text")
+            #expect(rejected["messageId"] as? String == "bad\u{0}id", "the answer gives the id as sent")
+            #expect(try await h.count("SELECT count(*) FROM events WHERE message_id IN ('good-1', 'good-2')") == 2)
+            // The quarantine keeps it: the id with the NUL escaped, the raw message as JSON.
+            let row = try #require(try await h.pool.query("SELECT message_id, reason_code, raw FROM quarantine").first)
+            #expect(try row.decode(String.self, at: 0) == #"bad\u0000id"#)
+            #expect(try row.decode(String.self, at: 1) == "invalid_text")
+            #expect(try row.decode(String.self, at: 2).contains(#""messageId":"bad\u0000id""#))
+            // The retry a client makes is answered the same way, the good ones now duplicates.
+            let retry = try await h.post(json: body)
+            #expect(retry.status == 200)
+            #expect(retry.json?["duplicates"] as? Int == 2)
+            #expect(try await h.count("SELECT count(*) FROM quarantine") == 2)
+        }
+    }
+
+    @Test func everyRequestValueThatTextCannotHoldFailsOnlyItsMessage() async throws {
+        try await withServer { h in
+            let zalgo = "a" + String(repeating: "\u{301}", count: 3_000)
+            let hostile = [
+                #"{"type":"track","event":"e\u0000","anonymousId":"d"}"#,
+                #"{"type":"screen","name":"s","anonymousId":"d\u0000"}"#,
+                #"{"type":"identify","userId":"u\u0000"}"#,
+                #"{"type":"track","event":"e","anonymousId":"d","properties":{"k\u0000":1}}"#,
+                #"{"type":"track","event":"e","anonymousId":"d","context":{"os":{"name":"\u0000"}}}"#,
+                #"{"type":"identify","userId":"u","traits":{"a":["\u0000"]}}"#,
+                #"{"type":"track","event":"e","anonymousId":"d","messageId":"\#(zalgo)"}"#,
+                #"{"type":"track","event":"e","anonymousId":"\#(zalgo)"}"#,
+                #"{"type":"track","event":"e","userId":"\#(zalgo)"}"#,
+            ]
+            let reply = try await h.post(json: Fixtures.batch([Fixtures.track("ok-1")] + hostile))
+            #expect(reply.status == 200, "\(reply.body)")
+            #expect(reply.json?["accepted"] as? Int == 1)
+            #expect((reply.json?["rejected"] as? [Any])?.count == hostile.count)
+            #expect(try await h.count("SELECT count(*) FROM quarantine") == hostile.count)
+            // Batch-level context goes into every message: each is refused, the request is not.
+            let context = #"{"batch":[\#(Fixtures.track("ok-2"))],"context":{"app":{"name":"x\u0000"}}}"#
+            let contextReply = try await h.post(json: context)
+            #expect(contextReply.status == 200, "\(contextReply.body)")
+            #expect((contextReply.json?["rejected"] as? [[String: Any]])?.first?["code"] as? String == "invalid_text")
+            // A NUL in a write key is an unknown key, not a failed lookup.
+            #expect(try await h.post(json: Fixtures.batch([]), key: "ork_\u{0}").status == 401)
+        }
+    }
+}

@@ -33,7 +33,13 @@ public func fuzzMessages(_ start: UnsafeRawPointer, _ count: Int) -> CInt {
                 precondition(event.app == app && !event.messageID.isEmpty)
                 precondition(event.messageID.count <= MessageValidator.maxIdentifierLength)
                 precondition(event.anonymousID != nil || event.userID != nil)
-                precondition(!event.properties.utf8.contains(0) && !event.context.utf8.contains(0))
+                precondition(Storable.problem(in: event) == nil, "an accepted event PostgreSQL would refuse")
+            }
+            // What goes to the quarantine is storable too.
+            for rejection in outcome.rejections {
+                for text in [rejection.messageID ?? "", rejection.code, rejection.message, rejection.raw] {
+                    precondition(!Storable.text(text).utf8.contains(0))
+                }
             }
         }
     }
