@@ -28,12 +28,15 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
 
     let router = Router(context: BasicRequestContext.self)
     router.add(middleware: StatusMetricsMiddleware(metrics: metrics))
+    var routes = RouteTable()
     IngestController(
         keys: WriteKeyStore(pool: pool), committer: committer,
         limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
         policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, logger: logger
-    ).addRoutes(to: router.group("v1"))
-    HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator).addRoutes(to: router)
+    ).addRoutes(to: router, table: &routes)
+    HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator).addRoutes(to: router, table: &routes)
+    // Added last, so it wraps only the router's not-found answer: 405 or 404, as JSON.
+    router.add(middleware: UnmatchedRouteMiddleware(table: routes))
 
     let onRunning = configuration.onServerRunning
     var app = Application(

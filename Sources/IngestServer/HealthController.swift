@@ -15,7 +15,9 @@ struct HealthController: Sendable {
         var status: String
     }
 
-    func addRoutes(to router: Router<BasicRequestContext>) {
+    /// Each route is recorded in `table` too.
+    func addRoutes(to router: Router<BasicRequestContext>, table: inout RouteTable) {
+        for path in ["/healthz", "/readyz", "/metrics"] { table.add(.get, path) }
         router.get("healthz") { _, _ in JSONBody.response(Status(status: "ok")) }
         router.get("readyz") { _, _ in await ready() }
         router.get("metrics") { _, _ in

@@ -23,15 +23,18 @@ struct IngestController: Sendable {
         ("page", .page), ("p", .page), ("group", .group), ("g", .group), ("alias", .alias), ("a", .alias),
     ]
 
-    func addRoutes(to group: RouterGroup<BasicRequestContext>) {
-        group.post("batch") { request, _ in await handle(request, single: nil) }
-        group.post("b") { request, _ in await handle(request, single: nil) }
-        for (path, type) in Self.singlePaths {
+    /// Under `/v1`; each route is recorded in `table` too.
+    func addRoutes(to router: Router<BasicRequestContext>, table: inout RouteTable) {
+        let group = router.group("v1")
+        let batches: [(String, MessageType?)] = [("batch", nil), ("b", nil)]
+        for (path, type) in batches + Self.singlePaths.map({ ($0.0, Optional($0.1)) }) {
             group.post(RouterPath(path)) { request, _ in await handle(request, single: type) }
+            table.add(.post, "/v1/" + path)
         }
         group.get("projects/:writeKey/settings") { request, context in
             await settings(request, key: context.parameters.get("writeKey") ?? "")
         }
+        table.add(.get, "/v1/projects/:writeKey/settings")
     }
 
     func handle(_ request: Request, single: MessageType?) async -> Response {

@@ -39,6 +39,24 @@ import Testing
         }
     }
 
+    @Test func aMethodAPathDoesNotServeIs405WithAllowAndAnUnknownPathIs404() async throws {
+        try await withServer { h in
+            for (method, path, allow) in [
+                (HTTPMethod.GET, "/v1/batch", "POST"), (.DELETE, "/v1/track", "POST"), (.PUT, "/healthz", "GET"),
+                (.POST, "/metrics", "GET"), (.PATCH, "/v1/projects/any-key/settings", "GET"),
+            ] {
+                let reply = try await h.send(method, path)
+                #expect(reply.status == 405, "\(method) \(path)")
+                #expect(reply.header("Allow") == allow, "\(method) \(path)")
+                #expect((reply.json?["error"] as? [String: Any])?["code"] as? String == "method_not_allowed")
+            }
+            let unknown = try await h.send(.GET, "/v2/batch")
+            #expect(unknown.status == 404)
+            #expect((unknown.json?["error"] as? [String: Any])?["code"] as? String == "not_found")
+            #expect(try await h.send(.GET, "/v1/projects/a/b/settings").status == 404)
+        }
+    }
+
     @Test func bodyLimitsAndGzip() async throws {
         try await withServer { h in
             let big = Fixtures.batch([Fixtures.track("x")]).replacingOccurrences(of: "\"attempt\":1", with: "\"pad\":\"\(String(repeating: "a", count: 600 * 1024))\"")
