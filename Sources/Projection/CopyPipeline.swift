@@ -10,26 +10,25 @@ import NIOConcurrencyHelpers
 /// what the COPYs wrote.
 final class CopyPipeline: Sendable {
     private let connection: Connection
-    private let statement: String
     private let queue = DispatchQueue(label: "onramp.copy-pipeline")
     private let group = DispatchGroup()
     /// At most this many batches of rows wait in memory for their COPY.
     private let slots: DispatchSemaphore
     private let failure = NIOLockedValueBox<(any Error)?>(nil)
 
-    init(connection: Connection, statement: String, queued: Int = 8) {
+    init(connection: Connection, queued: Int = 8) {
         self.connection = connection
-        self.statement = statement
         self.slots = DispatchSemaphore(value: queued)
     }
 
-    /// Queues a COPY of `rows`, waiting while the queue is full; rethrows
-    /// the error of an earlier COPY that failed.
-    func submit(_ rows: BinaryCopyRows) throws {
+    /// Queues a COPY of `rows` by `statement` (`COPY … FROM STDIN (FORMAT
+    /// binary)`), waiting while the queue is full; rethrows the error of an
+    /// earlier COPY that failed.
+    func submit(_ rows: BinaryCopyRows, with statement: String) throws {
         if let error = failure.withLockedValue({ $0 }) { throw error }
         guard rows.rowCount > 0 else { return }
         slots.wait()
-        let connection = self.connection, statement = self.statement, failure = self.failure, slots = self.slots
+        let connection = self.connection, failure = self.failure, slots = self.slots
         queue.async(group: group) {
             defer { slots.signal() }
             guard failure.withLockedValue({ $0 }) == nil else { return }  // the transaction is lost already

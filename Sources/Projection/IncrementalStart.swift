@@ -5,8 +5,8 @@ import LibPQ
 /// What an incremental run settles before it evaluates anyone: whom to
 /// recompute (before any history is read), and which stored outcomes leave
 /// the days' tallies — the touched persons' (deleted, to be recomputed) and
-/// those whose window closed with no new events (closed in place). A rebuild
-/// starts from the empty value.
+/// those whose window closed with no new events (closed in place). The
+/// incremental plan's state; a rebuild has none of it.
 struct IncrementalStart {
     /// App -> the persons to recompute.
     var touched: [String: Set<String>] = [:]

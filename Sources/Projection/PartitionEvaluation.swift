@@ -6,9 +6,11 @@ import NIOConcurrencyHelpers
 
 /// Evaluates one app's spilled history, partition by partition, on several
 /// threads while the job streams the next app: partitions hold disjoint
-/// persons, so each worker renders its own outcome rows and tallies, hands
-/// the rows to the COPYs running in the background, and the results are
-/// added up at the end.
+/// persons, so each worker renders its own rows and tallies, hands the rows
+/// to the COPYs running in the background, and the results are added up at
+/// the end. Per person, the funnel evaluator gives an outcome per funnel; the
+/// outcome's `funnel_persons` row, the cohort day's tally and every
+/// per-person analysis's rows are fed from it.
 struct PartitionEvaluation: Sendable {
     /// What some partitions produced.
     struct Totals: Sendable {
@@ -33,8 +35,9 @@ struct PartitionEvaluation: Sendable {
     let funnels: [Funnel]
     let timeZones: [TimeZone]
     let shapes: [FunnelTally.Shape]
-    /// In an incremental run, the only persons to evaluate.
-    let touched: Set<String>?
+    /// The only persons to evaluate (an incremental run's); nil for all.
+    let persons: Set<String>?
+    let analyses: [any PersonAnalysis]
     let now: Int64
 
     /// Starts evaluating `history` on `workers` threads and returns at once,
@@ -51,12 +54,14 @@ struct PartitionEvaluation: Sendable {
                     var totals = Totals()
                     for index in stride(from: worker, to: history.partitions.count, by: count) {
                         var rows = BinaryCopyRows()
+                        var analysisRows = analyses.map { _ in BinaryCopyRows() }
                         let read = try reader.forEachPerson(in: history.partitions[index]) { person, events in
-                            try evaluate(person: person, events: events, into: &rows, totals: &totals)
+                            try evaluate(person: person, events: events, into: &rows, analysisRows: &analysisRows, totals: &totals)
                         }
                         totals.events += read
                         progress.advance(by: read)
-                        try copier.submit(rows)
+                        try copier.submit(rows, with: OutcomeStore.copyStatement)
+                        for (analysis, rows) in zip(analyses, analysisRows) { try copier.submit(rows, with: analysis.copyStatement) }
                     }
                     return totals
                 }
@@ -86,8 +91,11 @@ struct PartitionEvaluation: Sendable {
         }
     }
 
-    private func evaluate(person: String, events: [FunnelEvent], into rows: inout BinaryCopyRows, totals: inout Totals) throws {
-        if let touched, !touched.contains(person) { return }
+    private func evaluate(
+        person: String, events: [FunnelEvent], into rows: inout BinaryCopyRows, analysisRows: inout [BinaryCopyRows],
+        totals: inout Totals
+    ) throws {
+        if let persons, !persons.contains(person) { return }
         totals.persons += 1
         for (index, funnel) in funnels.enumerated() {
             // Distinct by messageId: the event_ids ledger stores each id once per app.
@@ -99,6 +107,10 @@ struct PartitionEvaluation: Sendable {
             try OutcomeStore.append(outcome, funnel: funnel, person: person, day: dayNumber, to: &rows)
             totals.tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]
                 .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
+            if !analyses.isEmpty {
+                let evaluated = EvaluatedFunnel(person: person, funnel: funnel, outcome: outcome, cohortDay: dayNumber)
+                for i in analyses.indices { try analyses[i].append(evaluated, events: events, to: &analysisRows[i]) }
+            }
         }
     }
 }

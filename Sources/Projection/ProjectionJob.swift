@@ -14,6 +14,12 @@ public import LibPQ
 /// A run is one REPEATABLE READ transaction (kill it at any point and nothing
 /// is half-written), under a session advisory lock taken *before* the snapshot,
 /// so a second concurrent run exits instead of writing over the first.
+///
+/// Its shape: a `ProjectionRun` owns the run's sessions and background work;
+/// a `ProjectionPlan` (`RebuildPlan`, `IncrementalPlan`) says what to read,
+/// whom to recompute and which cohort days to rewrite; per person, the funnel
+/// evaluator's outcomes feed `funnel_persons`, the day tallies and every
+/// `PersonAnalysis` in `analyses`.
 public struct ProjectionJob: Sendable {
     public enum Mode: String, Sendable { case incremental, rebuild }
 
@@ -32,22 +38,15 @@ public struct ProjectionJob: Sendable {
     }
 
     static let lockKey: Int64 = 0x6f6e_7261_6d70_02
-    /// For sizing an incremental run's partitions only; a wrong guess costs a little speed.
-    static let eventsPerPersonEstimate = 20
 
     public let configuration: FunnelConfiguration
     /// Overrides the configured report time zone for cohort days.
     public let timeZoneOverride: String?
     public let showProgress: Bool
-    /// Events per spill partition and bytes buffered per partition before it
-    /// goes to disk (see `PersonHistoryReader`); tests make them small.
-    var eventsPerPartition = PersonHistoryReader.eventsPerPartition
-    var spillBuffer = 1 << 20
-    /// Whether the log is read on a second session; without one (or when it
-    /// can't be had) the run's own session reads too, and tests check both.
-    var secondSession = true
-    /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
-    var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+    /// How runs read and evaluate (partition sizes, a second session, threads).
+    var options = ProjectionRun.Options()
+    /// The per-person analyses after the funnel evaluator, each with its own table.
+    var analyses: [any PersonAnalysis] = []
 
     public init(configuration: FunnelConfiguration, timeZoneOverride: String? = nil, showProgress: Bool = true) {
         self.configuration = configuration
@@ -70,34 +69,44 @@ public struct ProjectionJob: Sendable {
             // enough to be JIT-compiled, which took longer than running them.
             if mode == .incremental { settings += " SET LOCAL jit = off;" }
             try c.executeScript(settings)
-            return try runLocked(c, mode: mode, now: now, settings: settings)
+            SpilledHistory.removeAbandoned()
+            let current = try Checkpoint.current(c)
+            let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
+            return try ProjectionRun.with(self, session: c, settings: settings, now: now) { run in
+                switch mode {
+                case .rebuild:
+                    var plan = RebuildPlan()
+                    return try project(run, plan: &plan, from: previous, to: current)
+                case .incremental:
+                    var plan = IncrementalPlan(since: previous)
+                    return try project(run, plan: &plan, from: previous, to: current)
+                }
+            }
         }
     }
 
-    /// Drops `table`'s primary key and indexes and returns the statements that
-    /// recreate them: a rebuild refills the table whole, and building an index
-    /// once afterwards, by a sort, is cheaper than updating it row by row.
-    /// Inside the run's transaction, so a killed run leaves them as they were.
-    /// The statements come from the catalog, never from input.
-    static func dropIndexes(_ c: Connection, table: String) throws -> [String] {
-        let rows = try c.query(
-            """
-            SELECT format('ALTER TABLE %I DROP CONSTRAINT %I', $1::text, k.conname),
-                   format('ALTER TABLE %I ADD CONSTRAINT %I %s', $1::text, k.conname, pg_get_constraintdef(k.oid))
-            FROM pg_constraint k WHERE k.conrelid = $1::regclass AND k.contype = 'p'
-            UNION ALL
-            SELECT format('DROP INDEX %I.%I', i.schemaname, i.indexname), i.indexdef
-            FROM pg_indexes i
-            WHERE i.tablename = $1 AND i.schemaname = current_schema()
-              AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conname = i.indexname AND k.conrelid = $1::regclass)
-            """, [.text(table)]
-        ).rows
-        var definitions: [String] = []
-        for row in rows {
-            try c.executeScript(try row.decode(String.self, at: 0))
-            definitions.append(try row.decode(String.self, at: 1))
+    /// One run, whichever the plan: evaluate, rewrite the cohort days it
+    /// changed, store the targets and the new checkpoint.
+    private func project(
+        _ run: ProjectionRun, plan: inout some ProjectionPlan, from previous: Checkpoint, to current: Checkpoint
+    ) throws -> Summary {
+        let totals = try run.evaluate(&plan)
+        let days = plan.cohortDays(evaluated: totals.affected)
+        let daysByFunnel = Dictionary(grouping: days, by: \.funnel)
+        for funnel in configuration.funnels {
+            guard let days = daysByFunnel[funnel.name] else { continue }
+            let daySet = Set(days.map(\.day))
+            let tallies = try plan.tallies(run, funnel: funnel, days: daySet, counted: totals.tallies[funnel.name] ?? [:])
+            try CohortTables.rewrite(
+                run.session, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
+                timeZoneName: run.timeZoneName(for: funnel))
         }
-        return definitions
+        try TargetTable.write(run.session, configuration: configuration)
+        try current.save(run.session)
+        return Summary(
+            mode: plan.mode, previousHorizon: previous.horizon, horizon: current.horizon,
+            newEvents: run.reading.newEvents.values.reduce(0, +), eventsRead: totals.events, personsRecomputed: totals.persons,
+            windowsClosed: plan.windowsClosed, cohortDaysRewritten: days.count)
     }
 
     /// The order apps go through the read-then-evaluate pipeline: the first
@@ -108,127 +117,5 @@ public struct ProjectionJob: Sendable {
         let ascending = apps.sorted { (sizes[$0] ?? 0, $0) < (sizes[$1] ?? 0, $1) }
         guard ascending.count > 2 else { return ascending }
         return [ascending[0]] + ascending[2...].reversed() + [ascending[1]]
-    }
-
-    func timeZone(for funnel: Funnel) -> TimeZone {
-        TimeZone(identifier: timeZoneName(for: funnel)) ?? TimeZone(identifier: "UTC") ?? .current
-    }
-
-    /// As configured ("UTC"; Foundation on Linux would call it "GMT").
-    func timeZoneName(for funnel: Funnel) -> String {
-        timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
-    }
-
-    private func runLocked(_ c: Connection, mode: Mode, now: Int64, settings: String) throws -> Summary {
-        SpilledHistory.removeAbandoned()
-        let current = try Checkpoint.current(c)
-        let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
-        let apps = Array(Set(configuration.funnels.map(\.app))).sorted()
-        var deferredIndexes: [String] = []
-        // The log is read on a second session (see `SnapshotReader`), opened
-        // before the run writes anything.
-        let reads = secondSession ? try SnapshotReader.open(beside: c, settings: settings) : c
-        if mode == .rebuild {
-            try c.executeScript("TRUNCATE identity_links, funnel_persons, funnel_daily, funnel_cohorts, funnel_tallies")
-            deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
-        }
-        var newByApp: [String: Int] = [:]
-        var day = NewEvents()
-        switch mode {
-        case .rebuild:
-            for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(apps)]).rows {
-                newByApp[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
-            }
-        case .incremental:
-            day = try NewEvents.read(c, apps: Set(apps), since: previous)
-            newByApp = day.counts
-        }
-        let newEvents = newByApp.values.reduce(0, +)
-        var start = mode == .incremental ? try IncrementalStart.collect(c, day: day, reader: reads) : IncrementalStart()
-        // A rebuild reads everything; an incremental run's partitions are sized
-        // from the persons (a few dozen events each), as counting their events
-        // costs as much as reading them.
-        let expectedEvents = mode == .rebuild ? newEvents : start.personCount * Self.eventsPerPersonEstimate
-        let partitions = expectedEvents / max(1, eventsPerPartition) + 1
-        let readers = Self.pipelineOrder(apps, sizes: newByApp).compactMap { app -> PersonHistoryReader? in
-            if mode == .incremental, start.touched[app]?.isEmpty ?? true { return nil }
-            let funnels = configuration.funnels(forApp: app)
-            return PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
-        }
-        // An incremental run's histories stream in on the reader while the
-        // run's session settles the stored outcomes; a rebuild reads each
-        // app's links and history in turn, below, to hold one app's at a time.
-        var prefetch: HistoryPrefetch?
-        defer { prefetch?.close() }
-        if mode == .incremental {
-            prefetch = HistoryPrefetch(readers, on: reads, partitions: partitions, spillBuffer: spillBuffer)
-            try start.removeStoredOutcomes(c, funnels: configuration.funnels, now: now, timeZone: timeZone(for:))
-        }
-
-        let progress = Progress(
-            label: mode == .rebuild ? "rebuild" : "report", total: mode == .rebuild ? expectedEvents : nil, enabled: showProgress)
-        // Outcome rows are COPYed in the background while more partitions are evaluated.
-        let copier = CopyPipeline(connection: c, statement: OutcomeStore.copyStatement)
-        defer { try? copier.wait() }
-        var totals = PartitionEvaluation.Totals()
-        // One app is evaluated while the next one's history streams in.
-        var running: PartitionEvaluation.Running?
-        defer { _ = try? running?.finish() }
-        for reader in readers {
-            let funnels = configuration.funnels(forApp: reader.app)
-            let history: SpilledHistory
-            if let prefetch {
-                history = try prefetch.next()
-            } else {
-                let links = try IdentityLinker.rebuild(reading: reads, writing: c, app: reader.app)
-                history = try reader.spill(reads, scope: .all(links: links), partitions: partitions, spillBuffer: spillBuffer)
-            }
-            if let previous = running {
-                running = nil
-                totals.merge(try previous.finish())
-            }
-            let evaluation = PartitionEvaluation(
-                funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
-                touched: mode == .incremental ? start.touched[reader.app] : nil, now: now)
-            running = evaluation.start(history, reader: reader, workers: workers, copier: copier, progress: progress)
-        }
-        if let last = running {
-            running = nil
-            totals.merge(try last.finish())
-        }
-        try copier.wait()
-        let affected = start.affected.union(totals.affected)
-        progress.finish()
-        for definition in deferredIndexes { try c.executeScript(definition) }
-
-        try writeCohortDays(c, mode: mode, affected: affected, counted: totals.tallies, start: start, now: now)
-        try TargetTable.write(c, configuration: configuration)
-        try current.save(c)
-        return Summary(
-            mode: mode, previousHorizon: previous.horizon, horizon: current.horizon, newEvents: newEvents, eventsRead: totals.events,
-            personsRecomputed: totals.persons, windowsClosed: start.windowsClosed, cohortDaysRewritten: affected.count)
-    }
-
-    /// Rewrites the cohort tables of the funnel days the run changed. A
-    /// rebuild's day tallies are what it counted; an incremental run's are the
-    /// stored ones, less the outcomes it deleted or closed, plus the ones it
-    /// counted and the closed ones as they are now.
-    private func writeCohortDays(
-        _ c: Connection, mode: Mode, affected: Set<FunnelDay>, counted: [String: [String: FunnelTally]], start: IncrementalStart,
-        now: Int64
-    ) throws {
-        let daysByFunnel = Dictionary(grouping: affected, by: \.funnel)
-        for funnel in configuration.funnels {
-            guard let days = daysByFunnel[funnel.name] else { continue }
-            let daySet = Set(days.map(\.day))
-            let zone = timeZone(for: funnel)
-            var added = counted[funnel.name] ?? [:]
-            for (day, tally) in start.closed[funnel.name] ?? [:] { added[day, default: FunnelTally(funnel: funnel)].merge(tally) }
-            let dayTallies = mode == .rebuild ? added : try CohortTables.replacing(
-                c, funnel: funnel, days: daySet, removed: start.removed[funnel.name] ?? [:], added: added,
-                untallied: start.untallied[funnel.name] ?? [], timeZone: zone, timeZoneName: timeZoneName(for: funnel))
-            try CohortTables.rewrite(
-                c, funnel: funnel, days: daySet, tallies: dayTallies, now: now, timeZone: zone, timeZoneName: timeZoneName(for: funnel))
-        }
     }
 }

@@ -135,10 +135,10 @@ struct PersonHistoryReaderTests {
         let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 150, seed: 8)
         let half = events.count / 2
         var fine = ProjectionJob(configuration: Self.configuration, showProgress: false)
-        fine.eventsPerPartition = 90
-        fine.spillBuffer = 1024
+        fine.options.eventsPerPartition = 90
+        fine.options.spillBuffer = 1024
         var oneSession = fine
-        oneSession.secondSession = false
+        oneSession.options.secondSession = false
         let whole = ProjectionJob(configuration: Self.configuration, showProgress: false)
         var dumps: [[String: [String]]] = []
         for job in [whole, fine, oneSession] {

@@ -1,0 +1,47 @@
+import Funnels
+import LibPQ
+
+/// One person's outcome in one funnel, as the evaluator produced it: what
+/// every per-person analysis is fed, with the person's history.
+struct EvaluatedFunnel {
+    let person: String
+    let funnel: Funnel
+    let outcome: PersonOutcome
+    /// The cohort day, as `CohortCalendar.dayNumber` gives it, in the funnel's zone.
+    let cohortDay: Int64
+}
+
+/// A per-person analysis: a stage of the job's pipeline after the funnel
+/// evaluator. For every recomputed person and every funnel they started (or
+/// were excluded from), it is handed the outcome and the person's events, and
+/// writes rows to its own table, keyed like `funnel_persons` by app, person
+/// and funnel. Both plans serve it alike: a rebuild empties its table, an
+/// incremental run deletes the recomputed persons' rows before they are
+/// written again. Adding one is adding a type, its table (a migration) and
+/// an entry in `ProjectionJob.analyses`; the read path and the plans stay.
+///
+/// A person whose window closes with no new events is not recomputed: the
+/// run closes their `funnel_persons` row in place. So an analysis stores what
+/// it finds whatever the window's state, and its readers take
+/// `funnel_persons.in_progress` as the truth about the window.
+protocol PersonAnalysis: Sendable {
+    /// Its table; it has `app` and `person_id` columns.
+    var table: String { get }
+    /// `COPY table (…) FROM STDIN (FORMAT binary)` for the rows `append` writes.
+    var copyStatement: String { get }
+    /// Appends the rows of one person's outcome in one funnel.
+    func append(_ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows) throws
+}
+
+extension PersonAnalysis {
+    /// Deletes the rows of the persons an incremental run recomputes (the
+    /// run's `touched` temp table), each person's found by the index.
+    func deleteRecomputed(_ c: Connection) throws {
+        try c.query(
+            """
+            DELETE FROM \(table) f USING touched t
+            CROSS JOIN LATERAL (SELECT p.ctid FROM \(table) p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+            WHERE f.ctid = p.ctid
+            """)
+    }
+}

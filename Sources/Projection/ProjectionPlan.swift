@@ -1,0 +1,192 @@
+import Foundation
+import Funnels
+import LibPQ
+
+/// How a run differs by mode, and nothing else: what it reads, whom it
+/// recomputes, and which cohort days it rewrites with what tallies. The
+/// read-and-evaluate pipeline, the per-person analyses and the cohort tables
+/// are the same for both plans (`ProjectionJob.run`), which is what keeps a
+/// rebuild and the incremental runs giving the same tables.
+protocol ProjectionPlan {
+    var mode: ProjectionJob.Mode { get }
+
+    /// Settles the stored tables before any history is read; returns the
+    /// events each app's history will be read for (its order and sizing).
+    mutating func prepare(_ run: ProjectionRun) throws -> Reading
+
+    /// Whom to recompute in `app`: nil for every person its history holds.
+    func persons(of app: String) -> Set<String>?
+
+    /// `app`'s history, as this plan reads it; called once per app, in the
+    /// order `Reading.readers` gives.
+    mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory
+
+    /// Called after every person was evaluated, before the cohort days are
+    /// rewritten: puts back what `prepare` set aside.
+    func finishEvaluation(_ run: ProjectionRun) throws
+
+    /// The cohort days to rewrite, given what the evaluation touched.
+    func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay>
+
+    /// The tallies of `days` of `funnel`, given what the evaluation counted.
+    func tallies(
+        _ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally]
+    ) throws -> [String: FunnelTally]
+
+    /// Outcomes whose window closed since the last run, closed in place.
+    var windowsClosed: Int { get }
+}
+
+/// What a run reads: the apps in the order their histories go through the
+/// pipeline, the new events per app, and the partitions each history is cut into.
+struct Reading {
+    var readers: [PersonHistoryReader]
+    var newEvents: [String: Int]
+    var partitions: Int
+    /// Events the run expects to read (for progress), when known.
+    var expectedEvents: Int?
+}
+
+extension ProjectionPlan {
+    /// The apps' history readers, small apps at both ends of the pipeline
+    /// (`ProjectionJob.pipelineOrder`), without those nobody is recomputed in.
+    func readers(_ run: ProjectionRun, sizes: [String: Int]) -> [PersonHistoryReader] {
+        ProjectionJob.pipelineOrder(run.apps, sizes: sizes).compactMap { app -> PersonHistoryReader? in
+            if let persons = persons(of: app), persons.isEmpty { return nil }
+            let funnels = run.configuration.funnels(forApp: app)
+            return PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
+        }
+    }
+}
+
+/// Everything from scratch: the projection tables emptied, every person of
+/// every app recomputed, every cohort day written from what was counted.
+struct RebuildPlan: ProjectionPlan {
+    var mode: ProjectionJob.Mode { .rebuild }
+    var windowsClosed: Int { 0 }
+    /// The primary keys and indexes dropped for the refill, to build once at the end.
+    private var deferredIndexes: [String] = []
+
+    mutating func prepare(_ run: ProjectionRun) throws -> Reading {
+        let c = run.session
+        let tables = ["identity_links", "funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies"]
+            + run.analyses.map(\.table)
+        try c.executeScript("TRUNCATE " + tables.joined(separator: ", "))
+        deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
+        var counts: [String: Int] = [:]
+        for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(run.apps)]).rows {
+            counts[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+        }
+        let total = counts.values.reduce(0, +)
+        return Reading(
+            readers: readers(run, sizes: counts), newEvents: counts,
+            partitions: total / max(1, run.options.eventsPerPartition) + 1, expectedEvents: total)
+    }
+
+    func persons(of app: String) -> Set<String>? { nil }
+
+    /// Each app's links first, then its whole history, on the reader: one
+    /// app's links and history held at a time.
+    mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
+        let links = try IdentityLinker.rebuild(reading: run.reader, writing: run.session, app: reader.app)
+        return try reader.spill(
+            run.reader, scope: .all(links: links), partitions: run.reading.partitions, spillBuffer: run.options.spillBuffer)
+    }
+
+    func finishEvaluation(_ run: ProjectionRun) throws {
+        for definition in deferredIndexes { try run.session.executeScript(definition) }
+    }
+
+    func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { evaluated }
+
+    func tallies(_ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally]) throws -> [String: FunnelTally] {
+        counted
+    }
+
+    /// Drops `table`'s primary key and indexes and returns the statements that
+    /// recreate them: a rebuild refills the table whole, and building an index
+    /// once afterwards, by a sort, is cheaper than updating it row by row.
+    /// Inside the run's transaction, so a killed run leaves them as they were.
+    /// The statements come from the catalog, never from input.
+    static func dropIndexes(_ c: Connection, table: String) throws -> [String] {
+        let rows = try c.query(
+            """
+            SELECT format('ALTER TABLE %I DROP CONSTRAINT %I', $1::text, k.conname),
+                   format('ALTER TABLE %I ADD CONSTRAINT %I %s', $1::text, k.conname, pg_get_constraintdef(k.oid))
+            FROM pg_constraint k WHERE k.conrelid = $1::regclass AND k.contype = 'p'
+            UNION ALL
+            SELECT format('DROP INDEX %I.%I', i.schemaname, i.indexname), i.indexdef
+            FROM pg_indexes i
+            WHERE i.tablename = $1 AND i.schemaname = current_schema()
+              AND NOT EXISTS (SELECT 1 FROM pg_constraint k WHERE k.conname = i.indexname AND k.conrelid = $1::regclass)
+            """, [.text(table)]
+        ).rows
+        var definitions: [String] = []
+        for row in rows {
+            try c.executeScript(try row.decode(String.self, at: 0))
+            definitions.append(try row.decode(String.self, at: 1))
+        }
+        return definitions
+    }
+}
+
+/// Only what changed since the last run's snapshot: the persons the new
+/// events touch, with all their events however old, and the cohort days
+/// their old and new outcomes and the windows closed since fall on.
+struct IncrementalPlan: ProjectionPlan {
+    var mode: ProjectionJob.Mode { .incremental }
+    var windowsClosed: Int { start.windowsClosed }
+    /// For sizing partitions only; a wrong guess costs a little speed.
+    static let eventsPerPersonEstimate = 20
+
+    let since: Checkpoint
+    private var start = IncrementalStart()
+    private var prefetch: HistoryPrefetch?
+
+    init(since: Checkpoint) {
+        self.since = since
+    }
+
+    /// Relinks, collects the touched persons, starts streaming their
+    /// histories on the reader, and meanwhile deletes their stored outcomes
+    /// (and every analysis's rows of them) and closes the windows that closed.
+    mutating func prepare(_ run: ProjectionRun) throws -> Reading {
+        let c = run.session
+        let day = try NewEvents.read(c, apps: Set(run.apps), since: since)
+        start = try IncrementalStart.collect(c, day: day, reader: run.reader)
+        // Partitions are sized from the persons (a few dozen events each), as
+        // counting their events costs as much as reading them.
+        let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1
+        let readers = readers(run, sizes: day.counts)
+        let prefetch = HistoryPrefetch(readers, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer)
+        run.onClose { prefetch.close() }
+        self.prefetch = prefetch
+        try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
+        for analysis in run.analyses { try analysis.deleteRecomputed(c) }
+        return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
+    }
+
+    func persons(of app: String) -> Set<String>? { start.touched[app] ?? [] }
+
+    mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
+        guard let prefetch else {
+            throw ProjectionError(code: .spill, description: "the incremental run read a history before it was prepared")
+        }
+        return try prefetch.next()
+    }
+
+    func finishEvaluation(_ run: ProjectionRun) throws {}
+
+    func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { start.affected.union(evaluated) }
+
+    /// Each day's stored tally, less the outcomes deleted or closed, plus the
+    /// ones counted and the closed ones as they are now.
+    func tallies(_ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally]) throws -> [String: FunnelTally] {
+        var added = counted
+        for (day, tally) in start.closed[funnel.name] ?? [:] { added[day, default: FunnelTally(funnel: funnel)].merge(tally) }
+        return try CohortTables.replacing(
+            run.session, funnel: funnel, days: days, removed: start.removed[funnel.name] ?? [:], added: added,
+            untallied: start.untallied[funnel.name] ?? [], timeZone: run.timeZone(for: funnel),
+            timeZoneName: run.timeZoneName(for: funnel))
+    }
+}

@@ -1,0 +1,126 @@
+import Foundation
+import Funnels
+import LibPQ
+
+/// One run of the nightly job and what it holds, owned by one scoped call
+/// (`ProjectionRun.with`), as a client that owns its connections runs them:
+/// the run's session (inside its REPEATABLE READ transaction), the snapshot
+/// reader beside it, the COPY pipeline that stores what the per-person
+/// analyses produce, the partition evaluations under way and whatever a plan
+/// starts in the background (an incremental run's history prefetch). Whether
+/// the body returns or throws, they are closed in one place, in the one safe
+/// order: background reads stopped, evaluations finished, COPYs drained.
+final class ProjectionRun {
+    /// How the run reads and evaluates; tests make the partitions small.
+    struct Options: Sendable {
+        /// Events per spill partition (see `PersonHistoryReader`).
+        var eventsPerPartition = PersonHistoryReader.eventsPerPartition
+        /// Bytes buffered per partition before it goes to disk.
+        var spillBuffer = 1 << 20
+        /// Whether the log is read on a second session; without one (or when it
+        /// can't be had) the run's own session reads too, and tests check both.
+        var secondSession = true
+        /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
+        var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+    }
+
+    let configuration: FunnelConfiguration
+    let timeZoneOverride: String?
+    let options: Options
+    let showProgress: Bool
+    let now: Int64
+    /// The per-person analyses after the funnel evaluator.
+    let analyses: [any PersonAnalysis]
+    /// The apps the configured funnels are of.
+    let apps: [String]
+    /// The run's own session: every write, in the run's transaction.
+    let session: Connection
+    /// Where the log is read: a second session under the run's snapshot, or `session`.
+    let reader: Connection
+    /// The outcome rows' COPYs, in the background on `session`.
+    let copier: CopyPipeline
+    /// What the plan reads; set by `evaluate` once the plan is prepared.
+    private(set) var reading = Reading(readers: [], newEvents: [:], partitions: 1, expectedEvents: nil)
+    private var closers: [() -> Void] = []
+
+    private init(
+        job: ProjectionJob, session: Connection, reader: Connection, now: Int64
+    ) {
+        configuration = job.configuration
+        timeZoneOverride = job.timeZoneOverride
+        options = job.options
+        analyses = job.analyses
+        apps = Array(Set(job.configuration.funnels.map(\.app))).sorted()
+        showProgress = job.showProgress
+        self.now = now
+        self.session = session
+        self.reader = reader
+        copier = CopyPipeline(connection: session)
+    }
+
+    /// Runs `body` with a run on `session`, which must be inside the run's
+    /// REPEATABLE READ transaction with `settings` applied; the reader gets
+    /// the same settings. Everything the run started is closed when it ends.
+    static func with<T>(
+        _ job: ProjectionJob, session: Connection, settings: String, now: Int64, _ body: (ProjectionRun) throws -> T
+    ) throws -> T {
+        // The reader is opened before the run writes anything (see `SnapshotReader`).
+        let reader = job.options.secondSession ? try SnapshotReader.open(beside: session, settings: settings) : session
+        let run = ProjectionRun(job: job, session: session, reader: reader, now: now)
+        defer { run.close() }
+        return try body(run)
+    }
+
+    /// `body` runs when the run closes, before the COPYs are drained (last added, first run).
+    func onClose(_ body: @escaping () -> Void) {
+        closers.append(body)
+    }
+
+    private func close() {
+        for body in closers.reversed() { body() }
+        closers = []
+        try? copier.wait()
+    }
+
+    func timeZone(for funnel: Funnel) -> TimeZone {
+        TimeZone(identifier: timeZoneName(for: funnel)) ?? TimeZone(identifier: "UTC") ?? .current
+    }
+
+    /// As configured ("UTC"; Foundation on Linux would call it "GMT").
+    func timeZoneName(for funnel: Funnel) -> String {
+        timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
+    }
+
+    /// Prepares `plan`, then streams each app's history through the funnel
+    /// evaluator and the per-person analyses: one app is evaluated, on the
+    /// worker threads, while the next one's history is read. Returns what
+    /// the evaluation counted, once every outcome row is stored.
+    func evaluate(_ plan: inout some ProjectionPlan) throws -> PartitionEvaluation.Totals {
+        reading = try plan.prepare(self)
+        let progress = Progress(
+            label: plan.mode == .rebuild ? "rebuild" : "report", total: reading.expectedEvents, enabled: showProgress)
+        var totals = PartitionEvaluation.Totals()
+        var running: PartitionEvaluation.Running?
+        defer { _ = try? running?.finish() }
+        for reader in reading.readers {
+            let funnels = configuration.funnels(forApp: reader.app)
+            let history = try plan.history(of: reader, self)
+            if let previous = running {
+                running = nil
+                totals.merge(try previous.finish())
+            }
+            let evaluation = PartitionEvaluation(
+                funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
+                persons: plan.persons(of: reader.app), analyses: analyses, now: now)
+            running = evaluation.start(history, reader: reader, workers: options.workers, copier: copier, progress: progress)
+        }
+        if let last = running {
+            running = nil
+            totals.merge(try last.finish())
+        }
+        try copier.wait()
+        progress.finish()
+        try plan.finishEvaluation(self)
+        return totals
+    }
+}
