@@ -7,7 +7,7 @@ public import FoundationNetworking
 /// delivery with retries. Foundation only, for iOS, macOS and Linux apps.
 ///
 /// ```swift
-/// let analytics = try OnrampClient(configuration: .init(writeKey: "wk_…", host: URL(string: "https://onramp.example.com")!))
+/// let analytics = try OnrampClient(configuration: .init(writeKey: "ork_…", host: URL(string: "https://onramp.example.com")!))
 /// analytics.track("otp_verified", properties: ["attempt": 1])
 /// analytics.identify(userId: "user-42")
 /// await analytics.flush()

@@ -11,7 +11,7 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "The server's base URL.")
     var server: String = "http://127.0.0.1:8080"
 
-    @Option(name: .customLong("key"), help: "app=WRITE_KEY (repeatable), e.g. --key yoked=wk_…")
+    @Option(name: .customLong("key"), help: "app=WRITE_KEY (repeatable), e.g. --key yoked=ork_…")
     var keys: [String] = []
 
     @Option(help: "A file of app=WRITE_KEY lines (as `scripts/demo` writes).")
