@@ -128,12 +128,18 @@ public final class Connection: Sendable {
         }
     }
 
+    /// A transaction's isolation level, as PostgreSQL names it.
+    public enum Isolation: String, Sendable {
+        case readCommitted = "READ COMMITTED"
+        case repeatableRead = "REPEATABLE READ"
+        case serializable = "SERIALIZABLE"
+    }
+
     /// Runs `body` inside BEGIN … COMMIT; rolls back and rethrows if it throws.
     public func transaction<T>(
-        isolation: String = "READ COMMITTED", _ body: (Connection) throws -> T
+        isolation: Isolation = .readCommitted, _ body: (Connection) throws -> T
     ) throws -> T {
-        precondition(["READ COMMITTED", "REPEATABLE READ", "SERIALIZABLE"].contains(isolation))
-        try executeScript("BEGIN ISOLATION LEVEL \(isolation)")
+        try executeScript("BEGIN ISOLATION LEVEL \(isolation.rawValue)")
         do {
             let value = try body(self)
             try executeScript("COMMIT")

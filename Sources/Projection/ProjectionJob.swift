@@ -60,7 +60,7 @@ public struct ProjectionJob: Sendable {
             throw ProjectionError.busy
         }
         defer { _ = try? c.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
-        return try c.transaction(isolation: "REPEATABLE READ") { c in
+        return try c.transaction(isolation: .repeatableRead) { c in
             // Once a night, for the run's session and its reader: room for the
             // incremental run's sorts and the rebuild's index builds, which
             // spill to disk at the defaults.

@@ -32,7 +32,7 @@ struct PersonHistoryReaderTests {
             var linkedAnonymousEvents = 0
             var partitionSizes: [Int] = []
             var sawDisk = false
-            try c.transaction(isolation: "REPEATABLE READ") { c in
+            try c.transaction(isolation: .repeatableRead) { c in
                 let links = try IdentityLinker.rebuild(reading: c, writing: c, app: app)
                 // The reader gives anonymous events their person itself; PostgreSQL's join is the reference.
                 expected = try c.query(
@@ -105,7 +105,7 @@ struct PersonHistoryReaderTests {
             return seen
         }
         let rebuilt = try await pool.withConnection { c in
-            try c.transaction(isolation: "REPEATABLE READ") { c in
+            try c.transaction(isolation: .repeatableRead) { c in
                 let links = try IdentityLinker.rebuild(reading: c, writing: c, app: "ops")
                 #expect(links[device]?.userId == user)
                 return try timelines(try reader.spill(c, scope: .all(links: links), partitions: 13, spillBuffer: 64))
@@ -115,7 +115,7 @@ struct PersonHistoryReaderTests {
         // As an incremental run reads them: keys and persons worked out on the
         // run's session, the events read on a second one.
         let touched = try await pool.withConnection { c in
-            try c.transaction(isolation: "REPEATABLE READ") { c in
+            try c.transaction(isolation: .repeatableRead) { c in
                 let reads = try SnapshotReader.open(beside: c)
                 #expect(reads !== c)  // the links are the ones stored above
                 var day = NewEvents()

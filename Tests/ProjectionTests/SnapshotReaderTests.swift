@@ -13,7 +13,7 @@ struct SnapshotReaderTests {
         try await pool.query("CREATE TABLE log (n int)")
         try await pool.query("INSERT INTO log VALUES (1)")
         let seen = try await pool.withConnection { c in
-            try c.transaction(isolation: "REPEATABLE READ") { c -> [Int] in
+            try c.transaction(isolation: .repeatableRead) { c -> [Int] in
                 let atStart = try c.query("SELECT count(*) FROM log").scalar(Int.self)
                 let reader = try SnapshotReader.open(beside: c)
                 #expect(reader !== c && reader.backendPID != c.backendPID)
