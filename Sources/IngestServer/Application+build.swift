@@ -26,17 +26,13 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
         return (try? MigrationFile.locateDirectory()).flatMap { try? Migrator(directory: $0) }
     }()
 
-    let router = Router(context: BasicRequestContext.self)
-    router.add(middleware: StatusMetricsMiddleware(metrics: metrics))
-    var routes = RouteTable()
-    IngestController(
+    let ingest = IngestController(
         keys: WriteKeyStore(pool: pool), committer: committer,
         limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
-        policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, logger: logger
-    ).addRoutes(to: router, table: &routes)
-    HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator).addRoutes(to: router, table: &routes)
-    // Added last, so it wraps only the router's not-found answer: 405 or 404, as JSON.
-    router.add(middleware: UnmatchedRouteMiddleware(table: routes))
+        policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, logger: logger)
+    let router = buildRouter(
+        ingest: ingest, health: HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator),
+        metrics: metrics)
 
     let onRunning = configuration.onServerRunning
     var app = Application(
@@ -54,6 +50,20 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
         PoolCloser(pool: pool), committer,
         PartitionUpkeep(pool: pool, interval: configuration.partitionMaintenanceInterval, logger: logger))
     return app
+}
+
+/// The API's routes over the controllers they are given: the server's (a
+/// database behind them), or a route test's (`IngestController` over an
+/// in-memory key lookup and event sink, no health routes).
+func buildRouter(ingest: IngestController, health: HealthController?, metrics: IngestMetrics) -> Router<BasicRequestContext> {
+    let router = Router(context: BasicRequestContext.self)
+    router.add(middleware: StatusMetricsMiddleware(metrics: metrics))
+    var routes = RouteTable()
+    ingest.addRoutes(to: router, table: &routes)
+    health?.addRoutes(to: router, table: &routes)
+    // Added last, so it wraps only the router's not-found answer: 405 or 404, as JSON.
+    router.add(middleware: UnmatchedRouteMiddleware(table: routes))
+    return router
 }
 
 /// Counts every answer by status (`onramp_http_requests_total`).

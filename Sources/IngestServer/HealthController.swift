@@ -19,7 +19,7 @@ struct HealthController: Sendable {
     func addRoutes(to router: Router<BasicRequestContext>, table: inout RouteTable) {
         for path in ["/healthz", "/readyz", "/metrics"] { table.add(.get, path) }
         router.get("healthz") { _, _ in JSONBody.response(Status(status: "ok")) }
-        router.get("readyz") { _, _ in await ready() }
+        router.get("readyz") { _, _ in try await ready() }
         router.get("metrics") { _, _ in
             metrics.updatePool(pool.usage)
             metrics.queueDepth.record(committer.queueDepth)
@@ -30,7 +30,7 @@ struct HealthController: Sendable {
     }
 
     /// Ready when the database answers and has every migration this binary knows.
-    func ready() async -> Response {
+    func ready() async throws(APIError) -> Response {
         let migrator = self.migrator
         let pending: Result<Int, any Error>
         do {
@@ -46,13 +46,11 @@ struct HealthController: Sendable {
         case .success(0):
             return JSONBody.response(Status(status: "ready"))
         case .success(let count):
-            return APIError(
+            throw APIError(
                 status: .serviceUnavailable, code: "migrations_pending",
-                message: "\(count) migration(s) not applied; run onramp migrate", retryAfter: 5
-            ).response
+                message: "\(count) migration(s) not applied; run onramp migrate", retryAfter: 5)
         case .failure:
-            return APIError(status: .serviceUnavailable, code: "database_unavailable", message: "the database cannot be reached", retryAfter: 1)
-                .response
+            throw APIError(status: .serviceUnavailable, code: "database_unavailable", message: "the database cannot be reached", retryAfter: 1)
         }
     }
 }

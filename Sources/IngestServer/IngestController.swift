@@ -9,8 +9,8 @@ import Migrations
 
 /// The Segment-compatible routes: batches, single messages, SDK settings.
 struct IngestController: Sendable {
-    let keys: WriteKeyStore
-    let committer: GroupCommitter
+    let keys: any WriteKeyLookup
+    let committer: any EventSink
     let limiter: RateLimiter
     let metrics: IngestMetrics
     let policy: IngestPolicy
@@ -28,24 +28,18 @@ struct IngestController: Sendable {
         let group = router.group("v1")
         let batches: [(String, MessageType?)] = [("batch", nil), ("b", nil)]
         for (path, type) in batches + Self.singlePaths.map({ ($0.0, Optional($0.1)) }) {
-            group.post(RouterPath(path)) { request, _ in await handle(request, single: type) }
+            group.post(RouterPath(path)) { request, _ in try await ingest(request, single: type) }
             table.add(.post, "/v1/" + path)
         }
         group.get("projects/:writeKey/settings") { request, context in
-            await settings(request, key: context.parameters.get("writeKey") ?? "")
+            try await settings(request, key: context.parameters.get("writeKey") ?? "")
         }
         table.add(.get, "/v1/projects/:writeKey/settings")
     }
 
-    func handle(_ request: Request, single: MessageType?) async -> Response {
-        do {
-            return try await ingest(request, single: single)
-        } catch {
-            return error.response
-        }
-    }
-
-    private func ingest(_ request: Request, single: MessageType?) async throws(APIError) -> Response {
+    /// A batch (`single` nil) or one message of that type: stored, refused
+    /// per message, or an `APIError` the router renders.
+    func ingest(_ request: Request, single: MessageType?) async throws(APIError) -> Response {
         let receivedAt = Timestamps.microseconds(Date())
         var key = Self.key(fromAuthorization: request.headers[.authorization])
         var app: String?
@@ -120,12 +114,8 @@ struct IngestController: Sendable {
     }
 
     /// The document Segment's SDKs fetch from their CDN host at start-up.
-    func settings(_ request: Request, key: String) async -> Response {
-        do {
-            _ = try await lookUp(key)
-        } catch {
-            return error.response
-        }
+    func settings(_ request: Request, key: String) async throws(APIError) -> Response {
+        _ = try await lookUp(key)
         let host = request.head.authority ?? "127.0.0.1:8080"
         let document: JSONValue = .object([
             "integrations": .object([

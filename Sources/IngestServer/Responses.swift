@@ -30,13 +30,16 @@ struct ErrorBody: Codable, Sendable {
     var error: Detail
 }
 
-/// An answer the routes give instead of throwing, so every failure has the same shape.
-struct APIError: Error, Sendable {
+/// Every failure the API answers: routes throw it, and the router renders it
+/// in one place (`response(from:context:)`), so every error has the same shape.
+struct APIError: HTTPResponseError, Sendable {
     var status: HTTPResponse.Status
     var code: String
     var message: String
     var field: String?
     var retryAfter: Int?
+    /// For 405: the methods the path serves.
+    var allow: String?
 
     static func badRequest(_ code: String, _ message: String, field: String) -> APIError {
         APIError(status: .badRequest, code: code, message: message, field: field)
@@ -50,9 +53,12 @@ struct APIError: Error, Sendable {
         self.retryAfter = retryAfter
     }
 
+    func response(from request: Request, context: some RequestContext) -> Response { response }
+
     var response: Response {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
+        if let allow { headers[.allow] = allow }
         let body = ErrorBody(error: .init(code: code, message: message, field: field))
         return Response(status: status, headers: headers, body: .init(byteBuffer: JSONBody.encode(body)))
     }

@@ -38,15 +38,14 @@ struct UnmatchedRouteMiddleware: RouterMiddleware {
             return try await next(request, context)
         } catch let error as HTTPError where error.status == .notFound {
             guard let methods = table.methods(at: request.uri.path) else {
-                return APIError(status: .notFound, code: "not_found", message: "no such path: \(request.uri.path)").response
+                throw APIError(status: .notFound, code: "not_found", message: "no such path: \(request.uri.path)")
             }
             let allow = methods.map(\.rawValue).joined(separator: ", ")
-            var response = APIError(
+            var error = APIError(
                 status: .methodNotAllowed, code: "method_not_allowed",
-                message: "\(request.method.rawValue) is not served here; use \(allow)", field: "method"
-            ).response
-            response.headers[.allow] = allow
-            return response
+                message: "\(request.method.rawValue) is not served here; use \(allow)", field: "method")
+            error.allow = allow
+            throw error
         }
     }
 }
