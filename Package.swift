@@ -12,17 +12,14 @@ let strictness: [SwiftSetting] = [
 let package = Package(
     name: "onramp",
     platforms: [.macOS(.v15)],
+    // What others may depend on: the product an operator runs, the tooling
+    // beside it, and the client SDK. The modules behind them are not API.
     products: [
         .executable(name: "onramp", targets: ["onramp"]),
-        .library(name: "LibPQ", targets: ["LibPQ"]),
-        .library(name: "Migrations", targets: ["Migrations"]),
-        .library(name: "LocalPostgres", targets: ["LocalPostgres"]),
-        .library(name: "Funnels", targets: ["Funnels"]),
+        .executable(name: "onramp-bench", targets: ["onramp-bench"]),
         .library(name: "OnrampClient", targets: ["OnrampClient"]),
-        .library(name: "EventLog", targets: ["EventLog"]),
-        .library(name: "IngestServer", targets: ["IngestServer"]),
-        .library(name: "Simulation", targets: ["Simulation"]),
-        .library(name: "Benchmarks", targets: ["Benchmarks"]),
+        // For the fuzz package (fuzz/) only; underscored: not API.
+        .library(name: "_OnrampEventLog", targets: ["EventLog"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
@@ -58,7 +55,7 @@ let package = Package(
         // Applies sql/migrations in order, with checksums.
         .target(
             name: "Migrations",
-            dependencies: ["LibPQ", .product(name: "Logging", package: "swift-log")],
+            dependencies: ["LibPQ"],
             swiftSettings: strictness
         ),
         // A private, throwaway PostgreSQL cluster for tests, the demo and benchmarks.
@@ -83,7 +80,6 @@ let package = Package(
                 "LibPQ",
                 .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-                .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strictness
         ),
@@ -119,7 +115,7 @@ let package = Package(
         .target(name: "OnrampClient", swiftSettings: strictness),
         // `onramp simulate`: devices walking the five flows, sending through OnrampClient.
         .target(name: "Simulation", dependencies: ["OnrampClient"], swiftSettings: strictness),
-        // `onramp bench`: measured against this machine's own limits, in ratios.
+        // `onramp-bench`'s benchmarks: measured against this machine's own limits, in ratios.
         // It runs the real server in-process, so it is the one other module importing Hummingbird.
         .target(
             name: "Benchmarks",
@@ -138,11 +134,18 @@ let package = Package(
         .executableTarget(name: "onramp-client-probe", dependencies: ["OnrampClient"], path: "Sources/ClientProbe", swiftSettings: strictness),
         // Helpers shared by the test targets (running the built CLI).
         .target(name: "TestSupport", dependencies: ["LibPQ", "Funnels"], swiftSettings: strictness),
-        // The CLI: one small file per subcommand.
+        // `onramp-bench`: the benchmarks and the fault suite's client; tooling the product does not link.
+        .executableTarget(
+            name: "onramp-bench",
+            dependencies: ["Benchmarks", "IngestServer", "Migrations", .product(name: "ArgumentParser", package: "swift-argument-parser")],
+            path: "Sources/OnrampBench",
+            swiftSettings: strictness
+        ),
+        // The CLI an operator runs: one small file per subcommand.
         .executableTarget(
             name: "onramp",
             dependencies: [
-                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation", "Benchmarks",
+                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation",
                 "EventLog", "IngestServer",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -14,7 +14,7 @@ let package = Package(
     targets: [
         .executableTarget(
             name: "FuzzMessages",
-            dependencies: [.product(name: "EventLog", package: repository)],
+            dependencies: [.product(name: "_OnrampEventLog", package: repository)],
             swiftSettings: [
                 .enableUpcomingFeature("InternalImportsByDefault"),
                 .enableUpcomingFeature("ExistentialAny"),

@@ -12,7 +12,7 @@ import ServiceLifecycle
 import Glibc
 #endif
 
-/// `onramp bench ingest`: the ingestion server against this machine's write limit.
+/// `onramp-bench ingest`: the ingestion server against this machine's write limit.
 ///
 /// On a fresh database it first measures the physical limit (RawCopy: the same
 /// messages COPYed into `event_ids` and `events`, one durable transaction per

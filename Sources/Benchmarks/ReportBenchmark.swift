@@ -3,7 +3,7 @@ import Funnels
 import LibPQ
 import LocalPostgres
 
-/// `onramp bench report`: the nightly job against the read limit of this machine.
+/// `onramp-bench report`: the nightly job against the read limit of this machine.
 ///
 /// Writes a realistic history (the simulator's journeys) of `events` messages
 /// over 30 days with COPY, then, in the same run and `rounds` times over: the

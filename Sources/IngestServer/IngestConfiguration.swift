@@ -39,3 +39,20 @@ public struct IngestConfiguration: Sendable {
         self.databaseURL = databaseURL
     }
 }
+
+/// A setting `onramp serve` cannot run with, named with what it needs.
+public struct IngestConfigurationError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
+extension IngestConfiguration {
+    /// The pool must keep a connection beside its writers, for key lookups
+    /// and readiness (`onramp serve` and `onramp-bench ingest` run the same server).
+    public static func checkPool(writers: Int, poolSize: Int) throws(IngestConfigurationError) {
+        guard poolSize >= 2 else { throw IngestConfigurationError(description: "--pool-size must be at least 2") }
+        guard writers >= 1, writers < poolSize else {
+            throw IngestConfigurationError(
+                description: "--writers must be 1…\(poolSize - 1): the pool needs a connection left for key lookups and readiness")
+        }
+    }
+}

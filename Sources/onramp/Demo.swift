@@ -79,7 +79,7 @@ struct Demo: AsyncParsableCommand {
         configuration.port = 0
         configuration.logger = logger
         configuration.migrationsDirectory = migrations
-        configuration.policy = Serve.policy(try funnels.load())
+        configuration.policy = IngestPolicy(funnels: try funnels.load())
         configuration.rateLimitPerSecond = 100_000
         configuration.rateLimitBurst = 100_000
         let (ports, sink) = AsyncStream.makeStream(of: Int.self)

@@ -38,16 +38,8 @@ struct Serve: AsyncParsableCommand {
     var commitTimeout = 30
 
     func validate() throws {
-        try Self.validate(writers: writers, poolSize: poolSize)
+        do { try IngestConfiguration.checkPool(writers: writers, poolSize: poolSize) } catch { throw ValidationError(error.description) }
         guard commitTimeout >= 1 else { throw ValidationError("--commit-timeout must be at least 1 second (got \(commitTimeout))") }
-    }
-
-    /// The server's pool must keep a connection beside its writers (`bench ingest` runs the same server).
-    static func validate(writers: Int, poolSize: Int) throws {
-        guard poolSize >= 2 else { throw ValidationError("--pool-size must be at least 2") }
-        guard writers >= 1, writers < poolSize else {
-            throw ValidationError("--writers must be 1…\(poolSize - 1): the pool needs a connection left for key lookups and readiness")
-        }
     }
 
     func run() async throws {
@@ -61,19 +53,10 @@ struct Serve: AsyncParsableCommand {
         configuration.rateLimitPerSecond = rateLimit
         configuration.rateLimitBurst = max(1, rateLimit * 2)
         configuration.commitTimeout = .seconds(commitTimeout)
-        configuration.policy = Self.policy(try funnels.load())
+        configuration.policy = IngestPolicy(funnels: try funnels.load())
         configuration.policy.horizonSeconds = Int64(horizonDays) * 86_400
         configuration.logger = logger
         let app = try await buildApplication(configuration: configuration)
         try await app.runService()  // SIGTERM/SIGINT: graceful shutdown, then exit 0
-    }
-
-    /// Per-app PII lists and modes from the funnel configuration.
-    static func policy(_ funnels: FunnelConfiguration) -> IngestPolicy {
-        var policy = IngestPolicy()
-        for app in funnels.apps {
-            policy.pii[app.name] = PIIPolicy(properties: Set(app.piiProperties), mode: app.piiMode == .hash ? .hash : .remove)
-        }
-        return policy
     }
 }

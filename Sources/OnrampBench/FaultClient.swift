@@ -2,12 +2,11 @@ import ArgumentParser
 import Benchmarks
 import Foundation
 
-/// `onramp fault-client`: the load and the ledger check of `scripts/faults`. Hidden:
-/// a tool for the fault suite, not for operators.
+/// `onramp-bench fault-client`: the load and the ledger check of `scripts/faults`.
 struct FaultClient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fault-client", abstract: "Load with a ledger of acknowledgements, and its check (scripts/faults).",
-        shouldDisplay: false, subcommands: [Load.self, Verify.self])
+        subcommands: [Load.self, Verify.self])
 
     struct Load: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Send batches, retrying as the SDK does, until --stop-file appears.")

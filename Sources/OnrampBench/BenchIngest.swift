@@ -1,8 +1,9 @@
 import ArgumentParser
 import Benchmarks
 import Foundation
+import IngestServer
 
-/// `onramp bench ingest`: the ingestion server against raw COPY, in the same run.
+/// `onramp-bench ingest`: the ingestion server against raw COPY, in the same run.
 struct BenchIngest: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "ingest",
@@ -37,7 +38,7 @@ struct BenchIngest: AsyncParsableCommand {
     func validate() throws {
         guard batchSize >= 1, batchSize <= 1_000 else { throw ValidationError("--batch must be 1…1000") }
         guard clients >= 1, clients <= 512 else { throw ValidationError("--clients must be 1…512") }
-        try Serve.validate(writers: writers, poolSize: poolSize)
+        do { try IngestConfiguration.checkPool(writers: writers, poolSize: poolSize) } catch { throw ValidationError(error.description) }
         guard duration > 0, warmUp >= 0 else { throw ValidationError("--duration must be > 0 and --warm-up ≥ 0") }
     }
 
@@ -49,7 +50,7 @@ struct BenchIngest: AsyncParsableCommand {
         let bench = IngestBenchmark(
             cases: cases, duration: .milliseconds(Int(duration * 1_000)), warmUp: .milliseconds(Int(warmUp * 1_000)),
             copyChunkSize: copyChunk, serverURL: options.serverURL, migrations: try options.migrationsDirectory(), poolSize: poolSize,
-            writers: writers, log: { Console.info($0) })
+            writers: writers, log: { info($0) })
         let r = try await bench.run()
         if try options.printedJSON(r) { return }
         print("database: \(r.database); average message \(Int(r.averageMessageBytes)) bytes; \(r.writers) group-commit writer(s)")

@@ -2,14 +2,7 @@ import ArgumentParser
 import Benchmarks
 import Foundation
 
-/// `onramp bench`: throughput measured against this machine's own limits.
-struct Bench: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(
-        abstract: "Benchmarks, reported as ratios to the raw limits measured in the same run.",
-        subcommands: [BenchIngest.self, BenchReport.self])
-}
-
-/// `onramp bench report`: rebuild and incremental report vs a raw scan of the log.
+/// `onramp-bench report`: `onramp rebuild` and the incremental `onramp report` vs a raw scan of the log.
 struct BenchReport: AsyncParsableCommand {
     static let configuration = CommandConfiguration(commandName: "report", abstract: "Time rebuild and the incremental report.")
 
@@ -24,13 +17,17 @@ struct BenchReport: AsyncParsableCommand {
         guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20 (got \(rounds))") }
     }
 
+    @Option(help: "The onramp binary to time (default: the one beside this one).")
+    var onramp: String?
+
     @OptionGroup var options: BenchOptions
 
     func run() async throws {
-        let executable = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath().path
+        let executable = onramp ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+            .deletingLastPathComponent().appendingPathComponent("onramp").path
         let bench = ReportBenchmark(
             events: events, rounds: rounds, executable: executable,
-            serverURL: options.serverURL, migrations: try options.migrationsDirectory(), log: { Console.info($0) })
+            serverURL: options.serverURL, migrations: try options.migrationsDirectory(), log: { info($0) })
         let r = try await bench.run()
         if try options.printedJSON(r) { return }
         print(

@@ -27,3 +27,8 @@ struct BenchOptions: ParsableArguments {
         return true
     }
 }
+
+/// Progress goes to stderr, so stdout carries only the result.
+func info(_ message: String) {
+    FileHandle.standardError.write(Data((message + "\n").utf8))
+}
