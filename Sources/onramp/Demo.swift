@@ -7,6 +7,7 @@ import LocalPostgres
 import Logging
 import Migrations
 import Projection
+import Reports
 import ServiceLifecycle
 import Simulation
 
@@ -116,10 +117,14 @@ struct Demo: AsyncParsableCommand {
                 + "\(summary.rejected) rejected, \(summary.resentForDuplicates) re-sent as duplicates, "
                 + "\(summary.skewedDevices) devices with a skewed clock, \(summary.offlineDevices) delivered late")
         Console.info("demo: running the nightly report …")
-        var report = try ReportOptions.parse(["--out", out])
-        report.quiet = true
-        try await report.run(mode: .incremental, databaseURL: url, configuration: funnels)
+        let job = ProjectionJob(configuration: try funnels.load(), showProgress: false)
+        let run = try await NightlyRun.run(job, mode: .incremental, query: ReportQuery(), databaseURL: url)
+        let writer = ReportWriter(directory: URL(fileURLWithPath: out))
+        let written = try writer.write(
+            run.results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) },
+            range: ReportRange(from: nil, to: nil, generatedAt: Timestamps.format(microseconds: run.now)))
+        print(written.text, terminator: "")
         let index = URL(fileURLWithPath: out).appendingPathComponent("index.html").standardizedFileURL.path
-        Console.info("demo: the HTML dashboard is at \(index)")
+        Console.info("demo: wrote \(written.files.count) report files; the HTML dashboard is at \(index)")
     }
 }

@@ -45,48 +45,27 @@ struct ReportOptions: ParsableArguments {
         }
     }
 
-    /// Runs the job, then renders and writes the report; the shared body of `report` and `rebuild`.
+    /// Runs the job, then writes the report; the shared body of `report` and `rebuild`.
     func run(mode: ProjectionJob.Mode, databaseURL: String, configuration options: ConfigurationOptions) async throws {
-        let configuration = try options.load()
-        let job = ProjectionJob(configuration: configuration, timeZoneOverride: timeZone, showProgress: !quiet)
+        let job = ProjectionJob(configuration: try options.load(), timeZoneOverride: timeZone, showProgress: !quiet)
         let query = ReportQuery(from: from, to: to, funnels: funnels, timeZoneOverride: timeZone)
-        let pool = ConnectionPool(url: databaseURL, maxConnections: 1)
-        let now = Timestamps.microseconds(Date())
-        let outcome = await Result(catching: {
-            try await pool.withConnection { c -> (ProjectionJob.Summary, [ReportQuery.FunnelResult]) in
-                let summary = try job.run(c, mode: mode, now: now)
-                return (summary, try query.results(c, configuration: configuration, now: now))
-            }
-        })
-        await pool.close()
-        let (summary, results) = try outcome.get()
-        let reports = results.map(\.report)
+        let run = try await NightlyRun.run(job, mode: mode, query: query, databaseURL: databaseURL)
+        let summary = run.summary
         Console.info(
             "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons recomputed, "
                 + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
-        let range = ReportRange(from: from, to: to, generatedAt: Timestamps.format(microseconds: now))
-        let chosen = ReportFormat(rawValue: format) ?? .table
-        print(chosen.render(reports, range: range), terminator: "")
-        if let out {
-            let directory = URL(fileURLWithPath: out)
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-            for format in ReportFormat.allCases {
-                try format.render(reports, range: range).write(
-                    to: directory.appendingPathComponent(format.fileName), atomically: true, encoding: .utf8)
-            }
-            let pages = HTMLDashboard(range: range).render(
-                results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) })
-            for (name, html) in pages {
-                try html.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
-            }
+        let writer = ReportWriter(format: ReportFormat(rawValue: format) ?? .table, directory: out.map(URL.init(fileURLWithPath:)))
+        let written = try writer.write(
+            run.results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) },
+            range: ReportRange(from: from, to: to, generatedAt: Timestamps.format(microseconds: run.now)))
+        print(written.text, terminator: "")
+        if let directory = writer.directory {
             Console.info(
-                "wrote \(ReportFormat.allCases.map(\.fileName).joined(separator: ", ")) and the HTML dashboard "
-                    + "(\(pages.count) pages) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")
+                "wrote \(written.files.joined(separator: ", ")) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")
         }
-        let missed = reports.flatMap { r in r.targets.filter { !$0.met }.map { "\(r.funnel).\($0.name)" } }
-        if failOnMissedTargets, !missed.isEmpty {
-            Console.info("missed targets: \(missed.joined(separator: ", "))")
-            throw ExitCode(3)
+        if failOnMissedTargets, !written.missedTargets.isEmpty {
+            Console.info("missed targets: \(written.missedTargets.joined(separator: ", "))")
+            throw ExitCode(ReportWriter.missedTargetsExitStatus)
         }
     }
 }

@@ -1,0 +1,32 @@
+import Foundation
+import LibPQ
+
+/// `onramp report` and `onramp rebuild` as one call: the job on a database,
+/// then the report's results read in the same session, at the same `now`.
+public enum NightlyRun {
+    public struct Outcome: Sendable {
+        public var summary: ProjectionJob.Summary
+        public var results: [ReportQuery.FunnelResult]
+        /// The run's clock, microseconds since the Unix epoch.
+        public var now: Int64
+    }
+
+    public static func run(
+        _ job: ProjectionJob, mode: ProjectionJob.Mode, query: ReportQuery, databaseURL: String, now: Int64? = nil
+    ) async throws -> Outcome {
+        let now = now ?? Timestamps.microseconds(Date())
+        let pool = ConnectionPool(url: databaseURL, maxConnections: 1)
+        let outcome: Result<Outcome, any Error>
+        do {
+            outcome = .success(
+                try await pool.withConnection { c -> Outcome in
+                    let summary = try job.run(c, mode: mode, now: now)
+                    return Outcome(summary: summary, results: try query.results(c, configuration: job.configuration, now: now), now: now)
+                })
+        } catch {
+            outcome = .failure(error)
+        }
+        await pool.close()
+        return try outcome.get()
+    }
+}

@@ -1,0 +1,48 @@
+public import Foundation
+import Funnels
+
+/// Where a nightly report goes: one format to standard output, every format
+/// and the HTML dashboard into a directory, and the targets it missed, which
+/// decide the exit status a scheduler sees.
+public struct ReportWriter: Sendable {
+    /// The exit status of a run that missed a configured target, when asked to fail on one.
+    public static let missedTargetsExitStatus: Int32 = 3
+
+    public var format: ReportFormat
+    /// Also write every format and the dashboard here (created if missing).
+    public var directory: URL?
+
+    public init(format: ReportFormat = .table, directory: URL? = nil) {
+        self.format = format
+        self.directory = directory
+    }
+
+    /// What was written.
+    public struct Written: Sendable {
+        /// The chosen format's text, for standard output.
+        public var text: String
+        /// Files written into `directory`, by name.
+        public var files: [String]
+        /// `funnel.target` of every target the report missed.
+        public var missedTargets: [String]
+    }
+
+    public func write(_ funnels: [DashboardFunnel], range: ReportRange) throws -> Written {
+        let reports = funnels.map(\.report)
+        var files: [String] = []
+        if let directory {
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            for format in ReportFormat.allCases {
+                try format.render(reports, range: range).write(
+                    to: directory.appendingPathComponent(format.fileName), atomically: true, encoding: .utf8)
+                files.append(format.fileName)
+            }
+            for (name, html) in HTMLDashboard(range: range).render(funnels) {
+                try html.write(to: directory.appendingPathComponent(name), atomically: true, encoding: .utf8)
+                files.append(name)
+            }
+        }
+        let missed = reports.flatMap { r in r.targets.filter { !$0.met }.map { "\(r.funnel).\($0.name)" } }
+        return Written(text: format.render(reports, range: range), files: files, missedTargets: missed)
+    }
+}
