@@ -41,11 +41,13 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
+        // Gregorian dates as day counts and back: the one copy, for LibPQ and Funnels.
+        .target(name: "CivilDate", swiftSettings: strictness),
         // The one way into PostgreSQL: connections, typed rows, COPY, a pool.
         .target(
             name: "LibPQ",
             dependencies: [
-                "CLibPQ",
+                "CLibPQ", "CivilDate",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
@@ -68,7 +70,7 @@ let package = Package(
         // beyond reading its YAML configuration; knows nothing of SQL or HTTP.
         .target(
             name: "Funnels",
-            dependencies: [.product(name: "Yams", package: "Yams")],
+            dependencies: ["CivilDate", .product(name: "Yams", package: "Yams")],
             resources: [.process("Resources")],
             swiftSettings: strictness
         ),
@@ -212,7 +214,7 @@ let package = Package(
         .testTarget(
             name: "LibPQTests",
             dependencies: [
-                "LibPQ", "LocalPostgres",
+                "CivilDate", "LibPQ", "LocalPostgres",
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],

@@ -1,3 +1,4 @@
+import CivilDate
 public import Foundation
 
 /// Cuts timestamps into cohort days in a report time zone.
@@ -25,21 +26,8 @@ public enum CohortCalendar {
 
     /// `YYYY-MM-DD` of a day count since 1970-01-01.
     public static func text(ofDay days: Int64) -> String {
-        let (year, month, day) = civil(fromDays: days)
+        let (year, month, day) = CivilDate.date(days: days)
         return pad(year, 4) + "-" + pad(month, 2) + "-" + pad(day, 2)
-    }
-
-    /// (year, month, day) of a day count since 1970-01-01 (H. Hinnant's algorithm).
-    static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
-        let z = z0 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (m <= 2 ? yoe + era * 400 + 1 : yoe + era * 400, m, d)
     }
 
     private static func pad(_ value: Int64, _ width: Int) -> String {

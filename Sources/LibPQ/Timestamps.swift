@@ -1,3 +1,4 @@
+import CivilDate
 public import Foundation
 
 /// Exact conversions between `timestamptz` text and microseconds since the Unix
@@ -15,7 +16,7 @@ public enum Timestamps {
     /// `2026-11-21T10:00:01.234567Z`, which PostgreSQL parses as timestamptz.
     public static func format(microseconds us: Int64) -> String {
         let (days, rem) = floorDivMod(us, 86_400_000_000)
-        let (y, m, d) = civil(fromDays: days)
+        let (y, m, d) = CivilDate.date(days: days)
         let secondsOfDay = rem / 1_000_000
         let micros = rem % 1_000_000
         if (0...9999).contains(y) {
@@ -56,29 +57,6 @@ public enum Timestamps {
         return DateTimeText.scan(text)?.microseconds
     }
 
-    /// Days since 1970-01-01 for a proleptic Gregorian date (H. Hinnant's algorithm).
-    public static func days(fromCivil year: Int64, _ month: Int64, _ day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = (month + 9) % 12
-        let doy = (153 * mp + 2) / 5 + day - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        return era * 146_097 + doe - 719_468
-    }
-
-    public static func civil(fromDays z0: Int64) -> (Int64, Int64, Int64) {
-        let z = z0 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let d = doy - (153 * mp + 2) / 5 + 1
-        let m = mp < 10 ? mp + 3 : mp - 9
-        return (m <= 2 ? yoe + era * 400 + 1 : yoe + era * 400, m, d)
-    }
-
     private static func floorDivMod(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
         let q = a / b
         let r = a % b
@@ -110,7 +88,7 @@ public struct DateTimeText: Sendable {
 
     /// Microseconds since the Unix epoch, a missing zone read as UTC.
     public var microseconds: Int64 {
-        let days = Timestamps.days(fromCivil: year, month, day)
+        let days = CivilDate.days(year: year, month: month, day: day)
         return (days * 86_400 + hour * 3600 + minute * 60 + second - (offsetSeconds ?? 0)) * 1_000_000 + micros
     }
 

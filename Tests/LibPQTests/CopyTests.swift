@@ -1,3 +1,4 @@
+import CivilDate
 import Foundation
 import LibPQ
 import LocalPostgres
@@ -159,7 +160,7 @@ struct CopyTests {
         var binary = BinaryCopyRows()
         var text = CopyRows()
         for (i, sample) in samples.enumerated() {
-            let days = Timestamps.days(fromCivil: sample.day.0, sample.day.1, sample.day.2)
+            let days = CivilDate.days(year: sample.day.0, month: sample.day.1, day: sample.day.2)
             binary.startRow(fields: 9)
             binary.append(int32: Int32(i))
             let textFits = binary.append(text: sample.s)
