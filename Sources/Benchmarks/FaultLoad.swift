@@ -2,7 +2,7 @@ public import Foundation
 import AsyncHTTPClient
 import NIOCore
 import NIOHTTP1
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Load for the fault suite (`scripts/faults`): many clients that retry the way
 /// the SDK does and keep a ledger of every message the server acknowledged.
@@ -105,7 +105,7 @@ public struct FaultLoad: Sendable {
         sentLedger.close()
         ackedLedger.close()
         let seconds = (ContinuousClock.now - started).seconds
-        return shared.state.withLock { s in
+        return shared.state.withLockedValue { s in
             Summary(
                 clients: clients, batchSize: batchSize, seconds: seconds, messagesSent: s.sent, messagesAcknowledged: s.acked,
                 requests: s.requests, retries: s.retries, failures: s.failures, rejected: s.rejected, abandonedBatches: s.abandoned,
@@ -129,17 +129,17 @@ public struct FaultLoad: Sendable {
             }
             let lines = items.map { "\(app)\t\($0.1)\n" }.joined()
             sent.write(lines)
-            shared.state.withLock { $0.sent += items.count }
+            shared.state.withLockedValue { $0.sent += items.count }
             let body = MessageFactory.batchBody(items, sentAt: MessageFactory.iso8601(Date()))
             var attempt = 0
             var drainDeadline: ContinuousClock.Instant?
             while true {
                 let outcome = await send(body, authorization: authorization, client: client)
-                shared.state.withLock { $0.requests += 1 }
+                shared.state.withLockedValue { $0.requests += 1 }
                 if case .acknowledged(let rejected) = outcome {
                     acked.write(lines)
                     let now = ContinuousClock.now
-                    shared.state.withLock { s in
+                    shared.state.withLockedValue { s in
                         s.acked += items.count
                         s.rejected += rejected
                         s.longestStall = max(s.longestStall, now - s.lastAck)
@@ -152,7 +152,7 @@ public struct FaultLoad: Sendable {
                 switch outcome {
                 case .retry(let kind, let after):
                     if let after { wait = after }
-                    shared.state.withLock { s in
+                    shared.state.withLockedValue { s in
                         s.retries += 1
                         s.failures[kind, default: 0] += 1
                     }
@@ -162,7 +162,7 @@ public struct FaultLoad: Sendable {
                     let deadline = drainDeadline ?? (ContinuousClock.now + drainTimeout)
                     drainDeadline = deadline
                     if ContinuousClock.now >= deadline {
-                        shared.state.withLock { $0.abandoned += 1 }
+                        shared.state.withLockedValue { $0.abandoned += 1 }
                         return
                     }
                 }
@@ -210,26 +210,26 @@ public struct FaultLoad: Sendable {
 
 /// The counters every client of one run adds to.
 private final class SharedTally: Sendable {
-    let state = Mutex(FaultLoad.Shared())
+    let state = NIOLockedValueBox(FaultLoad.Shared())
 }
 
 /// An append-only text file shared by the clients of one process.
 final class Ledger: Sendable {
-    private let handle: Mutex<FileHandle?>
+    private let handle: NIOLockedValueBox<FileHandle?>
 
     init(_ url: URL) throws {
         _ = FileManager.default.createFile(atPath: url.path, contents: nil)
-        handle = Mutex(try FileHandle(forWritingTo: url))
+        handle = NIOLockedValueBox(try FileHandle(forWritingTo: url))
     }
 
     func write(_ text: String) {
-        handle.withLock { h in
+        handle.withLockedValue { h in
             h?.write(Data(text.utf8))
         }
     }
 
     func close() {
-        handle.withLock { h in
+        handle.withLockedValue { h in
             try? h?.close()
             h = nil
         }

@@ -2,7 +2,6 @@ import AsyncHTTPClient
 import Foundation
 import NIOCore
 import NIOHTTP1
-import Synchronization
 
 /// A closed-loop load generator over HTTP/1.1 keep-alive: `clients` tasks, each
 /// on its own connection, each sending a batch of `batchSize` messages and

@@ -75,16 +75,6 @@ public struct FunnelTarget: Sendable, Hashable {
         case p90SecondsToComplete
         /// Persons reaching step `to` / persons reaching step `from` (display names).
         case conversion(from: String, to: String)
-
-        /// The configuration spelling.
-        public var configName: String {
-            switch self {
-            case .completionRate: "completion_rate"
-            case .medianSecondsToComplete: "median_seconds_to_complete"
-            case .p90SecondsToComplete: "p90_seconds_to_complete"
-            case .conversion: "conversion"
-            }
-        }
     }
 
     /// Which side of the threshold counts as met. Bounds are inclusive: a

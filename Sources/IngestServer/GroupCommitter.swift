@@ -78,7 +78,6 @@ final class GroupCommitter: Service, Sendable {
 
     private struct State {
         var queue: [Pending] = []
-        var queuedMessages = 0
         var failingUntil: ContinuousClock.Instant?
         var closed = false
     }
@@ -113,11 +112,6 @@ final class GroupCommitter: Service, Sendable {
         wakes = streams.map(\.continuation)
     }
 
-    /// True while the writer fails fast after a database failure.
-    var isFailing: Bool {
-        state.withLockedValue { s in s.failingUntil.map { $0 > .now } ?? false }
-    }
-
     /// Requests waiting for a commit, for metrics.
     var queueDepth: Int { state.withLockedValue { $0.queue.count } }
 
@@ -135,7 +129,6 @@ final class GroupCommitter: Service, Sendable {
                 }
                 if s.queue.count >= maxQueuedRequests { return CommitUnavailable(reason: .saturated, retryAfterSeconds: 1) }
                 s.queue.append(Pending(events: events, quarantine: quarantine, answer: answer))
-                s.queuedMessages += events.count
                 return nil
             }
             if let refusal {
@@ -177,7 +170,6 @@ final class GroupCommitter: Service, Sendable {
                     taken.append(s.queue.removeFirst())
                     count += next.events.count
                 }
-                s.queuedMessages -= count
                 return taken
             }
             if group.isEmpty { return }
@@ -209,10 +201,7 @@ final class GroupCommitter: Service, Sendable {
             let until = ContinuousClock.now + backoff
             let waiting = state.withLockedValue { s -> [Pending] in
                 s.failingUntil = until
-                defer {
-                    s.queue.removeAll()
-                    s.queuedMessages = 0
-                }
+                defer { s.queue.removeAll() }
                 return s.queue
             }
             for pending in group + waiting {

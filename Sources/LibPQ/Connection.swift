@@ -5,12 +5,14 @@ import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import Synchronization
+import NIOConcurrencyHelpers
 
 /// Sole owner of a `PGconn`: `PQfinish` runs exactly once, when the owner goes,
-/// including after a failed connect.
-struct ConnectionHandle: ~Copyable {
+/// including after a failed connect. Touched only under its `Connection`'s
+/// lock (`withHandle`), which is what makes sharing it sound.
+final class ConnectionHandle: @unchecked Sendable {
     let raw: OpaquePointer
+    init(raw: OpaquePointer) { self.raw = raw }
     deinit { PQfinish(raw) }
 }
 
@@ -25,15 +27,24 @@ struct ResultHandle: ~Copyable {
 /// Every method is a *blocking* libpq exchange. Call them only from work the
 /// `ConnectionPool` runs on its thread pool (`pool.withConnection { … }`), never
 /// from an event loop or directly from async code. The handle sits behind a
-/// `Mutex`, so one thread at a time talks to a connection.
+/// lock (a pthread lock, which ThreadSanitizer sees), so one thread at a time
+/// talks to a connection.
 public final class Connection: Sendable {
-    private let handle: Mutex<ConnectionHandle>
+    private let lock = NIOLock()
+    private let handle: ConnectionHandle
     /// What it was opened with, for `sibling()`.
     private let conninfo: String
     static let logger = Logger(label: "onramp.postgres")
 
-    private init(handle: consuming sending ConnectionHandle, conninfo: String) {
-        self.handle = Mutex(handle)
+    /// Runs `body` with the handle, holding the connection's lock.
+    private func withHandle<T, E: Error>(_ body: (ConnectionHandle) throws(E) -> T) throws(E) -> T {
+        lock.lock()
+        defer { lock.unlock() }
+        return try body(handle)
+    }
+
+    private init(handle: ConnectionHandle, conninfo: String) {
+        self.handle = handle
         self.conninfo = conninfo
     }
 
@@ -68,7 +79,7 @@ public final class Connection: Sendable {
     /// Runs one statement with bound parameters and returns its rows.
     @discardableResult
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> QueryResult {
-        try handle.withLock { (h: inout ConnectionHandle) throws(PostgresError) -> QueryResult in
+        try withHandle { (h: ConnectionHandle) throws(PostgresError) -> QueryResult in
             let raw = h.raw
             let result = try Parameters.with(parameters) { (count, types, values, lengths, formats) in
                 PQexecParams(raw, sql, count, types, values, lengths, formats, 0)
@@ -86,7 +97,7 @@ public final class Connection: Sendable {
     public func forEachRow(
         _ sql: String, _ parameters: [PostgresValue] = [], _ body: (Row) throws -> Void
     ) throws {
-        try handle.withLock { (h: inout ConnectionHandle) throws -> Void in
+        try withHandle { (h: ConnectionHandle) throws -> Void in
             let raw = h.raw
             let sent = try Parameters.with(parameters) { (count, types, values, lengths, formats) in
                 PQsendQueryParams(raw, sql, count, types, values, lengths, formats, 0)
@@ -119,7 +130,7 @@ public final class Connection: Sendable {
     /// Runs trusted SQL text with several statements (migration files, session
     /// settings). Never pass it anything built from input: it takes no parameters.
     public func executeScript(_ sql: String) throws(PostgresError) {
-        try handle.withLock { (h: inout ConnectionHandle) throws(PostgresError) -> Void in
+        try withHandle { (h: ConnectionHandle) throws(PostgresError) -> Void in
             let raw = h.raw
             guard let result = PQexec(raw, sql) else { throw Connection.connectionError(raw) }
             let owner = ResultHandle(raw: result)
@@ -153,14 +164,14 @@ public final class Connection: Sendable {
     // MARK: State
 
     /// The server process serving this connection.
-    public var backendPID: Int32 { handle.withLock { PQbackendPID($0.raw) } }
+    public var backendPID: Int32 { withHandle { PQbackendPID($0.raw) } }
 
     /// True once libpq has seen the connection break.
-    public var isBroken: Bool { handle.withLock { PQstatus($0.raw) != CONNECTION_OK } }
+    public var isBroken: Bool { withHandle { PQstatus($0.raw) != CONNECTION_OK } }
 
     /// True when the connection is inside a transaction block (open or failed).
     public var isInTransaction: Bool {
-        handle.withLock {
+        withHandle {
             let status = PQtransactionStatus($0.raw)
             return status == PQTRANS_INTRANS || status == PQTRANS_INERROR || status == PQTRANS_ACTIVE
         }
@@ -171,7 +182,7 @@ public final class Connection: Sendable {
     /// so any readable data or hang-up on the socket means the connection is
     /// dead or dying, and is not worth lending out.
     public func isAliveWhenIdle() -> Bool {
-        handle.withLock { h in
+        withHandle { h in
             guard PQstatus(h.raw) == CONNECTION_OK else { return false }
             var probe = pollfd(fd: PQsocket(h.raw), events: Int16(POLLIN), revents: 0)
             let ready = poll(&probe, 1, 0)
@@ -186,7 +197,7 @@ public final class Connection: Sendable {
     /// caller's error is rethrown. Returns the number of rows the server stored.
     @discardableResult
     public func copyIn(_ sql: String, _ body: (inout CopyWriter) throws -> Void) throws -> Int {
-        try handle.withLock { (h: inout ConnectionHandle) throws -> Int in
+        try withHandle { (h: ConnectionHandle) throws -> Int in
             let raw = h.raw
             guard let started = PQexec(raw, sql) else { throw Connection.connectionError(raw) }
             do {
@@ -227,7 +238,7 @@ public final class Connection: Sendable {
     /// holding the whole output. Returns the byte count.
     @discardableResult
     public func copyOut(_ sql: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int {
-        try handle.withLock { (h: inout ConnectionHandle) throws -> Int in
+        try withHandle { (h: ConnectionHandle) throws -> Int in
             let raw = h.raw
             guard let started = PQexec(raw, sql) else { throw Connection.connectionError(raw) }
             do {

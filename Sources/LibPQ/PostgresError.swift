@@ -73,9 +73,6 @@ public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible
 /// SQLSTATE values the rest of the code reacts to.
 public enum SQLState {
     public static let uniqueViolation = "23505"
-    public static let lockNotAvailable = "55P03"
-    public static let undefinedTable = "42P01"
-    public static let queryCanceled = "57014"
     public static let insufficientPrivilege = "42501"
     public static let readOnlyTransaction = "25006"
 }

@@ -33,12 +33,6 @@ public enum PostgresValue: Sendable, Hashable {
         }
     }
 
-    /// True when the value is sent in binary format (raw bytes, no NUL terminator).
-    var isBinary: Bool {
-        if case .bytes = self { return true }
-        return false
-    }
-
     /// The text-format rendering PostgreSQL parses; nil for NULL.
     func textRepresentation() -> String? {
         switch self {

@@ -7,7 +7,7 @@ import Logging
 import OnrampClient
 import ServiceLifecycle
 import Migrations
-import Synchronization
+import NIOConcurrencyHelpers
 import Testing
 
 /// The SDK against the real server over HTTP, with a real PostgreSQL.
@@ -205,7 +205,7 @@ struct ClientDeliveryTests {
 
 /// Collects the client's log lines across threads.
 final class LogLines: Sendable {
-    private let storage = Mutex<[String]>([])
-    func append(_ line: String) { storage.withLock { $0.append(line) } }
-    var lines: [String] { storage.withLock { $0 } }
+    private let storage = NIOLockedValueBox<[String]>([])
+    func append(_ line: String) { storage.withLockedValue { $0.append(line) } }
+    var lines: [String] { storage.withLockedValue { $0 } }
 }
