@@ -169,7 +169,7 @@ let package = Package(
         .testTarget(
             name: "IngestServerTests",
             dependencies: [
-                "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Funnels", "Migrations", "TestSupport",
+                "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Migrations", "TestSupport",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdTesting", package: "hummingbird"),

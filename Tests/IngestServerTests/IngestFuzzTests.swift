@@ -92,11 +92,15 @@ import TestSupport
     // MARK: - Posting and checking
 
     static func post(_ body: [UInt8], to path: String, app: String, key: String, h: Harness, tally: inout Tally) async throws {
-        func count(_ table: String) async throws -> Int {
-            try await h.count("SELECT count(*) FROM \(table) WHERE app = $1", [.text(app)])
+        /// The app's stored events and quarantined messages, in one round trip.
+        func counts() async throws -> (events: Int, quarantine: Int) {
+            let row = try await h.pool.query(
+                "SELECT (SELECT count(*) FROM events WHERE app = $1), (SELECT count(*) FROM quarantine WHERE app = $1)",
+                [.text(app)]
+            ).rows.first
+            return (try row?.decode(Int.self, at: 0) ?? -1, try row?.decode(Int.self, at: 1) ?? -1)
         }
-        let eventsBefore = try await count("events")
-        let quarantineBefore = try await count("quarantine")
+        let before = try await counts()
         let basic = Data((key + ":").utf8).base64EncodedString()
         let reply = try await h.send(
             .POST, path, body: body, headers: [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")])
@@ -121,8 +125,9 @@ import TestSupport
             if rejectedIndices.count != rejected.count || rejectedIndices.contains(where: { $0 < 0 || $0 >= messages.count }) {
                 problems.append("rejected indices \(rejectedIndices.sorted()) for \(messages.count) messages")
             }
-            let eventsGrew = try await count("events") - eventsBefore
-            let quarantineGrew = try await count("quarantine") - quarantineBefore
+            let after = try await counts()
+            let eventsGrew = after.events - before.events
+            let quarantineGrew = after.quarantine - before.quarantine
             if eventsGrew != accepted { problems.append("events grew by \(eventsGrew), \(accepted) accepted") }
             if quarantineGrew != rejected.count { problems.append("quarantine grew by \(quarantineGrew), \(rejected.count) rejected") }
             // Every message not rejected is in the log under the id the server gives it, and reads back whole.
