@@ -60,7 +60,7 @@ public enum MessageValidator {
         guard raw.utf8.count <= policy.maxMessageBytes else {
             return .failure(Failure("message_too_large", "the message is \(raw.utf8.count) bytes; at most \(policy.maxMessageBytes) are accepted"))
         }
-        if message.containsNUL, let path = message.pathToNUL("") {
+        if let path = message.pathToNUL("") {
             return .failure(Failure("invalid_text", "\"\(path)\" \(Storable.nulReason)"))
         }
         guard let typeName = fields["type"]?.stringValue else {

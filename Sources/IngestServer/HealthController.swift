@@ -15,12 +15,11 @@ struct HealthController: Sendable {
         var status: String
     }
 
-    /// Each route is recorded in `table` too.
+    /// Through `table`, which records them.
     func addRoutes(to router: Router<BasicRequestContext>, table: inout RouteTable) {
-        for path in ["/healthz", "/readyz", "/metrics"] { table.add(.get, path) }
-        router.get("healthz") { _, _ in JSONBody.response(Status(status: "ok")) }
-        router.get("readyz") { _, _ in try await ready() }
-        router.get("metrics") { _, _ in
+        table.on(.get, "/healthz", in: router) { _, _ in JSONBody.response(Status(status: "ok")) }
+        table.on(.get, "/readyz", in: router) { _, _ in try await ready() }
+        table.on(.get, "/metrics", in: router) { _, _ in
             metrics.updatePool(pool.usage)
             metrics.queueDepth.record(committer.queueDepth)
             return Response(

@@ -23,18 +23,15 @@ struct IngestController: Sendable {
         ("page", .page), ("p", .page), ("group", .group), ("g", .group), ("alias", .alias), ("a", .alias),
     ]
 
-    /// Under `/v1`; each route is recorded in `table` too.
+    /// Under `/v1`, through `table`, which records them.
     func addRoutes(to router: Router<BasicRequestContext>, table: inout RouteTable) {
-        let group = router.group("v1")
         let batches: [(String, MessageType?)] = [("batch", nil), ("b", nil)]
         for (path, type) in batches + Self.singlePaths.map({ ($0.0, Optional($0.1)) }) {
-            group.post(RouterPath(path)) { request, _ in try await ingest(request, single: type) }
-            table.add(.post, "/v1/" + path)
+            table.on(.post, "/v1/" + path, in: router) { request, _ in try await ingest(request, single: type) }
         }
-        group.get("projects/:writeKey/settings") { request, context in
+        table.on(.get, "/v1/projects/:writeKey/settings", in: router) { request, context in
             try await settings(request, key: context.parameters.get("writeKey") ?? "")
         }
-        table.add(.get, "/v1/projects/:writeKey/settings")
     }
 
     /// A batch (`single` nil) or one message of that type: stored, refused

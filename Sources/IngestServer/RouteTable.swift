@@ -3,12 +3,18 @@ import Hummingbird
 
 /// The paths the API serves and the methods of each, so a request the router
 /// does not match is answered as HTTP says: 405 with `Allow` when the path
-/// exists, 404 when it does not, both in the API's JSON error shape.
+/// exists, 404 when it does not, both in the API's JSON error shape. Routes
+/// are added to the router through it, so each path is spelled once.
 struct RouteTable: Sendable {
     private var routes: [(segments: [Substring], methods: [HTTPRequest.Method])] = []
 
-    /// `path` as the router spells it: `/v1/projects/:writeKey/settings`.
-    mutating func add(_ method: HTTPRequest.Method, _ path: String) {
+    /// Adds `handler` for `method` at `path` (as the router spells it:
+    /// `/v1/projects/:writeKey/settings`) to `router`, and records it.
+    mutating func on(
+        _ method: HTTPRequest.Method, _ path: String, in router: Router<BasicRequestContext>,
+        use handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> some ResponseGenerator
+    ) {
+        router.on(RouterPath(path), method: method, use: handler)
         let segments = path.split(separator: "/")
         if let i = routes.firstIndex(where: { $0.segments == segments }) {
             routes[i].methods.append(method)
