@@ -120,9 +120,7 @@ struct Demo: AsyncParsableCommand {
         let job = ProjectionJob(configuration: try funnels.load(), showProgress: false)
         let run = try await NightlyRun.run(job, mode: .incremental, query: ReportQuery(), databaseURL: url)
         let writer = ReportWriter(directory: URL(fileURLWithPath: out))
-        let written = try writer.write(
-            run.results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) },
-            range: ReportRange(from: nil, to: nil, generatedAt: Timestamps.format(microseconds: run.now)))
+        let written = try writer.write(run, from: nil, to: nil)
         print(written.text, terminator: "")
         let index = URL(fileURLWithPath: out).appendingPathComponent("index.html").standardizedFileURL.path
         Console.info("demo: wrote \(written.files.count) report files; the HTML dashboard is at \(index)")

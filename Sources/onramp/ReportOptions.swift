@@ -55,9 +55,7 @@ struct ReportOptions: ParsableArguments {
             "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons recomputed, "
                 + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
         let writer = ReportWriter(format: ReportFormat(rawValue: format) ?? .table, directory: out.map(URL.init(fileURLWithPath:)))
-        let written = try writer.write(
-            run.results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) },
-            range: ReportRange(from: from, to: to, generatedAt: Timestamps.format(microseconds: run.now)))
+        let written = try writer.write(run, from: from, to: to)
         print(written.text, terminator: "")
         if let directory = writer.directory {
             Console.info(
@@ -67,5 +65,15 @@ struct ReportOptions: ParsableArguments {
             Console.info("missed targets: \(written.missedTargets.joined(separator: ", "))")
             throw ExitCode(ReportWriter.missedTargetsExitStatus)
         }
+    }
+}
+
+extension ReportWriter {
+    /// Writes a nightly run's results, the cohort days `from`…`to` (nil: open-ended);
+    /// what `report`, `rebuild` and `demo` print and write.
+    func write(_ run: NightlyRun.Outcome, from: String?, to: String?) throws -> Written {
+        try write(
+            run.results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) },
+            range: ReportRange(from: from, to: to, generatedAt: Timestamps.format(microseconds: run.now)))
     }
 }
