@@ -20,19 +20,12 @@ enum OutcomeStore {
 
     /// Deletes the rows of the touched persons and hands each one over
     /// (funnel, cohort day, outcome): the days they leave must be rewritten,
-    /// and their outcomes are taken out of those days' tallies. Each person's
-    /// rows are found in the index and deleted by their row address: left to
-    /// itself the planner hashes the touched persons and scans the whole
-    /// table, which grows with the history, not the day.
+    /// and their outcomes are taken out of those days' tallies.
     static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws {
         // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
         for row in try c.query(
-            """
-            DELETE FROM funnel_persons f USING touched t
-            CROSS JOIN LATERAL (SELECT p.ctid FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
-            WHERE f.ctid = p.ctid
-            RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
-            """
+            TouchedPersons.deleteStatement(
+                from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f."))")
         ).rows {
             try handOver(row, to: body)
         }

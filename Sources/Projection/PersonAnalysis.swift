@@ -35,13 +35,8 @@ protocol PersonAnalysis: Sendable {
 
 extension PersonAnalysis {
     /// Deletes the rows of the persons an incremental run recomputes (the
-    /// run's `touched` temp table), each person's found by the index.
+    /// run's `touched` temp table), as `funnel_persons`' are deleted.
     func deleteRecomputed(_ c: Connection) throws {
-        try c.query(
-            """
-            DELETE FROM \(table) f USING touched t
-            CROSS JOIN LATERAL (SELECT p.ctid FROM \(table) p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
-            WHERE f.ctid = p.ctid
-            """)
+        try c.query(TouchedPersons.deleteStatement(from: table))
     }
 }

@@ -14,6 +14,20 @@ import LibPQ
 enum TouchedPersons {
     private typealias Key = NewEvents.Key
 
+    /// Deletes the touched persons' rows of `table` (which has `app` and
+    /// `person_id`), aliased `f`; `returning` lists what comes back. Each
+    /// person's rows are found in the index and deleted by their row address:
+    /// left to itself the planner hashes the touched persons and scans the
+    /// whole table, which grows with the history, not the day. `table` is the
+    /// code's own name, never input.
+    static func deleteStatement(from table: String, returning: String? = nil) -> String {
+        """
+        DELETE FROM \(table) f USING touched t
+        CROSS JOIN LATERAL (SELECT p.ctid FROM \(table) p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+        WHERE f.ctid = p.ctid
+        """ + (returning.map { "\nRETURNING " + $0 } ?? "")
+    }
+
     static func collect(
         _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], reader: Connection
     ) throws -> [String: Set<String>] {
