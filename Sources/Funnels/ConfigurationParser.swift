@@ -10,8 +10,9 @@ struct ConfigurationParser {
     let source: String
 
     private static let funnelKeys: Set<String> = [
-        "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description",
+        "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description", "diagnostics",
     ]
+    private static let diagnosticsKeys: Set<String> = ["min_support"]
     private static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional"]
     private static let matcherKeys: Set<String> = ["event", "screen", "where"]
     private static let targetKeys: Set<String> = ["name", "metric", "threshold", "min", "max", "from", "to"]
@@ -179,6 +180,16 @@ struct ConfigurationParser {
                     throw reader.error("targets[\(index)].name", "duplicate target name '\(target.name)'")
                 }
                 funnel.targets.append(target)
+            }
+        }
+        if let node = fields["diagnostics"] {
+            let settings = try reader.object(node, "diagnostics", allowed: Self.diagnosticsKeys)
+            if let node = settings["min_support"] {
+                let value = try reader.number(node, "diagnostics.min_support")
+                guard value >= 1, value <= 1_000_000_000, value == value.rounded() else {
+                    throw reader.error("diagnostics.min_support", "expected a whole number of persons, at least 1 (got \(value))")
+                }
+                funnel.minSupport = Int(value)
             }
         }
         return funnel

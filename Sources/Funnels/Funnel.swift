@@ -15,6 +15,10 @@ public struct Funnel: Sendable, Hashable {
     /// take the person out of the funnel.
     public var exclusions: [EventMatcher]
     public var targets: [FunnelTarget]
+    /// Persons a drop-off driver candidate needs to be tested (SPEC §10).
+    public var minSupport: Int
+    /// The default `diagnostics.min_support`.
+    public static let defaultMinSupport = 20
 
     public init(
         name: String,
@@ -23,7 +27,8 @@ public struct Funnel: Sendable, Hashable {
         steps: [FunnelStep],
         breakdowns: [String] = Funnel.defaultBreakdowns,
         exclusions: [EventMatcher] = [],
-        targets: [FunnelTarget] = []
+        targets: [FunnelTarget] = [],
+        minSupport: Int = Funnel.defaultMinSupport
     ) {
         self.name = name
         self.app = app
@@ -32,6 +37,7 @@ public struct Funnel: Sendable, Hashable {
         self.breakdowns = breakdowns
         self.exclusions = exclusions
         self.targets = targets
+        self.minSupport = minSupport
     }
 
     /// Positions (in `steps`) of the non-optional steps, which alone define

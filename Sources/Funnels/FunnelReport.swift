@@ -74,6 +74,8 @@ public struct FunnelReport: Sendable, Hashable {
     public var breakdowns: [BreakdownReport]
     /// In the funnel's target order.
     public var targets: [TargetResult]
+    /// Why persons dropped off (SPEC §10), when the stored diagnostics were read.
+    public var diagnostics: DropOffDiagnostics?
 
     /// Aggregates outcomes of `FunnelEvaluator.evaluate` for this funnel.
     /// Outcomes with level 0 (never reached step 1) are ignored; pass only

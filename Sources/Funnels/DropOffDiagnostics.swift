@@ -1,0 +1,188 @@
+import Foundation
+
+/// Why persons dropped off a funnel (SPEC §10), for a range of cohort days:
+/// time at each step, what those who dropped did instead, and the
+/// breakdown values and events that go with converting or not.
+public struct DropOffDiagnostics: Sendable, Hashable {
+    /// Persons whose duration fell in [from, to) seconds (`to` nil: no bound).
+    public struct Bin: Sendable, Hashable {
+        public var from: Double
+        public var to: Double?
+        public var persons: Int
+    }
+
+    /// Median, p90 (`percentile_cont`) and histogram of some durations.
+    public struct Spread: Sendable, Hashable {
+        public var persons: Int
+        public var median: Double?
+        public var p90: Double?
+        public var histogram: [Bin]
+    }
+
+    public struct NextEvent: Sendable, Hashable {
+        public var label: String
+        public var persons: Int
+        /// Of the step's drop-offs.
+        public var share: Double
+    }
+
+    /// One required step.
+    public struct Step: Sendable, Hashable {
+        /// 1-based position in the configured steps.
+        public var index: Int
+        public var name: String
+        /// t_k − t_(k−1) over persons who reached it; nil for step 1.
+        public var secondsFromPrevious: Spread?
+        /// Reached it as their highest step, window closed, not excluded.
+        public var dropped: Int
+        /// From t_k to their last event within the window, over `dropped`.
+        public var lingeringSeconds: Spread
+        /// Most common first.
+        public var nextEvents: [NextEvent]
+    }
+
+    public enum Kind: String, Sendable, Hashable {
+        case breakdown, event
+    }
+
+    /// A candidate at one transition, with its 2×2 table and tests.
+    public struct Driver: Sendable, Hashable {
+        /// 1-based configured indices of the transition's two required steps.
+        public var from: Int
+        public var to: Int
+        public var kind: Kind
+        /// The breakdown dimension; nil for events.
+        public var dimension: String?
+        /// The breakdown value or the event label.
+        public var value: String
+        public var table: TwoByTwo
+        public var oddsRatio: Double
+        public var ci95: ConfidenceInterval
+        public var pValue: Double
+        public var qValue: Double
+
+        /// Persons having it.
+        public var persons: Int { table.a + table.b }
+        public var converted: Int { table.a }
+        public var dropped: Int { table.b }
+    }
+
+    public var minSupport: Int
+    /// Required steps, in order.
+    public var steps: [Step]
+    /// Every candidate with the support, most significant first.
+    public var drivers: [Driver]
+
+    /// Histogram edges in seconds: a fixed, log-like scale, so histograms of
+    /// any cohort days add up and compare.
+    public static let binEdges: [Double] = [0, 10, 30, 60, 120, 300, 600, 1800, 3600, 7200, 21_600, 43_200, 86_400]
+
+    /// The diagnostics of the persons `tally` and `counts` hold (the same
+    /// persons: a funnel's cohort days, added up).
+    public init(funnel: Funnel, tally: FunnelTally, counts: DropOffCounts) {
+        minSupport = funnel.minSupport
+        let required = funnel.requiredStepIndices
+        let window = Double(funnel.windowSeconds)
+        steps = required.enumerated().map { position, index in
+            let lingering = FunnelReport.sortedSeconds(counts.lingering[index] ?? [])
+            let next = (counts.next[index] ?? [:]).map { label, persons in
+                NextEvent(label: label, persons: persons, share: lingering.isEmpty ? 0 : Double(persons) / Double(lingering.count))
+            }
+            return Step(
+                index: index + 1, name: funnel.steps[index].name,
+                secondsFromPrevious: position == 0
+                    ? nil : Self.spread(FunnelReport.sortedSeconds(tally.steps[index].gaps), window: window),
+                dropped: lingering.count, lingeringSeconds: Self.spread(lingering, window: window),
+                nextEvents: next.sorted { ($1.persons, $0.label) < ($0.persons, $1.label) })
+        }
+        var drivers: [Driver] = []
+        for (candidate, has) in counts.candidates where has.converted + has.dropped >= funnel.minSupport {
+            guard let all = counts.transitions[candidate.stepIndex],
+                  let position = required.firstIndex(of: candidate.stepIndex), position + 1 < required.count
+            else { continue }
+            let table = TwoByTwo(
+                a: has.converted, b: has.dropped, c: max(0, all.converted - has.converted), d: max(0, all.dropped - has.dropped))
+            let ratio = table.oddsRatio
+            drivers.append(
+                Driver(
+                    from: candidate.stepIndex + 1, to: required[position + 1] + 1, kind: candidate.kind,
+                    dimension: candidate.kind == .breakdown ? candidate.dimension : nil, value: candidate.value, table: table,
+                    oddsRatio: ratio.value, ci95: ratio.ci95, pValue: table.fisherExactP, qValue: 1))
+        }
+        for (index, q) in Statistics.benjaminiHochberg(drivers.map(\.pValue)).enumerated() { drivers[index].qValue = q }
+        self.drivers = drivers.sorted(by: Self.moreSignificant)
+    }
+
+    /// Smaller p first, then the stronger effect, then a stable order.
+    static func moreSignificant(_ l: Driver, _ r: Driver) -> Bool {
+        if l.pValue != r.pValue { return l.pValue < r.pValue }
+        let strength = { (d: Driver) in abs(log(d.oddsRatio)) }
+        if strength(l) != strength(r) { return strength(l) > strength(r) }
+        return (l.from, l.kind.rawValue, l.dimension ?? "", l.value) < (r.from, r.kind.rawValue, r.dimension ?? "", r.value)
+    }
+
+    /// The drivers other outputs show: q < 0.05, both directions, most significant first.
+    public func significantDrivers(limit: Int = 10) -> [Driver] {
+        Array(drivers.filter { $0.qValue < 0.05 }.prefix(limit))
+    }
+
+    static func spread(_ sorted: [Double], window: Double) -> Spread {
+        let edges = binEdges.filter { $0 < window } + [window]
+        var bins = zip(edges, edges.dropFirst()).map { Bin(from: $0, to: $1, persons: 0) }
+        bins.append(Bin(from: window, to: nil, persons: 0))
+        var bin = 0
+        for value in sorted {
+            while bin + 1 < bins.count, let to = bins[bin].to, value >= to { bin += 1 }
+            bins[bin].persons += 1
+        }
+        return Spread(
+            persons: sorted.count, median: Statistics.percentileCont(sorted, 0.5), p90: Statistics.percentileCont(sorted, 0.9),
+            histogram: bins)
+    }
+}
+
+/// The counts diagnostics are made of, for some persons: what the nightly
+/// job stores per funnel and cohort day, and a report adds up.
+public struct DropOffCounts: Sendable, Hashable {
+    public struct Pair: Sendable, Hashable {
+        public var converted = 0
+        public var dropped = 0
+
+        public init(converted: Int = 0, dropped: Int = 0) {
+            self.converted = converted
+            self.dropped = dropped
+        }
+
+        public mutating func add(_ other: Pair) {
+            converted += other.converted
+            dropped += other.dropped
+        }
+    }
+
+    public struct Candidate: Sendable, Hashable {
+        /// Position in `Funnel.steps` of the transition's first step.
+        public var stepIndex: Int
+        public var kind: DropOffDiagnostics.Kind
+        /// Empty for events.
+        public var dimension: String
+        public var value: String
+
+        public init(stepIndex: Int, kind: DropOffDiagnostics.Kind, dimension: String, value: String) {
+            self.stepIndex = stepIndex
+            self.kind = kind
+            self.dimension = dimension
+            self.value = value
+        }
+    }
+
+    /// Step position -> microseconds each person dropped there lingered.
+    public var lingering: [Int: [Int64]] = [:]
+    /// Step position -> next label -> persons dropped there.
+    public var next: [Int: [String: Int]] = [:]
+    /// Transition (its first step's position) -> persons converting and dropping.
+    public var transitions: [Int: Pair] = [:]
+    /// Candidate -> persons having it, converting and dropping.
+    public var candidates: [Candidate: Pair] = [:]
+
+    public init() {}
+}
