@@ -39,6 +39,13 @@ public struct BinaryCopyRows: Sendable {
         put(value)
     }
 
+    /// A `bigint`, or NULL.
+    public mutating func append(int64 value: Int64?) {
+        guard let value else { return appendNull() }
+        put(Int32(8))
+        put(value)
+    }
+
     public mutating func append(bool value: Bool) {
         put(Int32(1))
         bytes.append(value ? 1 : 0)
@@ -87,6 +94,22 @@ public struct BinaryCopyRows: Sendable {
             put(Int32(4))
             put(value)
         }
+    }
+
+    /// A one-dimensional `text[]`; false (nothing written) if an element holds a NUL byte.
+    public mutating func append(textArray values: [String]) -> Bool {
+        var values = values
+        guard !values.contains(where: { $0.utf8.contains(0) }) else { return false }
+        let payload = values.indices.reduce(0) { total, i in total + 4 + values[i].utf8.count }
+        put(Int32(Self.arrayHeaderSize(count: values.count) + payload))
+        putArrayHeader(count: values.count, hasNulls: false, element: PostgresType.text)
+        for i in values.indices {
+            values[i].withUTF8 { utf8 in
+                put(Int32(utf8.count))
+                bytes.append(contentsOf: utf8)
+            }
+        }
+        return true
     }
 
     /// `jsonb` from JSON text (version 1 of its binary form is the text).

@@ -19,6 +19,8 @@ struct EvaluatedFunnel {
 /// incremental run deletes the recomputed persons' rows before they are
 /// written again. Adding one is adding a type, its table (a migration) and
 /// an entry in `ProjectionJob.analyses`; the read path and the plans stay.
+/// What reports add up per cohort day it keeps in day tables, rewritten from
+/// its rows (and `funnel_persons`) for the days a run changed.
 ///
 /// A person whose window closes with no new events is not recomputed: the
 /// run closes their `funnel_persons` row in place. So an analysis stores what
@@ -31,9 +33,18 @@ protocol PersonAnalysis: Sendable {
     var copyStatement: String { get }
     /// Appends the rows of one person's outcome in one funnel.
     func append(_ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows) throws
+    /// Tables it keeps per funnel and cohort day from its per-person rows
+    /// (what reports add up), emptied by a rebuild.
+    var dayTables: [String] { get }
+    /// Rewrites its day tables' rows of `days` of `funnel`, once the run's
+    /// per-person rows and `funnel_persons` are final.
+    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String]) throws
 }
 
 extension PersonAnalysis {
+    var dayTables: [String] { [] }
+    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String]) throws {}
+
     /// Deletes the rows of the persons an incremental run recomputes (the
     /// run's `touched` temp table), as `funnel_persons`' are deleted.
     func deleteRecomputed(_ c: Connection) throws {

@@ -46,12 +46,13 @@ public struct ProjectionJob: Sendable {
     /// How runs read and evaluate (partition sizes, a second session, threads).
     var options = ProjectionRun.Options()
     /// The per-person analyses after the funnel evaluator, each with its own table.
-    var analyses: [any PersonAnalysis] = []
+    var analyses: [any PersonAnalysis]
 
     public init(configuration: FunnelConfiguration, timeZoneOverride: String? = nil, showProgress: Bool = true) {
         self.configuration = configuration
         self.timeZoneOverride = timeZoneOverride
         self.showProgress = showProgress
+        analyses = [DropOffAnalysis(funnels: configuration.funnels)]
     }
 
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
@@ -100,6 +101,7 @@ public struct ProjectionJob: Sendable {
             try CohortTables.rewrite(
                 run.session, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
                 timeZoneName: run.timeZoneName(for: funnel))
+            for analysis in run.analyses { try analysis.rewriteDays(run.session, funnel: funnel, days: daySet.sorted()) }
         }
         try TargetTable.write(run.session, configuration: configuration)
         try current.save(run.session)

@@ -70,9 +70,11 @@ struct RebuildPlan: ProjectionPlan {
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
         let c = run.session
         let tables = ["identity_links", "funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies"]
-            + run.analyses.map(\.table)
+            + run.analyses.flatMap { [$0.table] + $0.dayTables }
         try c.executeScript("TRUNCATE " + tables.joined(separator: ", "))
-        deferredIndexes = try Self.dropIndexes(c, table: "funnel_persons") + Self.dropIndexes(c, table: "identity_links")
+        for table in ["funnel_persons", "identity_links"] + run.analyses.map(\.table) {
+            deferredIndexes += try Self.dropIndexes(c, table: table)
+        }
         var counts: [String: Int] = [:]
         for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(run.apps)]).rows {
             counts[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)

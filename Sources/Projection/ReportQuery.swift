@@ -35,9 +35,13 @@ public struct ReportQuery: Sendable {
         return try selected.map { funnel in
             let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
             let zone = TimeZone(identifier: zoneName) ?? .gmt
-            let tally = try TallyStore.sum(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
-                ?? outcomeTally(c, funnel: funnel, zone: zone)
+            let stored = try TallyStore.sum(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
+            let tally = try stored ?? outcomeTally(c, funnel: funnel, zone: zone)
             var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
+            // The same persons as the tally: the stored days, or when those were
+            // cut in another zone, the persons whose start falls in the range there.
+            let counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil)
+            report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
             report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
             let durations = tally.durations.map { Double($0) / 1_000_000 }
             return FunnelResult(report: report, secondsToComplete: durations)

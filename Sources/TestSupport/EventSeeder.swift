@@ -133,6 +133,10 @@ public enum TableDump {
         "identity_links": "SELECT * FROM identity_links ORDER BY app, anonymous_id",
         "funnel_targets": "SELECT * FROM funnel_targets ORDER BY funnel, name",
         "funnel_tallies": "SELECT * FROM funnel_tallies ORDER BY funnel, cohort_day",
+        "funnel_person_diagnostics": "SELECT * FROM funnel_person_diagnostics ORDER BY app, person_id, funnel",
+        "funnel_step_lingering": "SELECT * FROM funnel_step_lingering ORDER BY funnel, cohort_day, step_index",
+        "funnel_dropoff_next": "SELECT * FROM funnel_dropoff_next ORDER BY funnel, cohort_day, step_index, label",
+        "funnel_driver_counts": "SELECT * FROM funnel_driver_counts ORDER BY funnel, cohort_day, from_index, kind, dimension, value",
     ]
 
     public static func dump(_ c: Connection) throws -> [String: [String]] {
