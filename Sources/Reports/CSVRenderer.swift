@@ -17,6 +17,28 @@ struct CSVRenderer {
                 out += fields.map(quote).joined(separator: ",") + "\n"
             }
         }
+        // Further sections, each after a blank line with its own header.
+        let diagnosed = reports.compactMap { r in r.diagnostics.map { (r, $0) } }
+        guard !diagnosed.isEmpty else { return out }
+        out += "\nfunnel,step_index,step_name,median_seconds_from_previous,p90_seconds_from_previous,dropped,median_lingering_seconds,p90_lingering_seconds,next_event,next_event_persons,next_event_share\n"
+        for (r, d) in diagnosed {
+            for step in d.steps {
+                let head = [r.funnel, "\(step.index)", step.name, number(step.secondsFromPrevious?.median), number(step.secondsFromPrevious?.p90),
+                            "\(step.dropped)", number(step.lingeringSeconds.median), number(step.lingeringSeconds.p90)]
+                let next = step.nextEvents.isEmpty ? [["", "", ""]] : step.nextEvents.map { [$0.label, "\($0.persons)", number($0.share)] }
+                for event in next { out += (head + event).map(quote).joined(separator: ",") + "\n" }
+            }
+        }
+        out += "\nfunnel,from_index,to_index,kind,dimension,value,persons,converted,dropped,without_converted,without_dropped,odds_ratio,ci_low,ci_high,p_value,q_value\n"
+        for (r, d) in diagnosed {
+            for driver in d.drivers {
+                let fields = [r.funnel, "\(driver.from)", "\(driver.to)", driver.kind.rawValue, driver.dimension ?? "", driver.value,
+                              "\(driver.persons)", "\(driver.converted)", "\(driver.dropped)", "\(driver.table.c)", "\(driver.table.d)",
+                              number(driver.oddsRatio), number(driver.ci95.lower), number(driver.ci95.upper), number(driver.pValue),
+                              number(driver.qValue)]
+                out += fields.map(quote).joined(separator: ",") + "\n"
+            }
+        }
         return out
     }
 

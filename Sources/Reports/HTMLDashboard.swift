@@ -133,6 +133,7 @@ public struct HTMLDashboard: Sendable {
         for breakdown in r.breakdowns {
             body += section("By \(HTML.escape(breakdown.dimension))", breakdownTable(breakdown, in: r))
         }
+        if let d = r.diagnostics { body += diagnostics(d) }
         body += "</main>"
         return document(title: "\(r.funnel) — Onramp", body)
     }
@@ -228,6 +229,56 @@ public struct HTMLDashboard: Sendable {
             out += "<p class=\"legend\">Each value is compared with the most common one (\(HTML.escape(baseline))): difference in completion rate,"
                 + " two-proportion z-test p-value; rows with p &lt; 0.05 are highlighted.</p>"
         }
+        return out
+    }
+
+    // MARK: Why they drop off
+
+    /// SPEC §10: the step-time chart, a "what they did instead" table per
+    /// step, and the drivers chart with a table of the same drivers.
+    /// `table.next-events[data-step-index] tr[data-label][data-persons]`,
+    /// `table.drivers tr[data-transition][data-kind][data-value]`.
+    private func diagnostics(_ d: DropOffDiagnostics) -> String {
+        var out = section("Time at each step", SVGCharts.stepTimes(d)
+            + "<p class=\"legend\"><span class=\"swatch bar\"></span>time from the previous step <span class=\"swatch lost\"></span>"
+            + "how long those who dropped there lingered; bar to the median, whisker to the p90, log scale</p>")
+        var tables = "<div class=\"next-events\">"
+        for step in d.steps.dropLast() {
+            tables += "<div><h3>\(step.index). \(HTML.escape(step.name)) — \(step.dropped) dropped</h3>"
+            guard !step.nextEvents.isEmpty else {
+                tables += "<p class=\"muted\">No one dropped here.</p></div>"
+                continue
+            }
+            tables += "<table class=\"next-events\" data-step-index=\"\(step.index)\"><thead><tr><th>did next</th><th class=\"num\">persons</th>"
+                + "<th class=\"num\">share</th></tr></thead><tbody>"
+            for next in step.nextEvents.prefix(8) {
+                tables += "<tr data-label=\"\(HTML.escape(next.label))\" data-persons=\"\(next.persons)\"><td>\(HTML.escape(next.label))</td>"
+                    + "<td class=\"num\">\(next.persons)</td><td class=\"num\">\(Formatting.percent(next.share))</td></tr>"
+            }
+            if step.nextEvents.count > 8 {
+                tables += "<tr><td class=\"muted\" colspan=\"3\">\(step.nextEvents.count - 8) more in report.json</td></tr>"
+            }
+            tables += "</tbody></table></div>"
+        }
+        out += section("What they did instead", tables + "</div><p class=\"legend\">The first event after the step they left at, within their"
+            + " window, that was not the step again.</p>")
+        let drivers = d.significantDrivers(limit: 20)
+        var table = ""
+        if !drivers.isEmpty {
+            table = "<table class=\"drivers\"><thead><tr><th>transition</th><th>candidate</th><th class=\"num\">persons</th>"
+                + "<th class=\"num\">converted</th><th>odds ratio [95% CI]</th><th class=\"num\">p</th><th class=\"num\">q</th></tr></thead><tbody>"
+            for driver in drivers {
+                table += "<tr data-transition=\"\(driver.from)-\(driver.to)\" data-kind=\"\(driver.kind.rawValue)\" data-value=\"\(HTML.escape(driver.value))\""
+                    + " data-odds-ratio=\"\(driver.oddsRatio)\"><td>\(HTML.escape(DiagnosticsText.transition(driver, in: d)))</td>"
+                    + "<td>\(HTML.escape(DiagnosticsText.candidate(driver)))</td><td class=\"num\">\(driver.persons)</td>"
+                    + "<td class=\"num\">\(driver.converted)</td><td>\(DiagnosticsText.oddsRatio(driver))</td>"
+                    + "<td class=\"num\">\(DiagnosticsText.pValue(driver.pValue))</td><td class=\"num\">\(DiagnosticsText.pValue(driver.qValue))</td></tr>"
+            }
+            table += "</tbody></table>"
+        }
+        out += section("Conversion drivers", SVGCharts.drivers(drivers, in: d) + table
+            + "<p class=\"legend\">Breakdown values and events done on each transition, tested against converting (Fisher's exact test,"
+            + " Benjamini–Hochberg q over every candidate of the funnel with at least \(d.minSupport) persons); q &lt; 0.05, most significant first.</p>")
         return out
     }
 

@@ -79,6 +79,13 @@ extension HTMLDashboard {
         .chart .marker.p90 { stroke: var(--red); stroke-dasharray: 5 3; }
         .chart .marker-label { font-size: 12px; font-weight: 600; }
         .chart .marker-label.p90 { fill: var(--red); }
+        .chart.drivers .ci { stroke-width: 2.5; }
+        .chart.drivers .negative .ci { stroke: var(--red); }
+        .chart.drivers .negative .point { fill: var(--red); }
+        .chart.drivers .positive .ci { stroke: var(--green); }
+        .chart.drivers .positive .point { fill: var(--green); }
+        .next-events { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px 24px; }
+        .next-events h3 { font-size: 14px; margin: 4px 0; }
         .chart .empty-label { fill: var(--muted); font-size: 15px; }
         .ratebar { display: block; }
         .ratebar .scale { stroke: var(--line); stroke-width: 2; }

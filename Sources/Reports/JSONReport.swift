@@ -98,6 +98,60 @@ enum JSONReport {
                         )
                     })
             ),
+            ("diagnostics", r.diagnostics.map(diagnostics) ?? .null),
+        ])
+    }
+
+    /// SPEC §10: every required step, every candidate with the support.
+    static func diagnostics(_ d: DropOffDiagnostics) -> JSON {
+        func spread(_ s: DropOffDiagnostics.Spread, histogram: Bool) -> JSON {
+            var fields: [(String, JSON)] = [("median", .optional(s.median)), ("p90", .optional(s.p90))]
+            if histogram {
+                fields.append((
+                    "histogram",
+                    .array(s.histogram.map { .object([("from", .number($0.from)), ("to", .optional($0.to)), ("persons", .number(Double($0.persons)))]) })
+                ))
+            }
+            fields.append(("persons", .number(Double(s.persons))))
+            return .object(fields)
+        }
+        return .object([
+            ("min_support", .number(Double(d.minSupport))),
+            (
+                "steps",
+                .array(
+                    d.steps.map { step in
+                        .object([
+                            ("index", .number(Double(step.index))), ("name", .string(step.name)),
+                            ("seconds_from_previous", step.secondsFromPrevious.map { spread($0, histogram: true) } ?? .null),
+                            ("dropped", .number(Double(step.dropped))),
+                            ("lingering_seconds", spread(step.lingeringSeconds, histogram: false)),
+                            (
+                                "next_events",
+                                .array(
+                                    step.nextEvents.map {
+                                        .object([("label", .string($0.label)), ("persons", .number(Double($0.persons))), ("share", .number($0.share))])
+                                    })
+                            ),
+                        ])
+                    })
+            ),
+            (
+                "drivers",
+                .array(
+                    d.drivers.map { driver in
+                        .object([
+                            ("transition", .array([.number(Double(driver.from)), .number(Double(driver.to))])),
+                            ("kind", .string(driver.kind.rawValue)), ("dimension", driver.dimension.map(JSON.string) ?? .null),
+                            ("value", .string(driver.value)), ("persons", .number(Double(driver.persons))),
+                            ("converted", .number(Double(driver.converted))), ("dropped", .number(Double(driver.dropped))),
+                            ("odds_ratio", .number(driver.oddsRatio)),
+                            ("ci95", .array([.number(driver.ci95.lower), .number(driver.ci95.upper)])),
+                            ("p_value", .number(driver.pValue)), ("q_value", .number(driver.qValue)),
+                            ("without", .object([("converted", .number(Double(driver.table.c))), ("dropped", .number(Double(driver.table.d)))])),
+                        ])
+                    })
+            ),
         ])
     }
 

@@ -33,6 +33,28 @@ struct MarkdownRenderer {
                 out += "| \(v.value) | \(v.started) | \(v.completed) | \(Formatting.percent(v.completionRate.value)) | \(Formatting.interval(v.completionRate)) |\n"
             }
         }
+        if let d = r.diagnostics { out += diagnostics(d) }
+        return out
+    }
+
+    private func diagnostics(_ d: DropOffDiagnostics) -> String {
+        var out = "\n### Why they drop off\n\n"
+        out += "| step | from previous (median / p90) | dropped | lingered (median / p90) | did next |\n|---|---|---:|---|---|\n"
+        for step in d.steps {
+            let last = step.index == d.steps.last?.index
+            out += "| \(step.name) | \(DiagnosticsText.spread(step.secondsFromPrevious)) | \(last ? "" : "\(step.dropped)") | "
+                + "\(last ? "" : DiagnosticsText.spread(step.lingeringSeconds)) | \(last ? "" : DiagnosticsText.nextEvents(step)) |\n"
+        }
+        let drivers = d.significantDrivers()
+        guard !drivers.isEmpty else {
+            return out + "\nNo driver with q < 0.05 (candidates need \(d.minSupport) persons).\n"
+        }
+        out += "\n| transition | candidate | persons | converted | odds ratio [95% CI] | p | q |\n|---|---|---:|---:|---|---:|---:|\n"
+        for driver in drivers {
+            out += "| \(DiagnosticsText.transition(driver, in: d)) | \(DiagnosticsText.candidate(driver)) | \(driver.persons) | "
+                + "\(driver.converted) | \(DiagnosticsText.oddsRatio(driver)) | \(DiagnosticsText.pValue(driver.pValue)) | "
+                + "\(DiagnosticsText.pValue(driver.qValue)) |\n"
+        }
         return out
     }
 }

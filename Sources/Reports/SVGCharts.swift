@@ -225,11 +225,11 @@ enum SVGCharts {
 
     // MARK: Helpers
 
-    private static func svg(width: Double, height: Double, label: String, class name: String, _ body: String) -> String {
+    static func svg(width: Double, height: Double, label: String, class name: String, _ body: String) -> String {
         "<svg class=\"chart \(name)\" viewBox=\"0 0 \(f(width)) \(f(height))\" role=\"img\" aria-label=\"\(HTML.escape(label))\">\(body)</svg>"
     }
 
-    private static func empty(width: Double, height: Double, _ message: String) -> String {
+    static func empty(width: Double, height: Double, _ message: String) -> String {
         svg(width: width, height: height, label: message, class: "empty",
             "<text x=\"\(f(width / 2))\" y=\"\(f(height / 2))\" class=\"empty-label\" text-anchor=\"middle\">\(HTML.escape(message))</text>")
     }

@@ -57,6 +57,34 @@ struct TableRenderer {
                     + String(format: "%+.1f pts, p = %.3g", comparison.difference * 100, comparison.pValue) + "\n"
             }
         }
+        if let d = r.diagnostics { out += diagnostics(d) }
+        return out
+    }
+
+    /// Why they drop off: per step the time from the previous step, those who
+    /// dropped, how long they lingered and what they did next; then the
+    /// significant drivers.
+    private func diagnostics(_ d: DropOffDiagnostics) -> String {
+        let nameWidth = max(24, (d.steps.map(\.name.count).max() ?? 0) + 2)
+        var out = "  why they drop off (median / p90):\n"
+        out += "    " + Formatting.pad("step", nameWidth) + Formatting.pad("from previous", 18) + Formatting.pad("dropped", 9, right: true)
+            + "  " + Formatting.pad("lingered", 18) + "did next\n"
+        for step in d.steps {
+            let last = step.index == d.steps.last?.index
+            out += "    " + Formatting.pad(step.name, nameWidth) + Formatting.pad(DiagnosticsText.spread(step.secondsFromPrevious), 18)
+                + Formatting.pad(last ? "" : "\(step.dropped)", 9, right: true) + "  "
+                + Formatting.pad(last ? "" : DiagnosticsText.spread(step.lingeringSeconds), 18)
+                + (last ? "" : DiagnosticsText.nextEvents(step)) + "\n"
+        }
+        let drivers = d.significantDrivers()
+        out += drivers.isEmpty
+            ? "  drivers: none with q < 0.05 (candidates need \(d.minSupport) persons)\n"
+            : "  drivers (q < 0.05, most significant first; odds ratio of converting with 95% CI):\n"
+        for driver in drivers {
+            out += "    " + Formatting.pad(DiagnosticsText.transition(driver, in: d), 40) + " "
+                + Formatting.pad(DiagnosticsText.candidate(driver), 34) + " OR " + Formatting.pad(DiagnosticsText.oddsRatio(driver), 22)
+                + " q \(DiagnosticsText.pValue(driver.qValue))  (\(driver.persons) persons)\n"
+        }
         return out
     }
 }

@@ -106,7 +106,11 @@ struct ReportCommandTests {
             #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent(name).path), "\(name)")
         }
         let csv = try String(contentsOf: out.appendingPathComponent("report.csv"), encoding: .utf8)
-        #expect(csv.split(separator: "\n").count == 1 + 12 + 7)
+        // The per-step section first; the diagnostics' sections follow, each after a blank line.
+        let sections = csv.components(separatedBy: "\n\n")
+        #expect(sections.count == 3)
+        #expect(sections[0].split(separator: "\n").count == 1 + 12 + 7)
+        #expect(sections[2].hasPrefix("funnel,from_index,to_index,kind,dimension,value,persons,converted,dropped"))
 
         // The seeded yoked journeys complete far less than 60 %: the target is missed.
         let strict = try OnrampBinary.run(["report", "--database-url", db.url, "--fail-on-missed-targets", "--quiet"])
