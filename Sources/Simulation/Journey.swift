@@ -68,13 +68,32 @@ enum JourneyModel {
     static func yoked(_ rng: inout SeededRandom) -> Journey {
         let context = device(&rng, versions: [("2.3.0", 6), ("2.2.1", 3), ("2.1.0", 1)])
         let oldVersion = context["app"] == ["version": "2.1.0"]
+        // The story the drop-off diagnostics must find: on Android, 2.3.0's
+        // code entry fails more often, and those it fails send otp_failed
+        // (again and again) before they leave.
+        let brokenOTP = context["app"] == ["version": "2.3.0"] && context["device"] == ["type": "android"]
         let steps: [(String, Double, Double)] = [
-            ("onboarding_started", 1, 0), ("phone_entered", 0.93, 25), ("otp_verified", oldVersion ? 0.8 : 0.95, 40),
+            ("onboarding_started", 1, 0), ("phone_entered", 0.93, 25),
+            ("otp_verified", oldVersion ? 0.8 : (brokenOTP ? 0.8 : 0.95), 40),
             ("age_verified", 0.97, 20), ("profile_created", 0.93, 90), ("location_allowed", 0.9, 15),
             ("questionnaire_started", 0.97, 10), ("questionnaire_completed", 0.9, 180), ("profiling_completed", 0.98, 60),
             ("verification_consent_given", 0.94, 20), ("verification_completed", 0.93, 45), ("onboarding_completed", 0.99, 5),
         ]
         var actions = walk(steps.map { ($0.0, .track, [:], $0.1, $0.2) }, rng: &rng)
+        if let phone = actions.first(where: { $0.name == "phone_entered" }) {
+            let verified = actions.first { $0.name == "otp_verified" }
+            // Left at the code: most of the broken release's and some others
+            // tried and failed first. Got through: a few mistyped once.
+            let failures = verified == nil
+                ? (rng.chance(brokenOTP ? 0.95 : 0.35) ? 1 + Int(rng.next() % 3) : 0)
+                : (rng.chance(brokenOTP ? 0.12 : 0.04) ? 1 : 0)
+            var t = phone.at
+            for _ in 0..<failures {
+                t += rng.gap(median: 30)
+                if let verified, t >= verified.at { break }
+                actions.append(Action(kind: .track, name: "otp_failed", properties: ["reason": "code_rejected"], at: t))
+            }
+        }
         if let otp = actions.first(where: { $0.name == "otp_verified" }) {
             // The phone number becomes the account: the device is identified from here on.
             actions.append(Action(kind: .identify, name: "yoked-user-\(rng.next() % 1_000_000_000)", at: otp.at + 1))
