@@ -200,7 +200,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ProjectionTests",
-            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "onramp"],
+            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "onramp"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -186,3 +186,42 @@ public struct DropOffCounts: Sendable, Hashable {
 
     public init() {}
 }
+
+extension DropOffCounts {
+    /// Adds one person whose window has closed (or who completed), not
+    /// excluded, at `level` ≥ 1 of the funnel whose required steps are at
+    /// `required`: their lingering and next event if they dropped, and
+    /// every transition they took part in with their breakdown values and
+    /// the labels they did on it.
+    public mutating func add(level: Int, completed: Bool, breakdown: [String: String], facts: DropOffFacts, required: [Int]) {
+        let level = min(level, required.count)
+        guard level >= 1 else { return }
+        if !completed {
+            let step = required[level - 1]
+            lingering[step, default: []].append(facts.lingering ?? 0)
+            next[step, default: [:]][facts.nextLabel ?? DropOffFacts.noFurtherEvents, default: 0] += 1
+        }
+        var labels = facts.labels[...]
+        for position in 0..<min(level, required.count - 1) {
+            let step = required[position]
+            let pair = Pair(converted: level > position + 1 ? 1 : 0, dropped: level == position + 1 ? 1 : 0)
+            transitions[step, default: Pair()].add(pair)
+            for (dimension, value) in breakdown {
+                candidates[Candidate(stepIndex: step, kind: .breakdown, dimension: dimension, value: value), default: Pair()].add(pair)
+            }
+            while let label = labels.first, label.stepIndex <= step {
+                labels = labels.dropFirst()
+                guard label.stepIndex == step else { continue }
+                candidates[Candidate(stepIndex: step, kind: .event, dimension: "", value: label.label), default: Pair()].add(pair)
+            }
+        }
+    }
+
+    /// Adds every count of `other` (counts of other persons of the same funnel).
+    public mutating func merge(_ other: DropOffCounts) {
+        lingering.merge(other.lingering, uniquingKeysWith: +)
+        for (step, labels) in other.next { next[step, default: [:]].merge(labels, uniquingKeysWith: +) }
+        for (step, pair) in other.transitions { transitions[step, default: Pair()].add(pair) }
+        for (candidate, pair) in other.candidates { candidates[candidate, default: Pair()].add(pair) }
+    }
+}

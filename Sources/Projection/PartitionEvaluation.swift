@@ -19,8 +19,16 @@ struct PartitionEvaluation: Sendable {
         var affected = Set<FunnelDay>()
         var persons = 0
         var events = 0
+        /// Per analysis (in `analyses` order): funnel day -> what it counted.
+        var analysisTallies: [[FunnelDay: any AnalysisTally]] = []
 
         mutating func merge(_ other: Totals) {
+            for (index, tallies) in other.analysisTallies.enumerated() {
+                while analysisTallies.count <= index { analysisTallies.append([:]) }
+                for (day, tally) in tallies {
+                    if analysisTallies[index][day] == nil { analysisTallies[index][day] = tally } else { analysisTallies[index][day]?.merge(tally) }
+                }
+            }
             for (funnel, days) in other.tallies {
                 for (day, tally) in days {
                     if tallies[funnel]?[day] == nil { tallies[funnel, default: [:]][day] = tally } else { tallies[funnel]?[day]?.merge(tally) }
@@ -109,7 +117,13 @@ struct PartitionEvaluation: Sendable {
                 .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
             if !analyses.isEmpty {
                 let evaluated = EvaluatedFunnel(person: person, funnel: funnel, outcome: outcome, cohortDay: dayNumber)
-                for i in analyses.indices { try analyses[i].append(evaluated, events: events, to: &analysisRows[i]) }
+                if totals.analysisTallies.count < analyses.count {
+                    totals.analysisTallies = Array(repeating: [:], count: analyses.count)
+                }
+                let key = FunnelDay(funnel: funnel.name, day: day)
+                for i in analyses.indices {
+                    try analyses[i].append(evaluated, events: events, to: &analysisRows[i], tally: &totals.analysisTallies[i][key])
+                }
             }
         }
     }

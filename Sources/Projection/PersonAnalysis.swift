@@ -11,6 +11,12 @@ struct EvaluatedFunnel {
     let cohortDay: Int64
 }
 
+/// What a per-person analysis adds up per funnel and cohort day while a run
+/// evaluates: the workers' parts are merged, so it must add.
+protocol AnalysisTally: Sendable {
+    mutating func merge(_ other: any AnalysisTally)
+}
+
 /// A per-person analysis: a stage of the job's pipeline after the funnel
 /// evaluator. For every recomputed person and every funnel they started (or
 /// were excluded from), it is handed the outcome and the person's events, and
@@ -19,8 +25,12 @@ struct EvaluatedFunnel {
 /// incremental run deletes the recomputed persons' rows before they are
 /// written again. Adding one is adding a type, its table (a migration) and
 /// an entry in `ProjectionJob.analyses`; the read path and the plans stay.
-/// What reports add up per cohort day it keeps in day tables, rewritten from
-/// its rows (and `funnel_persons`) for the days a run changed.
+///
+/// What reports add up per cohort day it keeps in day tables. A rebuild,
+/// which evaluates every person of every day, hands it what it counted in
+/// memory (`AnalysisTally`, per funnel and day); an incremental run, which
+/// evaluates only some of a day's persons, has it rewrite the changed days
+/// from its rows and `funnel_persons`, read back.
 ///
 /// A person whose window closes with no new events is not recomputed: the
 /// run closes their `funnel_persons` row in place. So an analysis stores what
@@ -31,19 +41,22 @@ protocol PersonAnalysis: Sendable {
     var table: String { get }
     /// `COPY table (…) FROM STDIN (FORMAT binary)` for the rows `append` writes.
     var copyStatement: String { get }
-    /// Appends the rows of one person's outcome in one funnel.
-    func append(_ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows) throws
-    /// Tables it keeps per funnel and cohort day from its per-person rows
-    /// (what reports add up), emptied by a rebuild.
+    /// Appends the rows of one person's outcome in one funnel, and adds the
+    /// person to `tally`, the day's (nil before the day's first person).
+    func append(
+        _ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows, tally: inout (any AnalysisTally)?
+    ) throws
+    /// Tables it keeps per funnel and cohort day (what reports add up), emptied by a rebuild.
     var dayTables: [String] { get }
     /// Rewrites its day tables' rows of `days` of `funnel`, once the run's
-    /// per-person rows and `funnel_persons` are final.
-    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String]) throws
+    /// per-person rows and `funnel_persons` are final: from `counted` (day ->
+    /// tally) when the run counted every person of those days, else from its rows.
+    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally]?) throws
 }
 
 extension PersonAnalysis {
     var dayTables: [String] { [] }
-    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String]) throws {}
+    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally]?) throws {}
 
     /// Deletes the rows of the persons an incremental run recomputes (the
     /// run's `touched` temp table), as `funnel_persons`' are deleted.

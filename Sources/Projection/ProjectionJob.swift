@@ -101,7 +101,15 @@ public struct ProjectionJob: Sendable {
             try CohortTables.rewrite(
                 run.session, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
                 timeZoneName: run.timeZoneName(for: funnel))
-            for analysis in run.analyses { try analysis.rewriteDays(run.session, funnel: funnel, days: daySet.sorted()) }
+            for (index, analysis) in run.analyses.enumerated() {
+                // A rebuild counted every person of every day; an incremental run only some.
+                let counted = plan.mode == .rebuild
+                    ? Dictionary(uniqueKeysWithValues: days.compactMap { day in
+                        index < totals.analysisTallies.count ? totals.analysisTallies[index][day].map { (day.day, $0) } : nil
+                    })
+                    : nil
+                try analysis.rewriteDays(run.session, funnel: funnel, days: daySet.sorted(), counted: counted)
+            }
         }
         try TargetTable.write(run.session, configuration: configuration)
         try current.save(run.session)

@@ -64,7 +64,15 @@ public enum EventSeeder {
     /// They start at a UTC midnight, so a seed puts the same persons on the
     /// same cohort days whatever the hour the tests run (from 10 days ago, a
     /// late-afternoon start left the first UTC day with a fifth of its persons).
-    public static func journeys(configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10) -> [SeedEvent] {
+    ///
+    /// With `detours`, persons also do other things between steps and after
+    /// their last one (some past their window, some at the very time of a
+    /// step): help and failure events, a screen, an identify; Android
+    /// persons fail more and leave more after failing. The drop-off
+    /// diagnostics' tests need them.
+    public static func journeys(
+        configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10, detours: Bool = false
+    ) -> [SeedEvent] {
         var rng = SplitMix(seed: seed)
         let day: Int64 = 86_400_000_000
         let base = (Timestamps.microseconds(Date()) / day - Int64(daysAgo)) * day
@@ -97,6 +105,23 @@ public enum EventSeeder {
                         again.messageId += "-again"
                         again.timestamp += 5_000_000
                         events.append(again)
+                    }
+                    guard detours else { continue }
+                    let android = p % 4 == 0
+                    let last = position == min(stop, required.count - 1)
+                    let count = last ? Int(rng.next() % 4) : (rng.next() % 3 == 0 ? 1 : 0)
+                    for n in 0..<count {
+                        // After the last step, up to 30 h later: some fall past a 24 h window.
+                        let offset = Int64(rng.next() % (last ? 108_000 : 1_200)) * 1_000_000 * (rng.next() % 8 == 0 ? 0 : 1)
+                        let pick = Int(rng.next() % 6)
+                        let (type, name): (String, String?) =
+                            pick == 0 ? ("identify", nil)
+                            : pick == 1 ? ("screen", "Settings")
+                            : pick <= 3 && (android || last) ? ("track", "otp_failed") : ("track", "help_opened")
+                        events.append(SeedEvent(
+                            app: funnel.app, type: type, messageId: "\(funnel.name)-\(p)-\(position)-detour-\(n)", event: name,
+                            anonymousId: anonymous, userId: identified ? user : nil, timestamp: t + offset, properties: "{}",
+                            context: event.context))
                     }
                 }
             }

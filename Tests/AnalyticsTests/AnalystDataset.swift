@@ -43,6 +43,14 @@ struct AnalystDataset {
                                         timestamp: t0 + seconds(offset), context: context))
             }
         }
+        // What y2 and y3 did after their last step: y2's code failed twice, then help; y3's photo upload failed.
+        for (person, name, offset, context) in [
+            ("y2", "otp_failed", 70, Self.android22), ("y2", "otp_failed", 100, Self.android22), ("y2", "help_opened", 130, Self.android22),
+            ("y3", "photo_upload_failed", 400, Self.iOS23),
+        ] {
+            events.append(SeedEvent(app: "yoked", messageId: "\(person)-after-\(offset)", event: name, anonymousId: person,
+                                    timestamp: t0 + seconds(offset), context: context))
+        }
         // ops company creators: c1 stuck at companyDetails three days ago, c2 reached it two hours ago, c3 done.
         let now = Timestamps.microseconds(Date())
         let creators: [(String, Int64, Int)] = [("c1", t0, 6), ("c2", now - seconds(7200) - seconds(600), 6), ("c3", t0, 9)]

@@ -21,7 +21,8 @@ struct ExampleQueriesTests {
         "01_yoked_dropoff_by_app_version.sql", "02_yoked_median_otp_to_profile.sql", "03_ops_stuck_at_company_details.sql",
         "04_ops_employee_flow_version_comparison.sql", "05_ops_completion_by_signup_method.sql",
         "06_daily_completion_trend.sql", "07_events_per_platform_per_day.sql", "08_umuve_skip_or_swipe.sql",
-        "09_operator_quarantine_by_reason.sql",
+        "09_operator_quarantine_by_reason.sql", "10_yoked_what_otp_dropoffs_did_next.sql",
+        "11_yoked_app_versions_driving_profile_dropoff.sql",
     ]
 
     @Test("the examples give the answers the dataset implies")
@@ -99,6 +100,19 @@ struct ExampleQueriesTests {
         // 08: two skippers (one signs in), one swiper (signs in).
         let branches = try await run("08_umuve_skip_or_swipe.sql")
         #expect(branches.map { [$0["branch"] ?? "", $0["persons"] ?? "", $0["signed_in"] ?? ""] } == [["skipped", "2", "1"], ["swiped", "1", "1"]])
+
+        // 10: y2 left at phone_entered; the first thing after was otp_failed.
+        let next = try await run("10_yoked_what_otp_dropoffs_did_next.sql")
+        #expect(next.map { [$0["did_next"] ?? "", $0["persons"] ?? "", $0["share"] ?? ""] } == [["otp_failed", "1", "1.0000"]])
+
+        // 11: at profile_created, y1 (2.3.0) and y4 (2.2.0) went on, y3 (2.3.0) left: 2.3.0 goes with dropping off.
+        // 2.3.0: a=1 b=1 c=1 d=0 -> (1.5·0.5)/(1.5·1.5); 2.2.0: a=1 b=0 c=1 d=1 -> (1.5·1.5)/(0.5·1.5).
+        let versions = try await run("11_yoked_app_versions_driving_profile_dropoff.sql")
+        #expect(versions.map { [$0["app_version"] ?? "", $0["persons"] ?? "", $0["converted"] ?? "", $0["dropped"] ?? ""] }
+                == [["2.3.0", "2", "1", "1"], ["2.2.0", "1", "1", "0"]])
+        #expect(versions.map { Double($0["odds_ratio"] ?? "") } == [0.3333, 3.0])
+        let spread = 1.959963984540054 * (1 / 1.5 + 1 / 1.5 + 1 / 1.5 + 1 / 0.5).squareRoot()
+        #expect(abs((Double(versions.first?["ci_low"] ?? "") ?? 0) - (exp(log(1.0 / 3) - spread) * 10_000).rounded() / 10_000) < 1e-9)
 
         // 09 is the operator's: the analyst is refused, the operator sees the reasons.
         let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }

@@ -152,6 +152,22 @@ import Testing
               - {event: b, optional: true}
         """)) == "funnels.yaml: funnel 'ops_employee', steps[1].optional: the last step cannot be optional")
 
+        #expect(Self.error(Self.funnel("""
+            steps:
+              - event: a
+            diagnostics: {min_support: 0}
+        """)) == "funnels.yaml: funnel 'ops_employee', diagnostics.min_support: expected a whole number of persons, at least 1 (got 0.0)")
+        #expect(Self.error(Self.funnel("""
+            steps:
+              - event: a
+            diagnostics: {min_suport: 5}
+        """)) == "funnels.yaml: funnel 'ops_employee', diagnostics.min_suport: unknown field (expected one of: min_support)")
+        #expect((try? FunnelConfiguration.parse(yaml: Self.funnel("""
+            steps:
+              - event: a
+            diagnostics: {min_support: 50}
+        """), source: "funnels.yaml"))?.funnels.first?.minSupport == 50)
+
         #expect(Self.error(Self.funnel("    steps: []\n"))
             == "funnels.yaml: funnel 'ops_employee', steps: must list at least one step")
 

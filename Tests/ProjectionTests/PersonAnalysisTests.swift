@@ -15,7 +15,9 @@ import Testing
         let table = "test_levels"
         let copyStatement = "COPY test_levels (app, person_id, funnel, cohort_day, level, events) FROM STDIN (FORMAT binary)"
 
-        func append(_ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows) throws {
+        func append(
+            _ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows, tally: inout (any AnalysisTally)?
+        ) throws {
             rows.startRow(fields: 6)
             _ = rows.append(text: evaluated.funnel.app) && rows.append(text: evaluated.person)
                 && rows.append(text: evaluated.funnel.name)

@@ -71,6 +71,7 @@ struct HTMLDashboardTests {
         let now = t0 + 7 * day + 18 * 3_600_000_000
         var random = SplitMix(seed: 42)
         var outcomes: [PersonOutcome] = []
+        var counts = DropOffCounts()
         for person in 0..<600 {
             let os = random.unit() < 0.6 ? "iOS" : "Android"
             let version = random.unit() < 0.5 ? "2.3.0" : "2.4.0"
@@ -86,19 +87,29 @@ struct HTMLDashboardTests {
                     }
                     continue
                 }
-                guard random.unit() < advance[index] else { break }
+                guard random.unit() < advance[index] else {
+                    // Who leaves at the code on Android mostly saw it fail first.
+                    if index == 0 && os == "Android" && random.unit() < 0.8 {
+                        events.append(FunnelEvent(messageId: "\(person)-f", kind: .track, name: "otp_failed", timestamp: t + 30_000_000, attributes: attributes))
+                    }
+                    break
+                }
                 t += Int64(gap * 1_000_000)
                 guard t <= now else { break }
                 events.append(FunnelEvent(messageId: "\(person)-\(index + 1)", kind: .track, name: name, timestamp: t, attributes: attributes))
             }
-            outcomes.append(FunnelEvaluator.evaluate(events: events, funnel: funnel, now: now))
+            let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: now)
+            outcomes.append(outcome)
+            counts.add(outcome, funnel: funnel, events: events)
         }
-        let report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        var report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: .gmt), counts: counts)
         let included = outcomes.filter { !$0.excluded && $0.level > 0 }
         return DashboardFunnel(report: report, secondsToComplete: included.compactMap(\.secondsToComplete))
     }
 
     static func all() throws -> [DashboardFunnel] {
+        // The realistic funnel carries drop-off diagnostics; the other two show pages without them.
         [try realistic(), try small(), try hostileFunnel()]
     }
 
@@ -250,6 +261,20 @@ struct HTMLDashboardTests {
             // No element came from data: the only scripts are none at all.
             Self.expect(dom.lowercased(), lacks: "<script")
             Self.expect(dom, lacks: "<img")
+            guard let diagnostics = report.diagnostics else { continue }
+            // Why they drop off: both charts, a next-events table per step, the significant drivers in order.
+            Self.expect(dom, contains: "class=\"chart step-times\"")
+            Self.expect(dom, contains: "class=\"chart drivers\"")
+            for step in diagnostics.steps.dropLast() where !step.nextEvents.isEmpty {
+                let table = try #require(dom.range(of: "data-step-index=\"\(step.index)\"><thead>"), "next events of step \(step.index)")
+                let rest = dom[table.upperBound...]
+                let rows = rest[..<(rest.range(of: "</table>")?.lowerBound ?? rest.endIndex)]
+                #expect(Self.attributeValues(in: String(rows), named: ["data-label"]) == step.nextEvents.prefix(8).map(\.label), "\(page) step \(step.index)")
+            }
+            let shown = diagnostics.significantDrivers(limit: 20)
+            #expect(!shown.isEmpty, "\(page): the realistic funnel has drivers")
+            #expect(Self.attributeValues(in: dom, named: ["data-transition"]) == shown.map { "\($0.from)-\($0.to)" }, "\(page)")
+            #expect(Self.attributeValues(in: dom, named: ["data-odds-ratio"]) == shown.map { "\($0.oddsRatio)" }, "\(page)")
         }
 
         let indexRun = try await Chromium.dumpDOM(browser, directory.appendingPathComponent("index.html"), profile: directory.appendingPathComponent("profile"))
@@ -369,5 +394,15 @@ enum Chromium {
             dom: (try? String(contentsOf: output, encoding: .utf8)) ?? "",
             stderr: (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
         )
+    }
+}
+
+extension DropOffCounts {
+    /// Adds one person the way the nightly job counts them (SPEC §10), for reports built in memory.
+    mutating func add(_ outcome: PersonOutcome, funnel: Funnel, events: [FunnelEvent]) {
+        guard !outcome.inProgress || outcome.completed,
+              let facts = DropOffFacts.of(outcome, in: funnel, shape: DropOffFacts.Shape(funnel), events: events) else { return }
+        add(level: outcome.level, completed: outcome.completed, breakdown: outcome.breakdown, facts: facts,
+            required: funnel.requiredStepIndices)
     }
 }
