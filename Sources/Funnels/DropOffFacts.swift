@@ -44,7 +44,8 @@ public struct DropOffFacts: Sendable, Hashable {
 
     /// What `of` needs of a funnel, worked out once rather than per person.
     public struct Shape: Sendable {
-        let required: [Int]
+        /// Positions in `Funnel.steps` of the required steps.
+        public let required: [Int]
         /// Names of every matcher of every step: labels that are never candidates.
         let stepLabels: Set<String>
 

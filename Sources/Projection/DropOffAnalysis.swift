@@ -42,9 +42,9 @@ struct DropOffAnalysis: PersonAnalysis {
         }
         if !outcome.inProgress || outcome.completed {
             var day = tally as? Tally ?? Tally()
+            tally = nil  // the counts' only owner is `day` now, so adding to them copies nothing
             day.counts.add(
-                level: outcome.level, completed: outcome.completed, breakdown: outcome.breakdown, facts: facts,
-                required: funnel.requiredStepIndices)
+                level: outcome.level, completed: outcome.completed, breakdown: outcome.breakdown, facts: facts, required: shape.required)
             tally = day
         }
         guard facts.lingering != nil || !facts.labels.isEmpty else { return }
