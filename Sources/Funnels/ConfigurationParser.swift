@@ -10,7 +10,10 @@ struct ConfigurationParser {
     let source: String
 
     private static let funnelKeys: Set<String> = [
-        "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description", "diagnostics",
+        "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description", "diagnostics", "alerts",
+    ]
+    private static let alertKeys: Set<String> = [
+        "alpha", "min_effect", "min_time_effect", "min_persons", "recent_days", "baseline_days",
     ]
     private static let diagnosticsKeys: Set<String> = ["min_support"]
     private static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional"]
@@ -192,7 +195,45 @@ struct ConfigurationParser {
                 funnel.minSupport = Int(value)
             }
         }
+        if let node = fields["alerts"] {
+            funnel.alerts = try parseAlerts(node, reader: reader)
+        }
         return funnel
+    }
+
+    /// `alerts:` — each threshold checked for its range, named when wrong.
+    private func parseAlerts(_ node: Node, reader: YAMLReader) throws -> AlertSettings {
+        let fields = try reader.object(node, "alerts", allowed: Self.alertKeys)
+        var settings = AlertSettings()
+        func fraction(_ key: String, open: Bool) throws -> Double? {
+            guard let node = fields[key] else { return nil }
+            let value = try reader.number(node, "alerts.\(key)")
+            guard value > 0 || (!open && value == 0), value < 1 else {
+                throw reader.error("alerts.\(key)", "expected a fraction \(open ? "between 0 and 1" : "from 0 to below 1") (got \(value))")
+            }
+            return value
+        }
+        func whole(_ key: String) throws -> Int? {
+            guard let node = fields[key] else { return nil }
+            let value = try reader.number(node, "alerts.\(key)")
+            guard value >= 1, value <= 100_000_000, value == value.rounded() else {
+                throw reader.error("alerts.\(key)", "expected a whole number, at least 1 (got \(value))")
+            }
+            return Int(value)
+        }
+        if let value = try fraction("alpha", open: true) { settings.alpha = value }
+        if let value = try fraction("min_effect", open: false) { settings.minEffect = value }
+        if let node = fields["min_time_effect"] {
+            let value = try reader.number(node, "alerts.min_time_effect")
+            guard value >= 0, value <= 100 else {
+                throw reader.error("alerts.min_time_effect", "expected a relative change such as 0.2 for +20 % (got \(value))")
+            }
+            settings.minTimeEffect = value
+        }
+        if let value = try whole("min_persons") { settings.minPersons = value }
+        if let value = try whole("recent_days") { settings.recentDays = value }
+        if let value = try whole("baseline_days") { settings.baselineDays = value }
+        return settings
     }
 
     private func parseStep(

@@ -17,6 +17,8 @@ public struct Funnel: Sendable, Hashable {
     public var targets: [FunnelTarget]
     /// Persons a drop-off driver candidate needs to be tested (SPEC §10).
     public var minSupport: Int
+    /// Thresholds of the regression alerts (SPEC §11).
+    public var alerts = AlertSettings()
     /// The default `diagnostics.min_support`.
     public static let defaultMinSupport = 20
 

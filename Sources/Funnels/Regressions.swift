@@ -1,0 +1,184 @@
+import Foundation
+
+/// The thresholds of a funnel's regression alerts (SPEC §11), under
+/// `alerts:` in the configuration.
+public struct AlertSettings: Sendable, Hashable {
+    /// Benjamini–Hochberg q below which a change counts.
+    public var alpha = 0.05
+    /// Smallest change of a rate that counts, in proportion (0.02: 2 points).
+    public var minEffect = 0.02
+    /// Smallest relative change of the median time that counts (0.2: +20 %).
+    public var minTimeEffect = 0.2
+    /// Persons needed at the base of a metric on both sides, and starters
+    /// for an app version to be compared.
+    public var minPersons = 100
+    /// Closed cohort days compared (period) …
+    public var recentDays = 7
+    /// … against the days before them.
+    public var baselineDays = 28
+
+    public init() {}
+}
+
+/// One metric compared between a baseline and a recent group of persons.
+public struct MetricChange: Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable {
+        case period, version
+    }
+
+    public enum Metric: String, Sendable, Hashable {
+        case conversionFromPrevious = "conversion_from_previous"
+        case completionRate = "completion_rate"
+        case medianSecondsToComplete = "median_seconds_to_complete"
+    }
+
+    /// One side of the comparison.
+    public struct Side: Sendable, Hashable {
+        /// `2026-10-20…2026-11-16` or `2.4.0`.
+        public var label: String
+        public var value: Double?
+        /// Persons at the base of the metric: the previous step's for a
+        /// conversion, starters for completion, completers for the time.
+        public var persons: Int
+        /// For rates, the 95 % Wilson interval.
+        public var ci95: ConfidenceInterval?
+    }
+
+    public var funnel: String
+    public var kind: Kind
+    public var metric: Metric
+    /// The step, for conversions.
+    public var step: String?
+    public var baseline: Side
+    public var recent: Side
+    /// recent − baseline (rates in proportion, times in seconds).
+    public var difference: Double
+    public var pValue: Double
+    public var qValue = 1.0
+
+    /// Whether a higher value is worse (times) or better (rates).
+    var higherIsWorse: Bool { metric == .medianSecondsToComplete }
+
+    /// Worse than the baseline, whatever the size or significance.
+    public var isWorse: Bool { higherIsWorse ? difference > 0 : difference < 0 }
+
+    /// Large enough to count under `settings`, on enough persons on both sides.
+    public func matters(_ settings: AlertSettings) -> Bool {
+        guard baseline.persons >= settings.minPersons, recent.persons >= settings.minPersons else { return false }
+        if metric == .medianSecondsToComplete {
+            guard let base = baseline.value, base > 0 else { return false }
+            return abs(difference) / base >= settings.minTimeEffect
+        }
+        return abs(difference) >= settings.minEffect
+    }
+}
+
+/// Compares two groups of a funnel's persons (each a `FunnelTally`, summed
+/// over cohort days) metric by metric, as SPEC §11 says: conversions and
+/// completion by the pooled two-proportion z-test, the median time to
+/// complete by Mann–Whitney U; q-values by Benjamini–Hochberg over the tests
+/// given together.
+public enum Regressions {
+    /// Every metric of `funnel`, `baseline` against `recent`; q-values are
+    /// left at 1 (see `adjust`).
+    public static func compare(
+        funnel: Funnel, kind: MetricChange.Kind, baseline: (label: String, tally: FunnelTally),
+        recent: (label: String, tally: FunnelTally)
+    ) -> [MetricChange] {
+        var changes: [MetricChange] = []
+        let required = funnel.requiredStepIndices
+        func rate(_ successes: Int, _ trials: Int, label: String) -> MetricChange.Side {
+            let r = Rate(successes: successes, trials: trials)
+            return MetricChange.Side(label: label, value: r.value, persons: trials, ci95: r.ci95)
+        }
+        func proportions(_ metric: MetricChange.Metric, step: String?, _ b: (Int, Int), _ r: (Int, Int)) {
+            guard b.1 > 0, r.1 > 0, let test = Statistics.twoProportionZTest(successes1: r.0, trials1: r.1, successes2: b.0, trials2: b.1)
+            else { return }
+            let base = rate(b.0, b.1, label: baseline.label), now = rate(r.0, r.1, label: recent.label)
+            changes.append(MetricChange(
+                funnel: funnel.name, kind: kind, metric: metric, step: step, baseline: base, recent: now,
+                difference: (now.value ?? 0) - (base.value ?? 0), pValue: test.pValue))
+        }
+        for (position, index) in required.enumerated() where position > 0 {
+            let previous = required[position - 1]
+            proportions(
+                .conversionFromPrevious, step: funnel.steps[index].name,
+                (baseline.tally.steps[index].persons, baseline.tally.steps[previous].persons),
+                (recent.tally.steps[index].persons, recent.tally.steps[previous].persons))
+        }
+        proportions(
+            .completionRate, step: nil, (baseline.tally.completed, baseline.tally.started), (recent.tally.completed, recent.tally.started))
+        let before = FunnelReport.sortedSeconds(baseline.tally.durations), after = FunnelReport.sortedSeconds(recent.tally.durations)
+        if let test = Statistics.mannWhitneyU(after, before),
+           let b = Statistics.percentileCont(before, 0.5), let a = Statistics.percentileCont(after, 0.5) {
+            changes.append(MetricChange(
+                funnel: funnel.name, kind: kind, metric: .medianSecondsToComplete, step: nil,
+                baseline: .init(label: baseline.label, value: b, persons: before.count, ci95: nil),
+                recent: .init(label: recent.label, value: a, persons: after.count, ci95: nil), difference: a - b, pValue: test.pValue))
+        }
+        return changes
+    }
+
+    /// Sets every change's q-value, Benjamini–Hochberg over all of them (a funnel's tests).
+    public static func adjust(_ changes: [MetricChange]) -> [MetricChange] {
+        var adjusted = changes
+        for (index, q) in Statistics.benjaminiHochberg(changes.map(\.pValue)).enumerated() { adjusted[index].qValue = q }
+        return adjusted
+    }
+
+    /// Regressions (worse, significant, large enough) and improvements
+    /// (better, likewise), most significant first.
+    public static func judge(_ changes: [MetricChange], settings: AlertSettings) -> (regressions: [MetricChange], improvements: [MetricChange]) {
+        let counted = changes.filter { $0.qValue < settings.alpha && $0.matters(settings) }
+            .sorted { ($0.qValue, $0.metric.rawValue, $0.step ?? "") < ($1.qValue, $1.metric.rawValue, $1.step ?? "") }
+        return (counted.filter(\.isWorse), counted.filter { !$0.isWorse })
+    }
+
+    /// Semantic-version order of app versions (`2.10.0` after `2.9.1`):
+    /// numeric parts compared as numbers, anything else as text.
+    public static func versionPrecedes(_ l: String, _ r: String) -> Bool {
+        let a = l.split(whereSeparator: { ".-+".contains($0) }), b = r.split(whereSeparator: { ".-+".contains($0) })
+        for (x, y) in zip(a, b) where x != y {
+            if let i = Int(x), let j = Int(y) { return i < j }
+            return x < y
+        }
+        return a.count < b.count
+    }
+}
+
+/// Outcome of a Mann–Whitney U test.
+public struct MannWhitneyResult: Sendable, Hashable {
+    /// U of the first sample.
+    public var u: Double
+    public var z: Double
+    /// Two-sided.
+    public var pValue: Double
+}
+
+extension Statistics {
+    /// Mann–Whitney U of `x` against `y`, two-sided, by the normal
+    /// approximation with the tie correction and no continuity correction
+    /// (SPEC §11; SciPy's `mannwhitneyu(x, y, use_continuity=False,
+    /// method="asymptotic")`). Nil when either sample is empty.
+    public static func mannWhitneyU(_ x: [Double], _ y: [Double]) -> MannWhitneyResult? {
+        guard !x.isEmpty, !y.isEmpty else { return nil }
+        let n1 = Double(x.count), n2 = Double(y.count), n = n1 + n2
+        var all = x.map { ($0, true) } + y.map { ($0, false) }
+        all.sort { $0.0 < $1.0 }
+        var rankSum = 0.0, ties = 0.0
+        var start = 0
+        while start < all.count {
+            var end = start
+            while end + 1 < all.count && all[end + 1].0 == all[start].0 { end += 1 }
+            let rank = Double(start + end) / 2 + 1, t = Double(end - start + 1)
+            ties += t * t * t - t
+            for i in start...end where all[i].1 { rankSum += rank }
+            start = end + 1
+        }
+        let u = rankSum - n1 * (n1 + 1) / 2
+        let variance = n1 * n2 / 12 * ((n + 1) - ties / (n * (n - 1)))
+        guard variance > 0 else { return MannWhitneyResult(u: u, z: 0, pValue: 1) }
+        let z = (u - n1 * n2 / 2) / variance.squareRoot()
+        return MannWhitneyResult(u: u, z: z, pValue: min(1, erfc(abs(z) / 2.0.squareRoot())))
+    }
+}

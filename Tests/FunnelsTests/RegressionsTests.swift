@@ -1,0 +1,100 @@
+import Foundation
+@testable import Funnels
+import Testing
+
+/// Regression detection's statistics against U counted pair by pair (Python,
+/// exact), and the judgement on tallies with a planted change.
+@Suite struct RegressionsTests {
+    @Test("Mann–Whitney U, z and p equal U counted pair by pair with the tie-corrected variance", arguments: [
+        ([1.0, 2, 3, 4, 5], [3.0, 4, 5, 6, 7, 8], 4.5, -1.9302348177392572, 0.05357774928971017),
+        ([10.0, 10, 20, 30, 30, 30, 45], [5.0, 10, 10, 15, 20], 28.5, 1.8351686473329714, 0.06648070506859377),
+        ([0.8, 1.2, 1.9, 2.2, 3.5, 3.5, 4.1, 5.0], [2.0, 2.5, 3.5, 4.4, 6.1, 7.0, 7.2, 9.9, 12.0], 13.0, -2.2186205076037036, 0.026512553168829448),
+    ])
+    func mannWhitney(x: [Double], y: [Double], u: Double, z: Double, p: Double) throws {
+        let result = try #require(Statistics.mannWhitneyU(x, y))
+        #expect(abs(result.u - u) < 1e-12)
+        #expect(abs(result.z - z) < 1e-12)
+        #expect(abs(result.pValue - p) < 1e-12)
+        #expect(Statistics.mannWhitneyU([], y) == nil)
+        #expect(Statistics.mannWhitneyU([1, 1], [1, 1])?.pValue == 1)
+    }
+
+    static let funnel = linearFunnel(["start", "phone", "otp", "done"])
+
+    /// `started` persons, converting at each step with `rates`; completers take `seconds`.
+    static func tally(started: Int, rates: [Double], seconds: Double) -> FunnelTally {
+        var tally = FunnelTally(funnel: funnel)
+        var persons = started
+        tally.started = started
+        tally.steps[0].persons = started
+        for (index, rate) in rates.enumerated() {
+            persons = Int((Double(persons) * rate).rounded())
+            tally.steps[index + 1].persons = persons
+        }
+        tally.completed = persons
+        tally.durations = (0..<persons).map { Int64((seconds + Double($0 % 50)) * 1_000_000) }
+        return tally
+    }
+
+    @Test("a planted 8-point drop at one step is the one regression, with its step and direction; a gain is an improvement")
+    func plantedChange() {
+        let baseline = Self.tally(started: 4000, rates: [0.9, 0.95, 0.9], seconds: 300)
+        let recent = Self.tally(started: 1000, rates: [0.9, 0.87, 0.95], seconds: 300)
+        let changes = Regressions.adjust(Regressions.compare(
+            funnel: Self.funnel, kind: .version, baseline: ("2.3.0", baseline), recent: ("2.4.0", recent)))
+        #expect(changes.count == 3 + 1 + 1)
+        let (regressions, improvements) = Regressions.judge(changes, settings: AlertSettings())
+        #expect(regressions.map { [$0.metric.rawValue, $0.step ?? ""] } == [["conversion_from_previous", "otp"]])
+        #expect(regressions.first.map { abs($0.difference + 0.08) < 0.005 } == true)
+        #expect(regressions.first?.baseline.label == "2.3.0" && regressions.first?.recent.label == "2.4.0")
+        #expect(improvements.map { $0.step ?? $0.metric.rawValue } == ["done"])
+        // The same data with a 10-point threshold: nothing counts.
+        var strict = AlertSettings()
+        strict.minEffect = 0.1
+        #expect(Regressions.judge(changes, settings: strict).regressions.isEmpty)
+        // Too few persons on one side: nothing counts.
+        var large = AlertSettings()
+        large.minPersons = 5000
+        #expect(Regressions.judge(changes, settings: large).regressions.isEmpty)
+    }
+
+    @Test("a slower median by more than 20 % is a regression of the time; identical groups raise nothing")
+    func slowerAndSame() {
+        let baseline = Self.tally(started: 2000, rates: [0.9, 0.9, 0.9], seconds: 300)
+        let slower = Self.tally(started: 2000, rates: [0.9, 0.9, 0.9], seconds: 420)
+        let (regressions, _) = Regressions.judge(
+            Regressions.adjust(Regressions.compare(funnel: Self.funnel, kind: .period, baseline: ("before", baseline), recent: ("after", slower))),
+            settings: AlertSettings())
+        #expect(regressions.map(\.metric) == [.medianSecondsToComplete])
+        let same = Regressions.adjust(Regressions.compare(funnel: Self.funnel, kind: .period, baseline: ("a", baseline), recent: ("b", baseline)))
+        #expect(Regressions.judge(same, settings: AlertSettings()) == ([], []))
+    }
+
+    @Test("versions in semantic order")
+    func versions() {
+        #expect(["2.10.0", "2.9.1", "2.4.0", "10.0", "2.4.0-beta"].sorted(by: Regressions.versionPrecedes)
+                == ["2.4.0", "2.4.0-beta", "2.9.1", "2.10.0", "10.0"])
+    }
+
+    @Test("alerts: thresholds parse, and a bad one names file, funnel and field")
+    func configuration() throws {
+        func yaml(_ alerts: String) -> String {
+            "apps: [{name: a}]\nfunnels:\n  - name: f\n    app: a\n    steps: [{event: x}, {event: y}]\n    alerts: \(alerts)\n"
+        }
+        let parsed = try FunnelConfiguration.parse(
+            yaml: yaml("{alpha: 0.01, min_effect: 0.05, min_persons: 50, recent_days: 14, baseline_days: 56, min_time_effect: 0.5}"),
+            source: "f.yaml")
+        let alerts = try #require(parsed.funnels.first?.alerts)
+        #expect(alerts.alpha == 0.01 && alerts.minEffect == 0.05 && alerts.minPersons == 50)
+        #expect(alerts.recentDays == 14 && alerts.baselineDays == 56 && alerts.minTimeEffect == 0.5)
+        for (text, message) in [
+            ("{alpha: 1.5}", "f.yaml: funnel 'f', alerts.alpha: expected a fraction between 0 and 1 (got 1.5)"),
+            ("{recent_days: 0}", "f.yaml: funnel 'f', alerts.recent_days: expected a whole number, at least 1 (got 0.0)"),
+            ("{min_persons: many}", "f.yaml: funnel 'f', alerts.min_persons: expected a number, got 'many'"),
+            ("{alfa: 0.1}", "f.yaml: funnel 'f', alerts.alfa: unknown field (expected one of: alpha, baseline_days, min_effect, min_persons, min_time_effect, recent_days)"),
+        ] {
+            #expect(throws: ConfigurationError.self) { try FunnelConfiguration.parse(yaml: yaml(text), source: "f.yaml") }
+            do { _ = try FunnelConfiguration.parse(yaml: yaml(text), source: "f.yaml") } catch { #expect(error.description == message) }
+        }
+    }
+}
