@@ -225,3 +225,35 @@ extension DropOffCounts {
         for (candidate, pair) in other.candidates { candidates[candidate, default: Pair()].add(pair) }
     }
 }
+
+extension DropOffCounts {
+    /// Removes every count of `other`, counts of persons these hold (one
+    /// lingering time per person, each where it was added); what no person
+    /// is left in goes, so the result equals the counts of those remaining.
+    public mutating func subtract(_ other: DropOffCounts) {
+        for (step, values) in other.lingering {
+            guard let mine = lingering[step] else { continue }
+            var removing = [Int64: Int]()
+            for value in values { removing[value, default: 0] += 1 }
+            let kept = mine.filter { value in
+                guard let n = removing[value], n > 0 else { return true }
+                removing[value] = n - 1
+                return false
+            }
+            lingering[step] = kept.isEmpty ? nil : kept
+        }
+        for (step, labels) in other.next {
+            for (label, persons) in labels {
+                let left = (next[step]?[label] ?? 0) - persons
+                next[step]?[label] = left > 0 ? left : nil
+            }
+            if next[step]?.isEmpty == true { next[step] = nil }
+        }
+        func minus(_ a: Pair, _ b: Pair) -> Pair? {
+            let pair = Pair(converted: a.converted - b.converted, dropped: a.dropped - b.dropped)
+            return pair.converted <= 0 && pair.dropped <= 0 ? nil : pair
+        }
+        for (step, pair) in other.transitions { transitions[step] = transitions[step].flatMap { minus($0, pair) } }
+        for (candidate, pair) in other.candidates { candidates[candidate] = candidates[candidate].flatMap { minus($0, pair) } }
+    }
+}

@@ -4,10 +4,11 @@ import LibPQ
 /// Why persons drop off (SPEC §10), as a per-person analysis: each person's
 /// `DropOffFacts` go to `funnel_person_diagnostics`, and per funnel and
 /// cohort day the lingering times, next events and drivers' 2×2 counts
-/// (`DropOffCounts`) go to the day tables reports add up. A rebuild counts
-/// the days in memory as it evaluates; an incremental run reads the changed
-/// days' persons back (`funnel_persons`, which says whose window has closed,
-/// with their facts) and counts them the same way.
+/// (`DropOffCounts`) go to the day tables reports add up, counted as persons
+/// are evaluated. An incremental run starts from a changed day's stored
+/// counts, less its touched persons' and plus the windows closing in place,
+/// both read back from their rows (`funnel_persons`, which says whose window
+/// has closed, with their facts) before anything is deleted.
 struct DropOffAnalysis: PersonAnalysis {
     let table = "funnel_person_diagnostics"
     let copyStatement = """
@@ -27,6 +28,10 @@ struct DropOffAnalysis: PersonAnalysis {
 
         mutating func merge(_ other: any AnalysisTally) {
             if let other = other as? Tally { counts.merge(other.counts) }
+        }
+
+        mutating func subtract(_ other: any AnalysisTally) {
+            if let other = other as? Tally { counts.subtract(other.counts) }
         }
     }
 
@@ -60,9 +65,38 @@ struct DropOffAnalysis: PersonAnalysis {
         }
     }
 
-    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally]?) throws {
-        let counts = try counted?.compactMapValues { ($0 as? Tally)?.counts }
-            ?? Self.readBack(c, funnel: funnel, where: "p.cohort_day = ANY($2::date[])", [.textArray(days)])
+    func storedDayChange(_ c: Connection, now: Int64) throws -> StoredDayChange {
+        var change = StoredDayChange()
+        // The touched persons' stored rows that counted, found by key as they will be deleted.
+        try Self.forEachCounted(
+            c, from: """
+                touched t
+                CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+                """, where: "NOT p.in_progress", [], shapes: shapes
+        ) { day, add in add(&change.removed[day]) }
+        // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
+        try Self.forEachCounted(
+            c, from: "funnel_persons p",
+            where: """
+                p.in_progress AND p.open_until <= $1 AND NOT p.completed
+                AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
+                """, [.microseconds(now)], shapes: shapes
+        ) { day, add in add(&change.added[day]) }
+        return change
+    }
+
+    func rewriteDays(
+        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+    ) throws {
+        var counts = try change == nil ? [:] : Self.stored(c, funnel: funnel, where: "cohort_day = ANY($2::date[])", [.textArray(days)])
+        for day in days {
+            let key = FunnelDay(funnel: funnel.name, day: day)
+            var tally = Tally(counts: counts[day] ?? DropOffCounts())
+            if let removed = change?.removed[key] { tally.subtract(removed) }
+            if let added = change?.added[key] { tally.merge(added) }
+            if let new = counted[day] { tally.merge(new) }
+            counts[day] = tally.counts
+        }
         let parameters: [PostgresValue] = [.text(funnel.name), .textArray(days)]
         for table in dayTables {
             try c.query("DELETE FROM \(table) WHERE funnel = $1 AND cohort_day = ANY($2::date[])", parameters)
@@ -70,28 +104,74 @@ struct DropOffAnalysis: PersonAnalysis {
         try Self.write(c, funnel: funnel, counts: counts)
     }
 
-    /// The counts per cohort day of the persons of `funnel` that `filter`
-    /// (the code's own text over `funnel_persons p`, with parameters from $2)
-    /// picks, counted from their stored rows.
-    static func readBack(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: DropOffCounts] {
-        let required = funnel.requiredStepIndices
-        var days: [String: DropOffCounts] = [:]
+    /// Hands `body` each counted person (window closed or completed, not
+    /// excluded, at step 1 or beyond) of `from` (the code's own text, naming
+    /// `funnel_persons p`) that `filter` picks, with its funnel day and a
+    /// function adding the person to a tally.
+    static func forEachCounted(
+        _ c: Connection, from: String, where filter: String, _ parameters: [PostgresValue], shapes: [String: DropOffFacts.Shape],
+        _ body: (FunnelDay, (inout (any AnalysisTally)?) -> Void) throws -> Void
+    ) throws {
         try c.forEachRow(
             """
-            SELECT p.cohort_day::text, p.level, p.completed, p.breakdown, d.lingering_us, d.next_label, d.label_steps, d.labels
-            FROM funnel_persons p
+            SELECT p.funnel, p.cohort_day::text, p.level, p.completed, p.breakdown,
+                   d.lingering_us, d.next_label, d.label_steps, d.labels
+            FROM \(from)
             LEFT JOIN funnel_person_diagnostics d ON d.app = p.app AND d.person_id = p.person_id AND d.funnel = p.funnel
-            WHERE p.funnel = $1 AND \(filter) AND p.level >= 1 AND NOT p.in_progress AND NOT p.excluded
-            """, [.text(funnel.name)] + parameters
+            WHERE \(filter) AND p.level >= 1 AND NOT p.excluded
+            """, parameters
         ) { row in
-            let steps = (try row.decode(PostgresArrayText?.self, at: 6)?.integers() ?? []).map { Int($0 ?? 0) - 1 }
-            let labels = try row.decode(PostgresArrayText?.self, at: 7)?.elements ?? []
+            let funnel = try row.decode(String.self, at: 0)
+            guard let shape = shapes[funnel] else { return }  // no longer configured
+            let steps = (try row.decode(PostgresArrayText?.self, at: 7)?.integers() ?? []).map { Int($0 ?? 0) - 1 }
+            let labels = try row.decode(PostgresArrayText?.self, at: 8)?.elements ?? []
             let facts = DropOffFacts(
-                lingering: try row.decode(Int64?.self, at: 4), nextLabel: try row.decode(String?.self, at: 5),
+                lingering: try row.decode(Int64?.self, at: 5), nextLabel: try row.decode(String?.self, at: 6),
                 labels: zip(steps, labels).map { DropOffFacts.Label(stepIndex: $0, label: $1 ?? "") })
-            days[try row.decode(String.self, at: 0), default: DropOffCounts()].add(
-                level: try row.decode(Int.self, at: 1), completed: try row.decode(Bool.self, at: 2),
-                breakdown: OutcomeStore.parseObject(try row.decode(PostgresJSON.self, at: 3)), facts: facts, required: required)
+            let level = try row.decode(Int.self, at: 2), completed = try row.decode(Bool.self, at: 3)
+            let breakdown = OutcomeStore.parseObject(try row.decode(PostgresJSON.self, at: 4))
+            try body(FunnelDay(funnel: funnel, day: try row.decode(String.self, at: 1))) { tally in
+                var day = tally as? Tally ?? Tally()
+                tally = nil
+                day.counts.add(level: level, completed: completed, breakdown: breakdown, facts: facts, required: shape.required)
+                tally = day
+            }
+        }
+    }
+
+    /// The stored counts of `funnel`'s days that `filter` (over the day
+    /// tables' columns, parameters from $2) picks, per cohort day.
+    static func stored(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: DropOffCounts] {
+        var days: [String: DropOffCounts] = [:]
+        let parameters = [PostgresValue.text(funnel.name)] + parameters
+        try c.forEachRow(
+            "SELECT cohort_day::text, step_index, lingering_us FROM funnel_step_lingering WHERE funnel = $1 AND \(filter)", parameters
+        ) { row in
+            days[try row.decode(String.self, at: 0), default: DropOffCounts()].lingering[try row.decode(Int.self, at: 1) - 1, default: []]
+                += (try row.decode(PostgresArrayText.self, at: 2).integers() ?? []).compactMap { $0 }
+        }
+        try c.forEachRow(
+            "SELECT cohort_day::text, step_index, label, persons FROM funnel_dropoff_next WHERE funnel = $1 AND \(filter)", parameters
+        ) { row in
+            days[try row.decode(String.self, at: 0), default: DropOffCounts()]
+                .next[try row.decode(Int.self, at: 1) - 1, default: [:]][try row.decode(String.self, at: 2), default: 0]
+                += try row.decode(Int.self, at: 3)
+        }
+        try c.forEachRow(
+            """
+            SELECT cohort_day::text, from_index, kind, dimension, value, converted, dropped
+            FROM funnel_driver_counts WHERE funnel = $1 AND \(filter)
+            """, parameters
+        ) { row in
+            let day = try row.decode(String.self, at: 0), step = try row.decode(Int.self, at: 1) - 1
+            let pair = DropOffCounts.Pair(converted: try row.decode(Int.self, at: 5), dropped: try row.decode(Int.self, at: 6))
+            guard let kind = DropOffDiagnostics.Kind(rawValue: try row.decode(String.self, at: 2)) else {
+                days[day, default: DropOffCounts()].transitions[step, default: .init()].add(pair)
+                return
+            }
+            let candidate = DropOffCounts.Candidate(
+                stepIndex: step, kind: kind, dimension: try row.decode(String.self, at: 3), value: try row.decode(String.self, at: 4))
+            days[day, default: DropOffCounts()].candidates[candidate, default: .init()].add(pair)
         }
         return days
     }

@@ -9,39 +9,23 @@ enum DropOffQuery {
     /// in that zone instead, counted from their rows.
     static func counts(_ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String? = nil) throws -> DropOffCounts {
         var counts = DropOffCounts()
-        if let timeZone {
-            let filter = """
-                ($2::date IS NULL OR (p.start_time AT TIME ZONE $4)::date >= $2::date)
-                AND ($3::date IS NULL OR (p.start_time AT TIME ZONE $4)::date <= $3::date)
-                """
-            for day in try DropOffAnalysis.readBack(c, funnel: funnel, where: filter, [.optional(from), .optional(to), .text(timeZone)]).values {
+        guard let timeZone else {
+            let range = "($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)"
+            for day in try DropOffAnalysis.stored(c, funnel: funnel, where: range, [.optional(from), .optional(to)]).values {
                 counts.merge(day)
             }
             return counts
         }
-        let parameters: [PostgresValue] = [.text(funnel.name), .optional(from), .optional(to)]
-        let days = "funnel = $1 AND ($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)"
-        try c.forEachRow("SELECT step_index, lingering_us FROM funnel_step_lingering WHERE \(days)", parameters) { row in
-            counts.lingering[try row.decode(Int.self, at: 0) - 1, default: []]
-                += (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 }
-        }
-        try c.forEachRow("SELECT step_index, label, persons FROM funnel_dropoff_next WHERE \(days)", parameters) { row in
-            counts.next[try row.decode(Int.self, at: 0) - 1, default: [:]][try row.decode(String.self, at: 1), default: 0]
-                += try row.decode(Int.self, at: 2)
-        }
-        try c.forEachRow(
-            "SELECT from_index, kind, dimension, value, converted, dropped FROM funnel_driver_counts WHERE \(days)", parameters
-        ) { row in
-            let step = try row.decode(Int.self, at: 0) - 1
-            let pair = DropOffCounts.Pair(converted: try row.decode(Int.self, at: 4), dropped: try row.decode(Int.self, at: 5))
-            guard let kind = DropOffDiagnostics.Kind(rawValue: try row.decode(String.self, at: 1)) else {
-                counts.transitions[step, default: .init()].add(pair)
-                return
-            }
-            let candidate = DropOffCounts.Candidate(
-                stepIndex: step, kind: kind, dimension: try row.decode(String.self, at: 2), value: try row.decode(String.self, at: 3))
-            counts.candidates[candidate, default: .init()].add(pair)
-        }
-        return counts
+        var tally: (any AnalysisTally)?
+        try DropOffAnalysis.forEachCounted(
+            c, from: "funnel_persons p",
+            where: """
+                p.funnel = $1 AND NOT p.in_progress
+                AND ($2::date IS NULL OR (p.start_time AT TIME ZONE $4)::date >= $2::date)
+                AND ($3::date IS NULL OR (p.start_time AT TIME ZONE $4)::date <= $3::date)
+                """, [.text(funnel.name), .optional(from), .optional(to), .text(timeZone)],
+            shapes: [funnel.name: DropOffFacts.Shape(funnel)]
+        ) { _, add in add(&tally) }
+        return (tally as? DropOffAnalysis.Tally)?.counts ?? counts
     }
 }

@@ -15,6 +15,16 @@ struct EvaluatedFunnel {
 /// evaluates: the workers' parts are merged, so it must add.
 protocol AnalysisTally: Sendable {
     mutating func merge(_ other: any AnalysisTally)
+    /// Takes out persons it holds.
+    mutating func subtract(_ other: any AnalysisTally)
+}
+
+/// How an incremental run changes an analysis's stored days before it
+/// evaluates anyone: the touched persons' stored part leaves their days, and
+/// persons whose window closes in place join theirs.
+struct StoredDayChange: Sendable {
+    var removed: [FunnelDay: any AnalysisTally] = [:]
+    var added: [FunnelDay: any AnalysisTally] = [:]
 }
 
 /// A per-person analysis: a stage of the job's pipeline after the funnel
@@ -26,11 +36,13 @@ protocol AnalysisTally: Sendable {
 /// written again. Adding one is adding a type, its table (a migration) and
 /// an entry in `ProjectionJob.analyses`; the read path and the plans stay.
 ///
-/// What reports add up per cohort day it keeps in day tables. A rebuild,
-/// which evaluates every person of every day, hands it what it counted in
-/// memory (`AnalysisTally`, per funnel and day); an incremental run, which
-/// evaluates only some of a day's persons, has it rewrite the changed days
-/// from its rows and `funnel_persons`, read back.
+/// What reports add up per cohort day it keeps in day tables, counted in
+/// memory while persons are evaluated (`AnalysisTally`, per funnel and day).
+/// A rebuild counts every person of every day; an incremental run takes a
+/// changed day's stored counts, less what its touched persons had counted
+/// and plus the windows that close in place (`StoredDayChange`, read before
+/// anything is deleted), plus what it counted: its cost follows the change,
+/// not the size of the day.
 ///
 /// A person whose window closes with no new events is not recomputed: the
 /// run closes their `funnel_persons` row in place. So an analysis stores what
@@ -48,15 +60,23 @@ protocol PersonAnalysis: Sendable {
     ) throws
     /// Tables it keeps per funnel and cohort day (what reports add up), emptied by a rebuild.
     var dayTables: [String] { get }
-    /// Rewrites its day tables' rows of `days` of `funnel`, once the run's
-    /// per-person rows and `funnel_persons` are final: from `counted` (day ->
-    /// tally) when the run counted every person of those days, else from its rows.
-    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally]?) throws
+    /// Incremental runs: read before the touched persons' rows are deleted
+    /// and windows are closed in place (`touched` is filled).
+    func storedDayChange(_ c: Connection, now: Int64) throws -> StoredDayChange
+    /// Rewrites its day tables' rows of `days` of `funnel` from what the run
+    /// `counted` (day -> tally), on top of the stored days less and plus
+    /// `change` for an incremental run (nil: a rebuild, which counted everyone).
+    func rewriteDays(
+        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+    ) throws
 }
 
 extension PersonAnalysis {
     var dayTables: [String] { [] }
-    func rewriteDays(_ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally]?) throws {}
+    func storedDayChange(_ c: Connection, now: Int64) throws -> StoredDayChange { StoredDayChange() }
+    func rewriteDays(
+        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+    ) throws {}
 
     /// Deletes the rows of the persons an incremental run recomputes (the
     /// run's `touched` temp table), as `funnel_persons`' are deleted.

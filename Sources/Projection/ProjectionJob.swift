@@ -102,13 +102,11 @@ public struct ProjectionJob: Sendable {
                 run.session, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
                 timeZoneName: run.timeZoneName(for: funnel))
             for (index, analysis) in run.analyses.enumerated() {
-                // A rebuild counted every person of every day; an incremental run only some.
-                let counted = plan.mode == .rebuild
-                    ? Dictionary(uniqueKeysWithValues: days.compactMap { day in
-                        index < totals.analysisTallies.count ? totals.analysisTallies[index][day].map { (day.day, $0) } : nil
-                    })
-                    : nil
-                try analysis.rewriteDays(run.session, funnel: funnel, days: daySet.sorted(), counted: counted)
+                let counted = Dictionary(uniqueKeysWithValues: days.compactMap { day in
+                    index < totals.analysisTallies.count ? totals.analysisTallies[index][day].map { (day.day, $0) } : nil
+                })
+                try analysis.rewriteDays(
+                    run.session, funnel: funnel, days: daySet.sorted(), counted: counted, change: plan.storedDayChange(of: index))
             }
         }
         try TargetTable.write(run.session, configuration: configuration)

@@ -35,6 +35,10 @@ protocol ProjectionPlan {
 
     /// Outcomes whose window closed since the last run, closed in place.
     var windowsClosed: Int { get }
+
+    /// How the stored days of analysis `index` changed before evaluation;
+    /// nil when the plan counts every person (a rebuild).
+    func storedDayChange(of index: Int) -> StoredDayChange?
 }
 
 /// What a run reads: the apps in the order their histories go through the
@@ -101,6 +105,8 @@ struct RebuildPlan: ProjectionPlan {
 
     func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { evaluated }
 
+    func storedDayChange(of index: Int) -> StoredDayChange? { nil }
+
     func tallies(_ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally]) throws -> [String: FunnelTally] {
         counted
     }
@@ -144,6 +150,8 @@ struct IncrementalPlan: ProjectionPlan {
     let since: Checkpoint
     private var start = IncrementalStart()
     private var prefetch: HistoryPrefetch?
+    /// Per analysis, read before the stored outcomes are removed.
+    private var dayChanges: [StoredDayChange] = []
 
     init(since: Checkpoint) {
         self.since = since
@@ -163,6 +171,7 @@ struct IncrementalPlan: ProjectionPlan {
         let prefetch = HistoryPrefetch(readers, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer)
         run.onClose { prefetch.close() }
         self.prefetch = prefetch
+        dayChanges = try run.analyses.map { try $0.storedDayChange(c, now: run.now) }
         try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
         for analysis in run.analyses { try analysis.deleteRecomputed(c) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
@@ -180,6 +189,8 @@ struct IncrementalPlan: ProjectionPlan {
     func finishEvaluation(_ run: ProjectionRun) throws {}
 
     func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { start.affected.union(evaluated) }
+
+    func storedDayChange(of index: Int) -> StoredDayChange? { index < dayChanges.count ? dayChanges[index] : StoredDayChange() }
 
     /// Each day's stored tally, less the outcomes deleted or closed, plus the
     /// ones counted and the closed ones as they are now.
