@@ -10,19 +10,13 @@ WITH cells AS (
     WHERE funnel = 'yoked_onboarding' AND from_step = 'profile_created'
       AND kind = 'breakdown' AND dimension = 'context.app.version'
     GROUP BY value
-), corrected AS (
-    SELECT cells.*, CASE WHEN least(a, b, c, d) = 0 THEN 0.5 ELSE 0 END AS k FROM cells
-), ratios AS (
-    SELECT app_version, a, b, ln((a + k) * (d + k) / ((b + k) * (c + k))) AS log_ratio,
-           1.959963984540054 * sqrt(1 / (a + k) + 1 / (b + k) + 1 / (c + k) + 1 / (d + k)) AS spread
-    FROM corrected
 )
 SELECT app_version,
-       a + b                                    AS persons,
-       a                                        AS converted,
-       b                                        AS dropped,
-       round(exp(log_ratio), 4)                 AS odds_ratio,
-       round(exp(log_ratio - spread), 4)        AS ci_low,
-       round(exp(log_ratio + spread), 4)        AS ci_high
-FROM ratios
+       a + b                                                  AS persons,
+       a                                                      AS converted,
+       b                                                      AS dropped,
+       round(analytics.odds_ratio(a, b, c, d)::numeric, 4)      AS odds_ratio,
+       round(analytics.odds_ratio_low(a, b, c, d)::numeric, 4)  AS ci_low,
+       round(analytics.odds_ratio_high(a, b, c, d)::numeric, 4) AS ci_high
+FROM cells
 ORDER BY odds_ratio, app_version;

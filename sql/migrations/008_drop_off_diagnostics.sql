@@ -104,11 +104,36 @@ SELECT n.funnel, n.app, n.cohort_day, n.step_index, n.step_name, n.label, n.pers
 FROM funnel_dropoff_next n
 LEFT JOIN funnel_step_lingering l ON l.funnel = n.funnel AND l.cohort_day = n.cohort_day AND l.step_index = n.step_index;
 
+-- The odds ratio of converting of a 2×2 table (a, b: having it, converted /
+-- dropped; c, d: not having it, converted / dropped), 0.5 added to every
+-- cell when one is zero, and the bounds of its 95 % Woolf interval,
+-- exp(ln OR ± 1.96·√Σ1/cell): what `onramp report` computes, for ad-hoc SQL
+-- over summed cells (analytics.funnel_drivers, sql/examples, Grafana).
+CREATE FUNCTION analytics.odds_ratio(a bigint, b bigint, c bigint, d bigint) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT ((a + k) * (d + k) / ((b + k) * (c + k)))::float8
+    FROM (SELECT CASE WHEN least(a, b, c, d) = 0 THEN 0.5 ELSE 0 END AS k) s
+$$;
+
+CREATE FUNCTION analytics.odds_ratio_low(a bigint, b bigint, c bigint, d bigint) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT exp(ln(analytics.odds_ratio(a, b, c, d))
+               - 1.959963984540054 * sqrt(1 / (a + k) + 1 / (b + k) + 1 / (c + k) + 1 / (d + k)))
+    FROM (SELECT CASE WHEN least(a, b, c, d) = 0 THEN 0.5 ELSE 0 END AS k) s
+$$;
+
+CREATE FUNCTION analytics.odds_ratio_high(a bigint, b bigint, c bigint, d bigint) RETURNS double precision
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT exp(ln(analytics.odds_ratio(a, b, c, d))
+               + 1.959963984540054 * sqrt(1 / (a + k) + 1 / (b + k) + 1 / (c + k) + 1 / (d + k)))
+    FROM (SELECT CASE WHEN least(a, b, c, d) = 0 THEN 0.5 ELSE 0 END AS k) s
+$$;
+
 -- Per funnel, cohort day, transition and candidate: the 2×2 table (having it
 -- or not × converted or dropped) and the day's odds ratio of converting with
--- its 95 % Woolf interval (0.5 added to every cell when one is zero). Fisher
--- p-values and Benjamini–Hochberg q-values are taken over a report's whole
--- range by `onramp report`; sum the cells over days to compare ranges here.
+-- its 95 % Woolf interval. Fisher p-values and Benjamini–Hochberg q-values
+-- are taken over a report's whole range by `onramp report`; sum the cells
+-- over days to compare ranges here.
 CREATE VIEW analytics.funnel_drivers AS
 WITH cells AS (
     SELECT c.funnel, c.app, c.cohort_day, c.from_index, c.to_index,
@@ -123,20 +148,16 @@ WITH cells AS (
     JOIN funnel_driver_counts t ON t.funnel = c.funnel AND t.cohort_day = c.cohort_day AND t.from_index = c.from_index
                                AND t.kind = 'all'
     WHERE c.kind <> 'all'
-), corrected AS (
-    SELECT cells.*, CASE WHEN least(with_converted, with_dropped, without_converted, without_dropped) = 0 THEN 0.5 ELSE 0 END AS k
-    FROM cells
 )
 SELECT funnel, app, cohort_day, from_index, to_index, from_step, to_step, kind, dimension, value,
        with_converted + with_dropped AS persons, with_converted, with_dropped, without_converted, without_dropped,
-       ((with_converted + k) * (without_dropped + k)) / ((with_dropped + k) * (without_converted + k))::float8 AS odds_ratio,
-       exp(ln(((with_converted + k) * (without_dropped + k)) / ((with_dropped + k) * (without_converted + k))::float8)
-           - 1.959963984540054 * sqrt(1 / (with_converted + k) + 1 / (with_dropped + k)
-                                      + 1 / (without_converted + k) + 1 / (without_dropped + k))) AS ci_low,
-       exp(ln(((with_converted + k) * (without_dropped + k)) / ((with_dropped + k) * (without_converted + k))::float8)
-           + 1.959963984540054 * sqrt(1 / (with_converted + k) + 1 / (with_dropped + k)
-                                      + 1 / (without_converted + k) + 1 / (without_dropped + k))) AS ci_high
-FROM corrected;
+       analytics.odds_ratio(with_converted, with_dropped, without_converted, without_dropped) AS odds_ratio,
+       analytics.odds_ratio_low(with_converted, with_dropped, without_converted, without_dropped) AS ci_low,
+       analytics.odds_ratio_high(with_converted, with_dropped, without_converted, without_dropped) AS ci_high
+FROM cells;
 
 GRANT SELECT ON analytics.funnel_step_times, analytics.funnel_dropoff_next, analytics.funnel_drivers
+    TO onramp_analyst, onramp_operator;
+GRANT EXECUTE ON FUNCTION analytics.odds_ratio(bigint, bigint, bigint, bigint),
+    analytics.odds_ratio_low(bigint, bigint, bigint, bigint), analytics.odds_ratio_high(bigint, bigint, bigint, bigint)
     TO onramp_analyst, onramp_operator;
