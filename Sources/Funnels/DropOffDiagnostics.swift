@@ -188,6 +188,14 @@ public struct DropOffCounts: Sendable, Hashable {
 }
 
 extension DropOffCounts {
+    /// Adds one person's outcome in the funnel whose required steps are at
+    /// `required`, with the facts of it, if it counts: once its window has
+    /// closed (or it completed), as the drop-offs of a report are counted.
+    public mutating func add(_ outcome: PersonOutcome, facts: DropOffFacts, required: [Int]) {
+        guard !outcome.inProgress || outcome.completed else { return }
+        add(level: outcome.level, completed: outcome.completed, breakdown: outcome.breakdown, facts: facts, required: required)
+    }
+
     /// Adds one person whose window has closed (or who completed), not
     /// excluded, at `level` ≥ 1 of the funnel whose required steps are at
     /// `required`: their lingering and next event if they dropped, and

@@ -45,13 +45,10 @@ struct DropOffAnalysis: PersonAnalysis {
         guard let shape = shapes[funnel.name], let facts = DropOffFacts.of(outcome, in: funnel, shape: shape, events: events) else {
             return
         }
-        if !outcome.inProgress || outcome.completed {
-            var day = tally as? Tally ?? Tally()
-            tally = nil  // the counts' only owner is `day` now, so adding to them copies nothing
-            day.counts.add(
-                level: outcome.level, completed: outcome.completed, breakdown: outcome.breakdown, facts: facts, required: shape.required)
-            tally = day
-        }
+        var day = tally as? Tally ?? Tally()
+        tally = nil  // the counts' only owner is `day` now, so adding to them copies nothing
+        day.counts.add(outcome, facts: facts, required: shape.required)
+        tally = day
         guard facts.lingering != nil || !facts.labels.isEmpty else { return }
         rows.startRow(fields: 8)
         var written = rows.append(text: funnel.app) && rows.append(text: evaluated.person) && rows.append(text: funnel.name)

@@ -400,9 +400,7 @@ enum Chromium {
 extension DropOffCounts {
     /// Adds one person the way the nightly job counts them (SPEC §10), for reports built in memory.
     mutating func add(_ outcome: PersonOutcome, funnel: Funnel, events: [FunnelEvent]) {
-        guard !outcome.inProgress || outcome.completed,
-              let facts = DropOffFacts.of(outcome, in: funnel, shape: DropOffFacts.Shape(funnel), events: events) else { return }
-        add(level: outcome.level, completed: outcome.completed, breakdown: outcome.breakdown, facts: facts,
-            required: funnel.requiredStepIndices)
+        guard let facts = DropOffFacts.of(outcome, in: funnel, shape: DropOffFacts.Shape(funnel), events: events) else { return }
+        add(outcome, facts: facts, required: funnel.requiredStepIndices)
     }
 }
