@@ -150,8 +150,10 @@ public struct TwoByTwo: Sendable, Hashable {
         return min(1, tail / total)
     }
 }
+
 extension Array {
-    subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
+    /// The element at `index`, or nil past either end.
+    fileprivate subscript(safe index: Int) -> Element? { indices.contains(index) ? self[index] : nil }
 }
 
 extension Statistics {
