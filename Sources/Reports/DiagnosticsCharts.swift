@@ -21,11 +21,14 @@ extension SVGCharts {
         var y = top
         for step in rows {
             body += "<text x=\"0\" y=\"\(f(y + 17))\" class=\"label\">\(HTML.escape("\(step.index). " + HTML.truncate(step.name, to: 30)))</text>"
-            for (spread, kind, offset) in [(step.secondsFromPrevious, "from previous step", 4.0), (Optional(step.lingeringSeconds), "lingered before leaving", 22.0)] {
+            let bars: [(spread: DropOffDiagnostics.Spread?, kind: String, title: String, className: String, offset: Double)] = [
+                (step.secondsFromPrevious, "gap", "from previous step", "bar", 4),
+                (step.lingeringSeconds, "lingering", "lingered before leaving", "lost", 22),
+            ]
+            for (spread, kind, title, className, offset) in bars {
                 guard let spread, spread.persons > 0, let median = spread.median, let p90 = spread.p90 else { continue }
-                let className = offset < 10 ? "bar" : "lost"
-                body += "<g class=\"step-time\" data-step-index=\"\(step.index)\" data-kind=\"\(offset < 10 ? "gap" : "lingering")\">"
-                    + "<title>\(HTML.escape(step.name)) — \(kind): median \(Formatting.duration(median)), p90 \(Formatting.duration(p90)) over \(spread.persons) persons</title>"
+                body += "<g class=\"step-time\" data-step-index=\"\(step.index)\" data-kind=\"\(kind)\">"
+                    + "<title>\(HTML.escape(step.name)) — \(title): median \(Formatting.duration(median)), p90 \(Formatting.duration(p90)) over \(spread.persons) persons</title>"
                     + "<rect x=\"\(f(labelWidth))\" y=\"\(f(y + offset))\" width=\"\(f(max(1, x(median) - labelWidth)))\" height=\"14\" class=\"\(className)\"/>"
                     + "<line x1=\"\(f(x(median)))\" x2=\"\(f(x(p90)))\" y1=\"\(f(y + offset + 7))\" y2=\"\(f(y + offset + 7))\" class=\"whisker\"/>"
                     + "<line x1=\"\(f(x(p90)))\" x2=\"\(f(x(p90)))\" y1=\"\(f(y + offset + 2))\" y2=\"\(f(y + offset + 12))\" class=\"tick\"/></g>"
@@ -44,7 +47,7 @@ extension SVGCharts {
     /// (point) and 95 % interval (line), left of 1 going with dropping off.
     static func drivers(_ drivers: [DropOffDiagnostics.Driver], in d: DropOffDiagnostics) -> String {
         guard !drivers.isEmpty else {
-            return empty(width: 900, height: 60, "No driver with q < 0.05 (candidates need \(d.minSupport) persons).")
+            return empty(width: 900, height: 60, DiagnosticsText.noDrivers(d))
         }
         let width = 900.0, labelWidth = 420.0, plotWidth = 420.0, rowHeight = 24.0, top = 8.0
         let bounds = drivers.flatMap { [$0.ci95.lower, $0.ci95.upper] }.filter { $0.isFinite && $0 > 0 }

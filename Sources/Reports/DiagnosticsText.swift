@@ -51,8 +51,8 @@ enum DiagnosticsText {
         return "\(Formatting.duration(spread.median)) / \(Formatting.duration(spread.p90))"
     }
 
-    /// Steps the text outputs list: every required step but the last.
-    static func steps(_ d: DropOffDiagnostics) -> [DropOffDiagnostics.Step] {
-        Array(d.steps.dropLast())
+    /// What is said in place of the drivers when none has q < 0.05.
+    static func noDrivers(_ d: DropOffDiagnostics) -> String {
+        "No driver with q < 0.05 (candidates need \(d.minSupport) persons)."
     }
 }

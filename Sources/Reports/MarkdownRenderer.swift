@@ -47,7 +47,7 @@ struct MarkdownRenderer {
         }
         let drivers = d.significantDrivers()
         guard !drivers.isEmpty else {
-            return out + "\nNo driver with q < 0.05 (candidates need \(d.minSupport) persons).\n"
+            return out + "\n" + DiagnosticsText.noDrivers(d) + "\n"
         }
         out += "\n| transition | candidate | persons | converted | odds ratio [95% CI] | p | q |\n|---|---|---:|---:|---|---:|---:|\n"
         for driver in drivers {
