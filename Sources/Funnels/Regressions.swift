@@ -92,8 +92,8 @@ public enum Regressions {
             return MetricChange.Side(label: label, value: r.value, persons: trials, ci95: r.ci95)
         }
         func proportions(_ metric: MetricChange.Metric, step: String?, _ b: (Int, Int), _ r: (Int, Int)) {
-            guard b.1 > 0, r.1 > 0, let test = Statistics.twoProportionZTest(successes1: r.0, trials1: r.1, successes2: b.0, trials2: b.1)
-            else { return }
+            // No test (nil) when a side has no persons at the base.
+            guard let test = Statistics.twoProportionZTest(successes1: r.0, trials1: r.1, successes2: b.0, trials2: b.1) else { return }
             let base = rate(b.0, b.1, label: baseline.label), now = rate(r.0, r.1, label: recent.label)
             changes.append(MetricChange(
                 funnel: funnel.name, kind: kind, metric: metric, step: step, baseline: base, recent: now,
