@@ -24,6 +24,23 @@ public enum CohortCalendar {
         return local >= 0 ? local / 86_400 : (local - 86_399) / 86_400
     }
 
+    /// The day count of a `YYYY-MM-DD` text; nil when it is not one.
+    public static func dayNumber(ofText text: String) -> Int64? {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        guard parts.count == 3, let year = Int64(parts[0]), let month = Int64(parts[1]), let day = Int64(parts[2]),
+              (1...12).contains(month), (1...31).contains(day)
+        else { return nil }
+        return CivilDate.days(year: year, month: month, day: day)
+    }
+
+    /// The newest cohort day (a day count) whose every window has closed at
+    /// `now`: the day before the one holding `now - window`, since a person
+    /// starting at that day's last instant may still finish.
+    public static func newestClosedDay(now: Int64, windowMicroseconds: Int64, in timeZone: TimeZone) -> Int64 {
+        let (start, overflow) = now.subtractingReportingOverflow(windowMicroseconds)
+        return dayNumber(of: overflow ? Int64.min / 2 : start, in: timeZone) - 1
+    }
+
     /// `YYYY-MM-DD` of a day count since 1970-01-01.
     public static func text(ofDay days: Int64) -> String {
         let (year, month, day) = CivilDate.date(days: days)

@@ -3,6 +3,8 @@
 public struct Funnel: Sendable, Hashable {
     /// The breakdowns used when a funnel names none (SPEC §4).
     public static let defaultBreakdowns = ["context.os.name", "context.app.version"]
+    /// The dimension whose values the version comparison (SPEC §11) orders.
+    public static let versionDimension = "context.app.version"
     /// The window used when a funnel names none (SPEC §1).
     public static let defaultWindowSeconds: Int64 = 86_400
 

@@ -76,6 +76,9 @@ public struct FunnelReport: Sendable, Hashable {
     public var targets: [TargetResult]
     /// Why persons dropped off (SPEC §10), when the stored diagnostics were read.
     public var diagnostics: DropOffDiagnostics?
+    /// The period and version comparisons (SPEC §11); set by the caller, who
+    /// has the tallies by cohort day.
+    public var regressions = RegressionFindings()
 
     /// Aggregates outcomes of `FunnelEvaluator.evaluate` for this funnel.
     /// Outcomes with level 0 (never reached step 1) are ignored; pass only

@@ -56,6 +56,25 @@ public struct FunnelTally: Sendable, Hashable {
         }
     }
 
+    /// Starters of one app version (`context.app.version`), with what the
+    /// version comparison of SPEC §11 tests: reach per step and completers' times.
+    public struct Version: Sendable, Hashable {
+        public var started = 0
+        public var completed = 0
+        /// Per configured step (aligned with `Funnel.steps`): persons whose level
+        /// reaches it; 0 for optional steps, which no comparison tests.
+        public var reached: [Int]
+        /// Completers' microseconds from chain start to completion.
+        public var durations: [Int64] = []
+
+        public init(started: Int = 0, completed: Int = 0, reached: [Int], durations: [Int64] = []) {
+            self.started = started
+            self.completed = completed
+            self.reached = reached
+            self.durations = durations
+        }
+    }
+
     /// Persons reaching step 1, not excluded.
     public var started = 0
     public var completed = 0
@@ -69,6 +88,9 @@ public struct FunnelTally: Sendable, Hashable {
     public var cohorts: [String: Cohort] = [:]
     /// Breakdown dimension -> value -> its persons.
     public var breakdowns: [String: [String: Group]] = [:]
+    /// App version -> its starters, when the funnel breaks down by
+    /// `context.app.version` (`Funnel.versionDimension`).
+    public var versions: [String: Version] = [:]
 
     /// An empty tally for `funnel`.
     public init(funnel: Funnel) {
@@ -90,11 +112,14 @@ public struct FunnelTally: Sendable, Hashable {
         /// Per configured step: the position among required steps of the next required step at or after it.
         let nextRequired: [Int]
         let dimensions: [String]
+        /// Whether starters are counted per app version.
+        let versions: Bool
 
         public init(_ funnel: Funnel) {
             let required = funnel.requiredStepIndices
             self.required = required
             dimensions = funnel.breakdowns
+            versions = funnel.breakdowns.contains(Funnel.versionDimension)
             nextRequired = funnel.steps.indices.map { index in required.firstIndex { $0 >= index } ?? required.count }
         }
     }
@@ -142,6 +167,14 @@ public struct FunnelTally: Sendable, Hashable {
             if outcome.completed { group.completed += 1 } else if outcome.inProgress { group.inProgress += 1 }
             breakdowns[dimension, default: [:]][value] = group
         }
+        if shape.versions, let value = outcome.breakdown[Funnel.versionDimension], value != PersonOutcome.missingBreakdownValue {
+            var version = versions[value] ?? Version(reached: Array(repeating: 0, count: steps.count))
+            version.started += 1
+            if outcome.completed { version.completed += 1 }
+            if let duration = outcome.microsecondsToComplete { version.durations.append(duration) }
+            for (position, stepIndex) in shape.required.enumerated() where outcome.level > position { version.reached[stepIndex] += 1 }
+            versions[value] = version
+        }
     }
 
     /// Adds every count and duration of `other` (a tally of the same funnel).
@@ -166,6 +199,11 @@ public struct FunnelTally: Sendable, Hashable {
             breakdowns[dimension, default: [:]].merge(groups) { mine, theirs in
                 Group(started: mine.started + theirs.started, completed: mine.completed + theirs.completed, inProgress: mine.inProgress + theirs.inProgress)
             }
+        }
+        versions.merge(other.versions) { mine, theirs in
+            Version(
+                started: mine.started + theirs.started, completed: mine.completed + theirs.completed,
+                reached: zip(mine.reached, theirs.reached).map(+), durations: mine.durations + theirs.durations)
         }
     }
 
@@ -203,6 +241,14 @@ public struct FunnelTally: Sendable, Hashable {
             }
             if breakdowns[dimension]?.isEmpty == true { breakdowns[dimension] = nil }
         }
+        for (value, theirs) in other.versions {
+            guard var mine = versions[value] else { continue }
+            mine.started -= theirs.started
+            mine.completed -= theirs.completed
+            mine.reached = zip(mine.reached, theirs.reached).map(-)
+            mine.durations = Self.removing(theirs.durations, from: mine.durations)
+            versions[value] = mine.started == 0 ? nil : mine
+        }
     }
 
     /// `values` without one occurrence of each of `removed` (a sub-multiset of
@@ -230,6 +276,7 @@ public struct FunnelTally: Sendable, Hashable {
         var copy = self
         copy.durations.sort()
         for index in copy.steps.indices { copy.steps[index].gaps.sort() }
+        for value in copy.versions.keys { copy.versions[value]?.durations.sort() }
         return copy
     }
 

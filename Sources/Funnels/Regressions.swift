@@ -73,18 +73,108 @@ public struct MetricChange: Sendable, Hashable {
     }
 }
 
-/// Compares two groups of a funnel's persons (each a `FunnelTally`, summed
-/// over cohort days) metric by metric, as SPEC §11 says: conversions and
-/// completion by the pooled two-proportion z-test, the median time to
-/// complete by Mann–Whitney U; q-values by Benjamini–Hochberg over the tests
-/// given together.
+/// One side of a comparison: the persons of some cohort days, or the
+/// starters of one app version.
+public struct ComparisonSample: Sendable, Hashable {
+    /// `2026-10-20…2026-11-16` or `2.4.0`.
+    public var label: String
+    public var started: Int
+    public var completed: Int
+    /// Per configured step: persons whose level reaches it.
+    public var reached: [Int]
+    /// Completers' microseconds from chain start to completion.
+    public var durations: [Int64]
+
+    public init(label: String, started: Int, completed: Int, reached: [Int], durations: [Int64]) {
+        self.label = label
+        self.started = started
+        self.completed = completed
+        self.reached = reached
+        self.durations = durations
+    }
+
+    /// The persons a tally (or a sum of day tallies) counted.
+    public init(label: String, tally: FunnelTally) {
+        self.init(label: label, started: tally.started, completed: tally.completed, reached: tally.steps.map(\.persons), durations: tally.durations)
+    }
+
+    /// The starters of one app version.
+    public init(label: String, version: FunnelTally.Version) {
+        self.init(label: label, started: version.started, completed: version.completed, reached: version.reached, durations: version.durations)
+    }
+}
+
+/// What the regression check of one funnel found (SPEC §11).
+public struct RegressionFindings: Sendable, Hashable {
+    /// Worse, significant and large enough: the alerts. Most significant first.
+    public var regressions: [MetricChange] = []
+    /// Better likewise: reported, never alerted.
+    public var improvements: [MetricChange] = []
+    /// Every test made, with its q-value.
+    public var tested: [MetricChange] = []
+
+    public init() {}
+}
+
+/// Compares two groups of a funnel's persons metric by metric, as SPEC §11
+/// says: conversions and completion by the pooled two-proportion z-test, the
+/// median time to complete by Mann–Whitney U; q-values by Benjamini–Hochberg
+/// over the tests given together.
 public enum Regressions {
+    /// The period and version comparisons of `funnel` over its cohort days'
+    /// tallies (`days`: `YYYY-MM-DD` -> tally), on the days up to
+    /// `newestClosedDay` (a day count) only: a day whose windows are not all
+    /// closed is still filling and never raises an alarm.
+    public static func find(funnel: Funnel, days: [String: FunnelTally], newestClosedDay: Int64) -> RegressionFindings {
+        let settings = funnel.alerts
+        var closed: [(day: Int64, tally: FunnelTally)] = []
+        for (text, tally) in days {
+            guard let day = CohortCalendar.dayNumber(ofText: text), day <= newestClosedDay else { continue }
+            closed.append((day, tally))
+        }
+        var changes: [MetricChange] = []
+        // Period: the last recent_days closed days against the baseline_days before them.
+        let recentFirst = newestClosedDay - Int64(settings.recentDays) + 1
+        let baselineFirst = recentFirst - Int64(settings.baselineDays)
+        var recent = FunnelTally(funnel: funnel), baseline = FunnelTally(funnel: funnel)
+        for (day, tally) in closed {
+            if day >= recentFirst { recent.merge(tally) } else if day >= baselineFirst { baseline.merge(tally) }
+        }
+        func span(_ first: Int64, _ last: Int64) -> String {
+            first == last ? CohortCalendar.text(ofDay: first) : CohortCalendar.text(ofDay: first) + "…" + CohortCalendar.text(ofDay: last)
+        }
+        changes += compare(
+            funnel: funnel, kind: .period,
+            baseline: ComparisonSample(label: span(baselineFirst, recentFirst - 1), tally: baseline),
+            recent: ComparisonSample(label: span(recentFirst, newestClosedDay), tally: recent))
+        // Version: the newest version with min_persons starters against the next older one with as many.
+        var versions: [String: FunnelTally.Version] = [:]
+        for (_, tally) in closed {
+            versions.merge(tally.versions) { mine, theirs in
+                var sum = mine
+                sum.started += theirs.started
+                sum.completed += theirs.completed
+                sum.reached = zip(mine.reached, theirs.reached).map(+)
+                sum.durations += theirs.durations
+                return sum
+            }
+        }
+        let ranked = versions.filter { $0.value.started >= settings.minPersons }.keys.sorted { versionPrecedes($1, $0) }
+        if ranked.count >= 2, let newest = versions[ranked[0]], let older = versions[ranked[1]] {
+            changes += compare(
+                funnel: funnel, kind: .version, baseline: ComparisonSample(label: ranked[1], version: older),
+                recent: ComparisonSample(label: ranked[0], version: newest))
+        }
+        var findings = RegressionFindings()
+        findings.tested = adjust(changes)
+        (findings.regressions, findings.improvements) = judge(findings.tested, settings: settings)
+        return findings
+    }
+
     /// Every metric of `funnel`, `baseline` against `recent`; q-values are
-    /// left at 1 (see `adjust`).
-    public static func compare(
-        funnel: Funnel, kind: MetricChange.Kind, baseline: (label: String, tally: FunnelTally),
-        recent: (label: String, tally: FunnelTally)
-    ) -> [MetricChange] {
+    /// left at 1 (see `adjust`). A metric with no persons at its base on a
+    /// side is not tested.
+    public static func compare(funnel: Funnel, kind: MetricChange.Kind, baseline: ComparisonSample, recent: ComparisonSample) -> [MetricChange] {
         var changes: [MetricChange] = []
         let required = funnel.requiredStepIndices
         func rate(_ successes: Int, _ trials: Int, label: String) -> MetricChange.Side {
@@ -92,7 +182,6 @@ public enum Regressions {
             return MetricChange.Side(label: label, value: r.value, persons: trials, ci95: r.ci95)
         }
         func proportions(_ metric: MetricChange.Metric, step: String?, _ b: (Int, Int), _ r: (Int, Int)) {
-            // No test (nil) when a side has no persons at the base.
             guard let test = Statistics.twoProportionZTest(successes1: r.0, trials1: r.1, successes2: b.0, trials2: b.1) else { return }
             let base = rate(b.0, b.1, label: baseline.label), now = rate(r.0, r.1, label: recent.label)
             changes.append(MetricChange(
@@ -103,12 +192,10 @@ public enum Regressions {
             let previous = required[position - 1]
             proportions(
                 .conversionFromPrevious, step: funnel.steps[index].name,
-                (baseline.tally.steps[index].persons, baseline.tally.steps[previous].persons),
-                (recent.tally.steps[index].persons, recent.tally.steps[previous].persons))
+                (baseline.reached[index], baseline.reached[previous]), (recent.reached[index], recent.reached[previous]))
         }
-        proportions(
-            .completionRate, step: nil, (baseline.tally.completed, baseline.tally.started), (recent.tally.completed, recent.tally.started))
-        let before = FunnelReport.sortedSeconds(baseline.tally.durations), after = FunnelReport.sortedSeconds(recent.tally.durations)
+        proportions(.completionRate, step: nil, (baseline.completed, baseline.started), (recent.completed, recent.started))
+        let before = FunnelReport.sortedSeconds(baseline.durations), after = FunnelReport.sortedSeconds(recent.durations)
         if let test = Statistics.mannWhitneyU(after, before),
            let b = Statistics.percentileCont(before, 0.5), let a = Statistics.percentileCont(after, 0.5) {
             changes.append(MetricChange(

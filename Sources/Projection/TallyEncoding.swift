@@ -6,7 +6,8 @@ import Funnels
 /// printed report reads every day of every funnel, so the form is chosen for
 /// size: a typical gap takes three bytes instead of a JSON number's ten.
 enum TallyEncoding {
-    static let version: UInt8 = 1
+    /// 2 adds the per-app-version counts; 1 (written before them) still reads, without versions.
+    static let version: UInt8 = 2
 
     static func encode(_ tally: FunnelTally) -> [UInt8] {
         var out: [UInt8] = [version]
@@ -33,13 +34,20 @@ enum TallyEncoding {
                 for count in [group.started, group.completed, group.inProgress] { put(UInt64(count), &out) }
             }
         }
+        put(UInt64(tally.versions.count), &out)
+        for (value, version) in tally.versions.sorted(by: { $0.key < $1.key }) {
+            put(value, &out)
+            for count in [version.started, version.completed] + version.reached { put(UInt64(count), &out) }
+            putSorted(version.durations, &out)
+        }
         return out
     }
 
     /// Reads a tally of `funnel` back; throws on bytes this version did not write.
     static func decode(_ bytes: [UInt8], funnel: Funnel) throws -> FunnelTally {
         var reader = Reader(bytes: bytes)
-        guard try reader.byte() == version else { throw reader.error("unknown version") }
+        let stored = try reader.byte()
+        guard stored == 1 || stored == version else { throw reader.error("unknown version") }
         var tally = FunnelTally(funnel: funnel)
         tally.started = try reader.count()
         tally.completed = try reader.count()
@@ -68,6 +76,14 @@ enum TallyEncoding {
                 groups[value] = FunnelTally.Group(started: try reader.count(), completed: try reader.count(), inProgress: try reader.count())
             }
             tally.breakdowns[dimension] = groups
+        }
+        if stored >= 2 {
+            for _ in 0..<(try reader.count()) {
+                let value = try reader.string()
+                let started = try reader.count(), completed = try reader.count()
+                let reached = try tally.steps.indices.map { _ in try reader.count() }
+                tally.versions[value] = FunnelTally.Version(started: started, completed: completed, reached: reached, durations: try reader.sorted())
+            }
         }
         guard reader.atEnd else { throw reader.error("trailing bytes") }
         return tally

@@ -41,7 +41,7 @@ import Testing
         let baseline = Self.tally(started: 4000, rates: [0.9, 0.95, 0.9], seconds: 300)
         let recent = Self.tally(started: 1000, rates: [0.9, 0.87, 0.95], seconds: 300)
         let changes = Regressions.adjust(Regressions.compare(
-            funnel: Self.funnel, kind: .version, baseline: ("2.3.0", baseline), recent: ("2.4.0", recent)))
+            funnel: Self.funnel, kind: .version, baseline: ComparisonSample(label: "2.3.0", tally: baseline), recent: ComparisonSample(label: "2.4.0", tally: recent)))
         #expect(changes.count == 3 + 1 + 1)
         let (regressions, improvements) = Regressions.judge(changes, settings: AlertSettings())
         #expect(regressions.map { [$0.metric.rawValue, $0.step ?? ""] } == [["conversion_from_previous", "otp"]])
@@ -63,11 +63,52 @@ import Testing
         let baseline = Self.tally(started: 2000, rates: [0.9, 0.9, 0.9], seconds: 300)
         let slower = Self.tally(started: 2000, rates: [0.9, 0.9, 0.9], seconds: 420)
         let (regressions, _) = Regressions.judge(
-            Regressions.adjust(Regressions.compare(funnel: Self.funnel, kind: .period, baseline: ("before", baseline), recent: ("after", slower))),
+            Regressions.adjust(Regressions.compare(funnel: Self.funnel, kind: .period, baseline: ComparisonSample(label: "before", tally: baseline), recent: ComparisonSample(label: "after", tally: slower))),
             settings: AlertSettings())
         #expect(regressions.map(\.metric) == [.medianSecondsToComplete])
-        let same = Regressions.adjust(Regressions.compare(funnel: Self.funnel, kind: .period, baseline: ("a", baseline), recent: ("b", baseline)))
+        let same = Regressions.adjust(Regressions.compare(funnel: Self.funnel, kind: .period, baseline: ComparisonSample(label: "a", tally: baseline), recent: ComparisonSample(label: "b", tally: baseline)))
         #expect(Regressions.judge(same, settings: AlertSettings()) == ([], []))
+    }
+
+    /// A day's tally whose persons are all on `version`.
+    static func day(started: Int, rates: [Double], version: String) -> FunnelTally {
+        var tally = tally(started: started, rates: rates, seconds: 300)
+        tally.versions[version] = FunnelTally.Version(
+            started: tally.started, completed: tally.completed, reached: tally.steps.map(\.persons), durations: tally.durations)
+        return tally
+    }
+
+    @Test("find: the last recent_days closed days against the baseline_days before them, the newest version with min_persons against the next; open days never count")
+    func findOverDays() throws {
+        let newest = try #require(CohortCalendar.dayNumber(ofText: "2026-11-20"))
+        var days: [String: FunnelTally] = [:]
+        for offset in 0..<40 {
+            let day = newest - Int64(offset)
+            days[CohortCalendar.text(ofDay: day)] = offset < 7
+                ? Self.day(started: 300, rates: [0.9, 0.85, 0.9], version: "2.4.0")
+                : Self.day(started: 300, rates: [0.9, 0.95, 0.9], version: "2.3.0")
+        }
+        // Too few starters to be compared, though newest.
+        days["2026-11-20"]?.versions["2.5.0"] = FunnelTally.Version(started: 40, completed: 10, reached: [40, 30, 20, 10])
+        let found = Regressions.find(funnel: Self.funnel, days: days, newestClosedDay: newest)
+        #expect(found.regressions.map { "\($0.kind.rawValue) \($0.step ?? $0.metric.rawValue)" }.sorted()
+                == ["period completion_rate", "period otp", "version completion_rate", "version otp"])
+        let period = try #require(found.regressions.first { $0.kind == .period && $0.step == "otp" })
+        #expect(period.baseline.label == "2026-10-17…2026-11-13" && period.recent.label == "2026-11-14…2026-11-20")
+        #expect(period.baseline.persons == 28 * 270 && period.recent.persons == 7 * 270)
+        let version = try #require(found.regressions.first { $0.kind == .version && $0.step == "otp" })
+        #expect(version.baseline.label == "2.3.0" && version.recent.label == "2.4.0")
+        #expect(found.tested.count == 2 * (3 + 1 + 1))
+        // A day still in progress, however bad, changes nothing.
+        var later = days
+        later["2026-11-21"] = Self.day(started: 3000, rates: [0.3, 0.3, 0.3], version: "2.6.0")
+        #expect(Regressions.find(funnel: Self.funnel, days: later, newestClosedDay: newest) == found)
+        // On the days before the bad week, nothing is found.
+        let quiet = Regressions.find(funnel: Self.funnel, days: days, newestClosedDay: newest - 7)
+        #expect(quiet.regressions.isEmpty && quiet.improvements.isEmpty)
+        // The newest closed day of a 24 h window: the day before the one 24 h ago.
+        let now = (newest + 2) * 86_400_000_000 + 10 * 3_600_000_000  // 2026-11-22T10:00Z
+        #expect(CohortCalendar.newestClosedDay(now: now, windowMicroseconds: 86_400_000_000, in: .gmt) == newest)
     }
 
     @Test("versions in semantic order")

@@ -26,6 +26,13 @@ struct TallyStorageTests {
         tally.breakdowns["properties.flow_version"] = [
             "v3": FunnelTally.Group(started: 2, completed: 2), "ünï 北京 🚀": FunnelTally.Group(started: 1, inProgress: 1),
         ]
+        // Written before the per-version counts (version 1): reads back without them.
+        let before = TallyEncoding.encode(tally)
+        #expect(before.last == 0)
+        #expect(try TallyEncoding.decode([1] + before.dropFirst().dropLast(), funnel: funnel) == tally.normalized())
+        tally.versions["3.4.0"] = FunnelTally.Version(
+            started: 2, completed: 1, reached: [2, 2, 1, 1, 1, 0, 0], durations: [160_000_000, 5])
+        tally.versions["3.3.2"] = FunnelTally.Version(started: 1, reached: [1, 0, 0, 0, 0, 0, 0])
         let bytes = TallyEncoding.encode(tally)
         #expect(try TallyEncoding.decode(bytes, funnel: funnel) == tally.normalized())
         #expect(TallyEncoding.encode(tally.normalized()) == bytes)
