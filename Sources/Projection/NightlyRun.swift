@@ -21,7 +21,12 @@ public enum NightlyRun {
             outcome = .success(
                 try await pool.withConnection { c -> Outcome in
                     let summary = try job.run(c, mode: mode, now: now)
-                    return Outcome(summary: summary, results: try query.results(c, configuration: job.configuration, now: now), now: now)
+                    let results = try query.results(c, configuration: job.configuration, now: now)
+                    // Only a report over every day, cut as the job cuts them, speaks for the funnel.
+                    if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
+                        try c.transaction { c in try RegressionTable.write(c, reports: results.map(\.report), now: now) }
+                    }
+                    return Outcome(summary: summary, results: results, now: now)
                 })
         } catch {
             outcome = .failure(error)

@@ -35,9 +35,12 @@ public struct ReportQuery: Sendable {
         return try selected.map { funnel in
             let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
             let zone = TimeZone(identifier: zoneName) ?? .gmt
-            let stored = try TallyStore.sum(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
-            let tally = try stored ?? outcomeTally(c, funnel: funnel, zone: zone)
+            let stored = try TallyStore.days(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
+            let days = try stored ?? outcomeTallies(c, funnel: funnel, zone: zone)
+            var tally = FunnelTally(funnel: funnel)
+            for day in days.values { tally.merge(day) }
             var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
+            report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))
             // The same persons as the tally: the stored days, or when those were
             // cut in another zone, the persons whose start falls in the range there.
             let counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil)
@@ -48,18 +51,25 @@ public struct ReportQuery: Sendable {
         }
     }
 
+    /// The newest cohort day the regression check compares: closed at `now`,
+    /// and not after `--to`.
+    private func newestClosedDay(_ funnel: Funnel, now: Int64, zone: TimeZone) -> Int64 {
+        let closed = CohortCalendar.newestClosedDay(now: now, windowMicroseconds: funnel.windowMicroseconds, in: zone)
+        return min(closed, to.flatMap(CohortCalendar.dayNumber(ofText:)) ?? closed)
+    }
+
     /// The slow way, from every stored person: when the stored tallies were
     /// cut in another time zone than this report's (`--time-zone`).
-    private func outcomeTally(_ c: Connection, funnel: Funnel, zone: TimeZone) throws -> FunnelTally {
-        var tally = FunnelTally(funnel: funnel)
+    private func outcomeTallies(_ c: Connection, funnel: Funnel, zone: TimeZone) throws -> [String: FunnelTally] {
+        var days: [String: FunnelTally] = [:]
         let shape = FunnelTally.Shape(funnel)
         try OutcomeStore.forEach(c, funnel: funnel, days: nil) { stored in
             guard let start = stored.outcome.startTime else { return }
             let day = CohortCalendar.day(of: start, in: zone)
             if let from, day < from { return }
             if let to, day > to { return }
-            tally.add(stored.outcome, shape: shape, cohortDay: day, timeZone: zone)
+            days[day, default: FunnelTally(funnel: funnel)].add(stored.outcome, shape: shape, cohortDay: day, timeZone: zone)
         }
-        return tally
+        return days
     }
 }

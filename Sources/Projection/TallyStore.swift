@@ -28,25 +28,25 @@ enum TallyStore {
         return tallies
     }
 
-    /// The sum of the funnel's tallies on cohort days `from...to` (either end
-    /// open), or nil when some of them were cut in another time zone than
+    /// The funnel's tallies on cohort days `from...to` (either end open), by
+    /// day, or nil when some of them were cut in another time zone than
     /// `timeZone`: then only the persons' outcomes can answer.
-    static func sum(_ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String) throws -> FunnelTally? {
-        var total = FunnelTally(funnel: funnel)
+    static func days(_ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String) throws -> [String: FunnelTally]? {
+        var days: [String: FunnelTally] = [:]
         var consistent = true
         try c.forEachRow(
             """
-            SELECT time_zone, tally FROM funnel_tallies
+            SELECT cohort_day::text, time_zone, tally FROM funnel_tallies
             WHERE funnel = $1 AND ($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)
             """, [.text(funnel.name), .optional(from), .optional(to)]
         ) { row in
             guard consistent else { return }
-            guard try row.decode(String.self, at: 0) == timeZone else {
+            guard try row.decode(String.self, at: 1) == timeZone else {
                 consistent = false
                 return
             }
-            total.merge(try TallyEncoding.decode(try row.decode(PostgresBytes.self, at: 1).bytes, funnel: funnel))
+            days[try row.decode(String.self, at: 0)] = try TallyEncoding.decode(try row.decode(PostgresBytes.self, at: 2).bytes, funnel: funnel)
         }
-        return consistent ? total : nil
+        return consistent ? days : nil
     }
 }

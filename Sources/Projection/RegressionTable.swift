@@ -1,0 +1,39 @@
+import Funnels
+import LibPQ
+
+/// Keeps `funnel_regressions` at what the last whole-history report found,
+/// so Grafana and ad-hoc SQL see the same alerts the report printed.
+enum RegressionTable {
+    /// Replaces the rows of the reported funnels with their regressions and improvements.
+    static func write(_ c: Connection, reports: [FunnelReport], now: Int64) throws {
+        try c.query("DELETE FROM funnel_regressions WHERE funnel = ANY($1::text[])", [.textArray(reports.map(\.funnel))])
+        try c.copyIn(
+            """
+            COPY funnel_regressions (funnel, app, checked_at, direction, kind, metric, step,
+                baseline_label, baseline_value, baseline_persons, baseline_ci_low, baseline_ci_high,
+                recent_label, recent_value, recent_persons, recent_ci_low, recent_ci_high,
+                difference, p_value, q_value) FROM STDIN
+            """
+        ) { writer in
+            for report in reports {
+                let found = report.regressions
+                for (direction, changes) in [("regression", found.regressions), ("improvement", found.improvements)] {
+                    for change in changes {
+                        var row: [PostgresValue] = [
+                            .text(report.funnel), .text(report.app), .microseconds(now), .text(direction), .text(change.kind.rawValue),
+                            .text(change.metric.rawValue), .optional(change.step),
+                        ]
+                        for side in [change.baseline, change.recent] {
+                            row += [
+                                .text(side.label), side.value.map(PostgresValue.double) ?? .null, .int(side.persons),
+                                (side.ci95?.lower).map(PostgresValue.double) ?? .null, (side.ci95?.upper).map(PostgresValue.double) ?? .null,
+                            ]
+                        }
+                        row += [.double(change.difference), .double(change.pValue), .double(change.qValue)]
+                        try writer.writeRow(row)
+                    }
+                }
+            }
+        }
+    }
+}
