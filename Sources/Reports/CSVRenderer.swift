@@ -4,7 +4,20 @@ import Funnels
 /// One row per funnel and step, for spreadsheets.
 struct CSVRenderer {
     func render(_ reports: [FunnelReport]) -> String {
-        var out = "funnel,app,step_index,step_name,optional,persons,conversion_from_previous,conversion_from_start,drop_off,in_progress,median_seconds_from_previous,completion_rate,completion_ci_low,completion_ci_high,median_seconds_to_complete,p90_seconds_to_complete\n"
+        // Regressions, then improvements, first; then each section after a blank line with its own header.
+        var out = "direction,funnel,kind,metric,step,baseline_label,baseline_value,baseline_persons,baseline_ci_low,baseline_ci_high,recent_label,recent_value,recent_persons,recent_ci_low,recent_ci_high,difference,p_value,q_value\n"
+        let (regressions, improvements) = RegressionText.all(reports)
+        for (direction, changes) in [("regression", regressions), ("improvement", improvements)] {
+            for c in changes {
+                var fields = [direction, c.funnel, c.kind.rawValue, c.metric.rawValue, c.step ?? ""]
+                for side in [c.baseline, c.recent] {
+                    fields += [side.label, number(side.value), "\(side.persons)", number(side.ci95?.lower), number(side.ci95?.upper)]
+                }
+                fields += [number(c.difference), number(c.pValue), number(c.qValue)]
+                out += fields.map(quote).joined(separator: ",") + "\n"
+            }
+        }
+        out += "\nfunnel,app,step_index,step_name,optional,persons,conversion_from_previous,conversion_from_start,drop_off,in_progress,median_seconds_from_previous,completion_rate,completion_ci_low,completion_ci_high,median_seconds_to_complete,p90_seconds_to_complete\n"
         for r in reports {
             for s in r.steps {
                 let fields: [String] = [
@@ -17,7 +30,6 @@ struct CSVRenderer {
                 out += fields.map(quote).joined(separator: ",") + "\n"
             }
         }
-        // Further sections, each after a blank line with its own header.
         let diagnosed = reports.compactMap { r in r.diagnostics.map { (r, $0) } }
         guard !diagnosed.isEmpty else { return out }
         out += "\nfunnel,step_index,step_name,median_seconds_from_previous,p90_seconds_from_previous,dropped,median_lingering_seconds,p90_lingering_seconds,next_event,next_event_persons,next_event_share\n"

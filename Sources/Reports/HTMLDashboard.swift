@@ -75,6 +75,7 @@ public struct HTMLDashboard: Sendable {
     private func index(_ funnels: [DashboardFunnel], pages: [String]) -> String {
         var body = "<header><h1>Onramp funnels</h1>\(meta(nil))</header><main>"
         if funnels.isEmpty { body += "<p class=\"muted\">No funnels in this report.</p>" }
+        body += RegressionHTML.banner(funnels.map(\.report), pages: Dictionary(zip(funnels.map(\.report.funnel), pages)) { first, _ in first })
         body += "<div class=\"cards\">"
         for (funnel, page) in zip(funnels, pages) {
             let r = funnel.report
@@ -117,8 +118,10 @@ public struct HTMLDashboard: Sendable {
         }
         body += "</nav>"
         body += "<header><h1 id=\"funnel-name\">\(HTML.escape(r.funnel))</h1>\(meta(r))</header><main>"
+        body += RegressionHTML.banner([r], pages: nil)
         body += summary(r)
         body += targets(r)
+        body += RegressionHTML.table(r)
         body += section("Funnel", SVGCharts.funnelBars(r.steps)
             + "<p class=\"legend\"><span class=\"swatch bar\"></span>reached the step <span class=\"swatch lost\"></span>lost since the previous step"
             + " <span class=\"swatch optional\"></span>optional step (share of persons reaching the next step)</p>")

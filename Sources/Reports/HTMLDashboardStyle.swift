@@ -37,6 +37,13 @@ extension HTMLDashboard {
         .badge.missed { background: #fee2e2; color: #b91c1c; }
         .badge.none { background: #e5e7eb; color: var(--muted); }
         .badge.progress { background: var(--amber-soft); color: var(--amber); }
+        .alerts { border-radius: 8px; padding: 10px 16px; margin: 12px 0; }
+        .alerts.alarm { background: #fee2e2; border: 1px solid #fca5a5; }
+        .alerts.alarm h2 { color: #b91c1c; }
+        .alerts.quiet { background: var(--card); border: 1px solid var(--line); }
+        .alerts ul { margin: 4px 0; padding-left: 20px; }
+        .alerts li { padding: 2px 0; }
+        .alerts a { color: inherit; }
         .targets ul { list-style: none; padding: 0; margin: 0; }
         .targets li { padding: 3px 0; }
         table { border-collapse: collapse; width: 100%; font-size: 14px; font-variant-numeric: tabular-nums; }

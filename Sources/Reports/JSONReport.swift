@@ -4,12 +4,30 @@ import Funnels
 /// The JSON document of SPEC §5 (fields in a stable order; more may be added).
 enum JSONReport {
     static func render(_ reports: [FunnelReport], range: ReportRange) -> String {
+        let (regressions, improvements) = RegressionText.all(reports)
         let document: JSON = .object([
             ("generated_at", .string(range.generatedAt)),
             ("range", .object([("from", range.from.map(JSON.string) ?? .null), ("to", range.to.map(JSON.string) ?? .null)])),
+            ("regressions", .array(regressions.map(change))),
+            ("improvements", .array(improvements.map(change))),
             ("funnels", .array(reports.map(funnel))),
         ])
         return document.serialized() + "\n"
+    }
+
+    /// One regression or improvement, as SPEC §11 lists them.
+    static func change(_ c: MetricChange) -> JSON {
+        func side(_ s: MetricChange.Side) -> JSON {
+            .object([
+                ("label", .string(s.label)), ("value", .optional(s.value)), ("persons", .number(Double(s.persons))),
+                ("ci95", s.ci95.map { .array([.number($0.lower), .number($0.upper)]) } ?? .null),
+            ])
+        }
+        return .object([
+            ("funnel", .string(c.funnel)), ("kind", .string(c.kind.rawValue)), ("metric", .string(c.metric.rawValue)),
+            ("step", c.step.map(JSON.string) ?? .null), ("baseline", side(c.baseline)), ("recent", side(c.recent)),
+            ("difference", .number(c.difference)), ("p_value", .number(c.pValue)), ("q_value", .number(c.qValue)),
+        ])
     }
 
     static func funnel(_ r: FunnelReport) -> JSON {

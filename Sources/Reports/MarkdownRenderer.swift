@@ -3,7 +3,7 @@ import Funnels
 /// GitHub-flavoured markdown, for pasting into a ticket or a wiki.
 struct MarkdownRenderer {
     func render(_ reports: [FunnelReport], range: ReportRange) -> String {
-        reports.map { render($0, range: range) }.joined(separator: "\n")
+        RegressionText.block(reports, bullet: "- ", heading: { "## \($0)\n" }) + "\n" + reports.map { render($0, range: range) }.joined(separator: "\n")
     }
 
     private func render(_ r: FunnelReport, range: ReportRange) -> String {

@@ -7,6 +7,10 @@ import Funnels
 public struct ReportWriter: Sendable {
     /// The exit status of a run that missed a configured target, when asked to fail on one.
     public static let missedTargetsExitStatus: Int32 = 3
+    /// … that found a regression, when asked to fail on one (missed targets win).
+    public static let regressionExitStatus: Int32 = 4
+    /// … whose notification could not be delivered (the report is written all the same).
+    public static let undeliveredNotificationExitStatus: Int32 = 5
 
     public var format: ReportFormat
     /// Also write every format and the dashboard here (created if missing).
@@ -25,6 +29,10 @@ public struct ReportWriter: Sendable {
         public var files: [String]
         /// `funnel.target` of every target the report missed.
         public var missedTargets: [String]
+        /// One line per regression found, most significant first.
+        public var regressions: [String]
+        /// What `--notify` posts, when there is a regression or a missed target.
+        public var notification: String?
     }
 
     public func write(_ funnels: [DashboardFunnel], range: ReportRange) throws -> Written {
@@ -43,6 +51,9 @@ public struct ReportWriter: Sendable {
             }
         }
         let missed = reports.flatMap { r in r.targets.filter { !$0.met }.map { "\(r.funnel).\($0.name)" } }
-        return Written(text: format.render(reports, range: range), files: files, missedTargets: missed)
+        return Written(
+            text: format.render(reports, range: range), files: files, missedTargets: missed,
+            regressions: RegressionText.all(reports).regressions.map(RegressionText.line),
+            notification: AlertNotification.render(reports, range: range))
     }
 }

@@ -7,7 +7,7 @@ struct TableRenderer {
     var colors: Bool
 
     func render(_ reports: [FunnelReport], range: ReportRange) -> String {
-        reports.map { render($0, range: range) }.joined(separator: "\n")
+        RegressionText.block(reports, bullet: "  ", heading: { $0 }) + "\n" + reports.map { render($0, range: range) }.joined(separator: "\n")
     }
 
     private func render(_ r: FunnelReport, range: ReportRange) -> String {

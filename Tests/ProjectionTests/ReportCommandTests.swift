@@ -106,11 +106,12 @@ struct ReportCommandTests {
             #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent(name).path), "\(name)")
         }
         let csv = try String(contentsOf: out.appendingPathComponent("report.csv"), encoding: .utf8)
-        // The per-step section first; the diagnostics' sections follow, each after a blank line.
+        // Regressions and improvements first; the per-step section; the diagnostics' sections, each after a blank line.
         let sections = csv.components(separatedBy: "\n\n")
-        #expect(sections.count == 3)
-        #expect(sections[0].split(separator: "\n").count == 1 + 12 + 7)
-        #expect(sections[2].hasPrefix("funnel,from_index,to_index,kind,dimension,value,persons,converted,dropped"))
+        #expect(sections.count == 4)
+        #expect(sections[0].hasPrefix("direction,funnel,kind,metric,step,"))
+        #expect(sections[1].split(separator: "\n").count == 1 + 12 + 7)
+        #expect(sections[3].hasPrefix("funnel,from_index,to_index,kind,dimension,value,persons,converted,dropped"))
 
         // The seeded yoked journeys complete far less than 60 %: the target is missed.
         let strict = try OnrampBinary.run(["report", "--database-url", db.url, "--fail-on-missed-targets", "--quiet"])

@@ -62,7 +62,8 @@ struct RenderersTests {
     func table() throws {
         let text = ReportFormat.table.render([try Self.report()], range: Self.range)
         let lines = text.split(separator: "\n").map(String.init)
-        #expect(lines[0].hasPrefix("checkout, \"quoted\" (app shop) — window 24h"))
+        #expect(lines[0] == "Regressions: none found")
+        #expect(lines[1].hasPrefix("checkout, \"quoted\" (app shop) — window 24h"))
         let stepLines = lines.filter { $0.hasPrefix("  1 ") || $0.hasPrefix("  2 ") || $0.hasPrefix("  3 ") }
         #expect(stepLines.count == 3)
         #expect(Set(stepLines.map(\.count)).count == 1)  // aligned columns
@@ -76,7 +77,9 @@ struct RenderersTests {
     @Test("CSV quotes fields that need it; markdown has a table per section")
     func csvAndMarkdown() throws {
         let report = try Self.report()
-        let csv = ReportFormat.csv.render([report], range: Self.range).split(separator: "\n")
+        let sections = ReportFormat.csv.render([report], range: Self.range).components(separatedBy: "\n\n")
+        #expect(sections[0].hasPrefix("direction,funnel,kind,metric,step,baseline_label"))
+        let csv = sections[1].split(separator: "\n")
         #expect(csv.count == 4)
         #expect(csv[1].hasPrefix("\"checkout, \"\"quoted\"\"\",shop,1,cart,false,3,"))
         let markdown = ReportFormat.markdown.render([report], range: Self.range)

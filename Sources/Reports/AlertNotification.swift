@@ -1,0 +1,35 @@
+import Foundation
+import Funnels
+
+/// The one message `--notify` posts when a report finds a regression or a
+/// missed target: `text` for Slack and Mattermost incoming webhooks, plus the
+/// structured lists (the JSON report's own shapes) for anything else.
+enum AlertNotification {
+    /// The message's JSON, or nil when there is nothing to tell.
+    static func render(_ reports: [FunnelReport], range: ReportRange) -> String? {
+        let (regressions, improvements) = RegressionText.all(reports)
+        let missed = reports.flatMap { r in r.targets.filter { !$0.met }.map { (r.funnel, $0) } }
+        guard !regressions.isEmpty || !missed.isEmpty else { return nil }
+        var headline: [String] = []
+        if !regressions.isEmpty { headline.append("\(regressions.count) \(regressions.count == 1 ? "regression" : "regressions")") }
+        if !missed.isEmpty { headline.append("\(missed.count) missed \(missed.count == 1 ? "target" : "targets")") }
+        var text = "Onramp report \(range.generatedAt): " + headline.joined(separator: ", ")
+        for change in regressions { text += "\n• " + RegressionText.line(change) }
+        for (funnel, target) in missed { text += "\n• \(funnel): " + Formatting.target(target) }
+        if !improvements.isEmpty { text += "\n(\(improvements.count) \(improvements.count == 1 ? "improvement" : "improvements") too)" }
+        let document: JSON = .object([
+            ("text", .string(text)),
+            ("generated_at", .string(range.generatedAt)),
+            ("regressions", .array(regressions.map(JSONReport.change))),
+            ("improvements", .array(improvements.map(JSONReport.change))),
+            (
+                "missed_targets",
+                .array(
+                    missed.map { funnel, t in
+                        .object([("funnel", .string(funnel)), ("name", .string(t.name)), ("threshold", .number(t.threshold)), ("value", .optional(t.value))])
+                    })
+            ),
+        ])
+        return document.serialized()
+    }
+}
