@@ -20,10 +20,12 @@ public struct GeneratedEvent: Sendable {
 /// history of any size is produced without holding it in memory.
 public enum HistoryGenerator {
     /// Calls `body` for about `count` events of devices starting between
-    /// `from` and `to`, of `apps` (default: all four); returns the number of events produced.
+    /// `from` and `to`, of `apps` (default: all four), with `plants` planted;
+    /// returns the number of events produced.
     @discardableResult
     public static func generate(
         count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String = "dev", apps: Set<String>? = nil,
+        plants: [PlantedRegression] = [],
         _ body: (GeneratedEvent) throws -> Void
     ) rethrows -> Int {
         var rng = SeededRandom(seed: seed)
@@ -34,7 +36,7 @@ public enum HistoryGenerator {
         encoder.outputFormatting = [.sortedKeys]
         while produced < count {
             let app = rng.pick(JourneyModel.apps.filter { apps?.contains($0) ?? true }.map { ($0, $0 == "ops" ? 1.5 : 1.0) })
-            let journey = JourneyModel.journey(app: app, rng: &rng)
+            let journey = JourneyModel.journey(app: app, rng: &rng, plants: plants)
             let start = from.addingTimeInterval(Double.random(in: 0..<span, using: &rng))
             let anonymousId = "\(devicePrefix)-\(seed)-\(device)"
             let context = (try? encoder.encode(journey.context)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"

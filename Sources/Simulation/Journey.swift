@@ -24,16 +24,22 @@ struct Journey: Sendable {
 enum JourneyModel {
     static let apps = ["yoked", "ops", "umuve", "forma"]
 
-    static func journey(app: String, rng: inout SeededRandom) -> Journey {
+    static func journey(app: String, rng: inout SeededRandom, plants: [PlantedRegression] = []) -> Journey {
+        let plants = plants.filter { $0.app == app }
         switch app {
-        case "yoked": yoked(&rng)
-        case "ops": ops(&rng)
-        case "umuve": umuve(&rng)
-        default: forma(&rng)
+        case "yoked": return yoked(&rng, plants: plants)
+        case "ops": return ops(&rng, plants: plants)
+        case "umuve": return umuve(&rng, plants: plants)
+        default: return forma(&rng, plants: plants)
         }
     }
 
-    static func device(_ rng: inout SeededRandom, versions: [(String, Double)]) -> [String: JSONValue] {
+    /// A device's context; planted versions the app lacks join `versions` as
+    /// its newest release, with the largest share.
+    static func device(_ rng: inout SeededRandom, versions: [(String, Double)], plants: [PlantedRegression] = []) -> [String: JSONValue] {
+        var versions = versions
+        let top = versions.map(\.1).max() ?? 1
+        for plant in plants where !versions.contains(where: { $0.0 == plant.version }) { versions.append((plant.version, top)) }
         let ios = rng.chance(0.62)
         let version = rng.pick(versions)
         return [
@@ -44,16 +50,26 @@ enum JourneyModel {
         ]
     }
 
+    /// The planted change of continue rate for a step of this device.
+    static func penalty(_ plants: [PlantedRegression], context: [String: JSONValue]) -> (String, [String: JSONValue]) -> Double {
+        let mine = plants.filter { context["app"] == ["version": .string($0.version)] }
+        guard !mine.isEmpty else { return { _, _ in 0 } }
+        return { name, properties in
+            mine.filter { $0.step == name || properties["step"] == .string($0.step) }.reduce(0) { $0 + $1.points / 100 }
+        }
+    }
+
     /// Walks `steps` with a continue probability and median gap each; a step may be repeated after a resume.
     static func walk(
         _ steps: [(name: String, kind: Action.Kind, properties: [String: JSONValue], continueRate: Double, gap: Double)],
-        rng: inout SeededRandom, start: Double = 0
+        rng: inout SeededRandom, start: Double = 0,
+        penalty: (String, [String: JSONValue]) -> Double = { _, _ in 0 }
     ) -> [Action] {
         var t = start
         var actions: [Action] = []
         for (i, step) in steps.enumerated() {
             if i > 0 {
-                guard rng.chance(step.continueRate) else { break }
+                guard rng.chance(step.continueRate - penalty(step.name, step.properties)) else { break }
                 t += rng.gap(median: step.gap)
                 if rng.chance(0.04) {  // app killed and resumed hours later: the screen shows again
                     actions.append(Action(kind: step.kind, name: steps[i - 1].name, properties: steps[i - 1].properties, at: t))
@@ -65,8 +81,8 @@ enum JourneyModel {
         return actions
     }
 
-    static func yoked(_ rng: inout SeededRandom) -> Journey {
-        let context = device(&rng, versions: [("2.3.0", 6), ("2.2.1", 3), ("2.1.0", 1)])
+    static func yoked(_ rng: inout SeededRandom, plants: [PlantedRegression]) -> Journey {
+        let context = device(&rng, versions: [("2.3.0", 6), ("2.2.1", 3), ("2.1.0", 1)], plants: plants)
         let oldVersion = context["app"] == ["version": "2.1.0"]
         // The story the drop-off diagnostics must find: on Android, 2.3.0's
         // code entry fails more often, and those it fails send otp_failed
@@ -79,7 +95,7 @@ enum JourneyModel {
             ("questionnaire_started", 0.97, 10), ("questionnaire_completed", 0.9, 180), ("profiling_completed", 0.98, 60),
             ("verification_consent_given", 0.94, 20), ("verification_completed", 0.93, 45), ("onboarding_completed", 0.99, 5),
         ]
-        var actions = walk(steps.map { ($0.0, .track, [:], $0.1, $0.2) }, rng: &rng)
+        var actions = walk(steps.map { ($0.0, .track, [:], $0.1, $0.2) }, rng: &rng, penalty: penalty(plants, context: context))
         if let phone = actions.first(where: { $0.name == "phone_entered" }) {
             let verified = actions.first { $0.name == "otp_verified" }
             // Left at the code: most of the broken release's and some others
@@ -101,8 +117,8 @@ enum JourneyModel {
         return Journey(app: "yoked", context: context, actions: actions)
     }
 
-    static func ops(_ rng: inout SeededRandom) -> Journey {
-        let context = device(&rng, versions: [("3.4.0", 7), ("3.3.2", 3)])
+    static func ops(_ rng: inout SeededRandom, plants: [PlantedRegression]) -> Journey {
+        let context = device(&rng, versions: [("3.4.0", 7), ("3.3.2", 3)], plants: plants)
         let creator = rng.chance(0.35)
         let flow: JSONValue = creator ? "company_creator" : "employee"
         let version: String = rng.chance(0.5) ? "v3" : "v2"  // consolidated flow vs the older 6/11-step one
@@ -116,18 +132,21 @@ enum JourneyModel {
                ("ready", 0.97, 10), ("tutorial", 0.95, 20)]
             : [("welcome", 1, 0), ("signup", 0.9, 8), ("credentials", 0.86 + authBoost, 30), ("profile", 0.88 + boost, 40),
                ("codeEntry", 0.75 + 2 * boost, 60), ("ready", 0.96, 10), ("tutorial", 0.93, 20)]
-        var actions = walk(screens.map { ($0.0, .screen, props, $0.1, $0.2) }, rng: &rng)
+        var actions = walk(screens.map { ($0.0, .screen, props, $0.1, $0.2) }, rng: &rng, penalty: penalty(plants, context: context))
         if let credentials = actions.first(where: { $0.name == "credentials" }) {
             actions.append(Action(kind: .identify, name: "ops-user-\(rng.next() % 1_000_000_000)", at: credentials.at + 2))
         }
         return Journey(app: "ops", context: context, actions: actions)
     }
 
-    static func umuve(_ rng: inout SeededRandom) -> Journey {
-        let context = device(&rng, versions: [("1.2.0", 8), ("1.1.0", 2)])
+    static func umuve(_ rng: inout SeededRandom, plants: [PlantedRegression]) -> Journey {
+        let context = device(&rng, versions: [("1.2.0", 8), ("1.1.0", 2)], plants: plants)
+        let less = penalty(plants, context: context)
         var t = 0.0
         var actions = [Action(kind: .track, name: "onboarding_screen_viewed", properties: ["page": 1], at: t)]
-        guard rng.chance(0.92) else { return Journey(app: "umuve", context: context, actions: actions) }
+        guard rng.chance(0.92 - less("onboarding_skipped", [:]) - less("onboarding_screen_viewed", [:])) else {
+            return Journey(app: "umuve", context: context, actions: actions)
+        }
         if rng.chance(0.45) {
             t += rng.gap(median: 3)
             actions.append(Action(kind: .track, name: "onboarding_skipped", properties: ["from_page": 1], at: t))
@@ -138,25 +157,26 @@ enum JourneyModel {
                 if !rng.chance(0.95) { return Journey(app: "umuve", context: context, actions: actions) }
             }
         }
-        guard rng.chance(0.7) else { return Journey(app: "umuve", context: context, actions: actions) }
+        guard rng.chance(0.7 - less("apple_sign_in_completed", [:])) else { return Journey(app: "umuve", context: context, actions: actions) }
         t += rng.gap(median: 20)
         actions.append(Action(kind: .track, name: "apple_sign_in_completed", at: t))
         actions.append(Action(kind: .identify, name: "umuve-user-\(rng.next() % 1_000_000_000)", at: t + 1))
-        if rng.chance(0.96) {
+        if rng.chance(0.96 - less("main_screen_viewed", [:])) {
             actions.append(Action(kind: .track, name: "main_screen_viewed", at: t + rng.gap(median: 2)))
         }
         return Journey(app: "umuve", context: context, actions: actions)
     }
 
-    static func forma(_ rng: inout SeededRandom) -> Journey {
-        var context = device(&rng, versions: [("1.0.3", 7), ("1.0.2", 3)])
+    static func forma(_ rng: inout SeededRandom, plants: [PlantedRegression]) -> Journey {
+        var context = device(&rng, versions: [("1.0.3", 7), ("1.0.2", 3)], plants: plants)
         context["os"] = ["name": "macOS", "version": "15.1"]
         context["device"] = ["type": "mac"]
         let steps: [(String, Double, Double)] = [
             ("welcome", 1, 0), ("folders", 0.9, 20), ("quiz", 0.85, 40), ("folderTemplates", 0.9, 60), ("preview", 0.95, 30),
         ]
-        var actions = walk(steps.map { ("onboarding_step_viewed", .track, ["step": .string($0.0)], $0.1, $0.2) }, rng: &rng)
-        if actions.count == steps.count, rng.chance(0.93), let last = actions.last {
+        let less = penalty(plants, context: context)
+        var actions = walk(steps.map { ("onboarding_step_viewed", .track, ["step": .string($0.0)], $0.1, $0.2) }, rng: &rng, penalty: less)
+        if actions.count == steps.count, rng.chance(0.93 - less("onboarding_completed", [:])), let last = actions.last {
             actions.append(Action(kind: .track, name: "onboarding_completed", at: last.at + rng.gap(median: 10)))
         }
         return Journey(app: "forma", context: context, actions: actions)

@@ -18,6 +18,8 @@ public enum Simulator {
         public var skewRate = 0.03
         /// Devices killed after the server stored a batch but before they forgot it: they send it again.
         public var duplicateRate = 0.02
+        /// Changes for the worse planted in some app versions.
+        public var plants: [PlantedRegression] = []
         public var storage: URL = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("onramp-simulate")
         /// Called now and then with (devices done, total).
         public var progress: @Sendable (Int, Int) -> Void = { _, _ in }
@@ -69,7 +71,7 @@ public enum Simulator {
         var plans: [Plan] = []
         for index in 0..<options.devices {
             let app = rng.pick(apps.map { ($0, $0 == "ops" ? 1.5 : 1.0) })
-            let journey = JourneyModel.journey(app: app, rng: &rng)
+            let journey = JourneyModel.journey(app: app, rng: &rng, plants: options.plants)
             let start = now.addingTimeInterval(-Double.random(in: 0..<Double(options.days * 86_400), using: &rng))
             let skew: TimeInterval = rng.chance(options.skewRate) ? (rng.chance(0.5) ? 7_200 : -10_800) : 0
             plans.append(Plan(index: index, journey: journey, start: start, offline: rng.chance(options.offlineRate),

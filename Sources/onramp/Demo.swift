@@ -31,10 +31,19 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Random seed (default: from the clock, so a second run adds new devices).")
     var seed: UInt64?
 
+    @Option(name: .customLong("regress"), help: "Plant a regression, app:version:step:points (repeatable; see `onramp simulate`).")
+    var regressions: [String] = []
+
     @Option(help: "Directory for the report files and the HTML dashboard.")
     var out: String = "onramp-demo"
 
     @OptionGroup var funnels: ConfigurationOptions
+
+    func validate() throws {
+        for text in regressions {
+            if case .failure(let error) = PlantedRegression.parse(text) { throw ValidationError(error.description) }
+        }
+    }
 
     func run() async throws {
         let given = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
@@ -92,6 +101,7 @@ struct Demo: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         let devices = self.devices, days = self.days
         let seed = self.seed ?? UInt64(Date().timeIntervalSince1970)
+        let plants = try regressions.map { try PlantedRegression.parse($0).get() }
         let summary: Simulator.Summary = try await withThrowingTaskGroup(of: Simulator.Summary?.self) { tasks in
             tasks.addTask {
                 try await group.run()
@@ -104,6 +114,7 @@ struct Demo: AsyncParsableCommand {
             options.devices = devices
             options.days = days
             options.seed = seed
+            options.plants = plants
             options.progress = { done, total in Console.info("demo: \(done)/\(total) devices sent") }
             let result = await Result(catching: { try await Simulator.run(options) })
             await group.triggerGracefulShutdown()
@@ -122,6 +133,7 @@ struct Demo: AsyncParsableCommand {
         let writer = ReportWriter(directory: URL(fileURLWithPath: out))
         let written = try writer.write(run, from: nil, to: nil)
         print(written.text, terminator: "")
+        for line in written.regressions { Console.info("demo: regression: \(line)") }
         let index = URL(fileURLWithPath: out).appendingPathComponent("index.html").standardizedFileURL.path
         Console.info("demo: wrote \(written.files.count) report files; the HTML dashboard is at \(index)")
     }

@@ -29,6 +29,17 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Devices sending at once.")
     var concurrency: Int = 16
 
+    @Option(name: .customLong("regress"), help: ArgumentHelp(
+        "Plant a regression: app:version:step:points (repeatable), e.g. yoked:2.4.0:profile_created:8.",
+        discussion: "Devices on that version continue past the step that many percentage points less often; a new version is released as the app's newest."))
+    var regressions: [String] = []
+
+    func validate() throws {
+        for text in regressions {
+            if case .failure(let error) = PlantedRegression.parse(text) { throw ValidationError(error.description) }
+        }
+    }
+
     func run() async throws {
         guard let host = URL(string: server), host.scheme != nil else {
             throw ValidationError("--server must be a URL such as http://127.0.0.1:8080 (got '\(server)')")
@@ -48,6 +59,7 @@ struct Simulate: AsyncParsableCommand {
         options.days = days
         options.seed = seed
         options.concurrency = concurrency
+        options.plants = try regressions.map { try PlantedRegression.parse($0).get() }
         options.progress = { done, total in Console.info("simulate: \(done)/\(total) devices") }
         let summary = try await Simulator.run(options)
         Console.info(

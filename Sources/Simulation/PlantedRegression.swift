@@ -1,0 +1,35 @@
+/// A change for the worse the simulator plants so an alert has something to
+/// find (`onramp simulate --regress yoked:2.4.0:otp_verified:8`): devices on
+/// `version` of `app` continue past `step` `points` percentage points less
+/// often. A version the app does not have yet is released as its newest,
+/// with the largest share of devices. Negative points plant an improvement.
+/// Steps are the names the app sends: the event or screen name, or for the
+/// `forma` flow the `step` property.
+public struct PlantedRegression: Sendable, Hashable {
+    public var app: String
+    public var version: String
+    public var step: String
+    public var points: Double
+
+    public init(app: String, version: String, step: String, points: Double) {
+        self.app = app
+        self.version = version
+        self.step = step
+        self.points = points
+    }
+
+    /// Parses `app:version:step:points`; nil with the reason when it is not one.
+    public static func parse(_ text: String) -> Result<PlantedRegression, SimulationError> {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 4, !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty else {
+            return .failure(SimulationError("--regress must be app:version:step:points, e.g. yoked:2.4.0:otp_verified:8 (got '\(text)')"))
+        }
+        guard JourneyModel.apps.contains(parts[0]) else {
+            return .failure(SimulationError("--regress: unknown app '\(parts[0])' (simulated: \(JourneyModel.apps.joined(separator: ", ")))"))
+        }
+        guard let points = Double(parts[3]), points.isFinite, abs(points) <= 100 else {
+            return .failure(SimulationError("--regress: points must be a number from -100 to 100 (got '\(parts[3])')"))
+        }
+        return .success(PlantedRegression(app: parts[0], version: parts[1], step: parts[2], points: points))
+    }
+}
