@@ -113,6 +113,16 @@ let package = Package(
             dependencies: ["Funnels"],
             swiftSettings: strictness
         ),
+        // Delivers the report's alert message to a webhook, with retries.
+        .target(
+            name: "Notifications",
+            dependencies: [
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
         // The client SDK for apps: Foundation only, Segment's wire format.
         .target(name: "OnrampClient", swiftSettings: strictness),
         // `onramp simulate`: devices walking the five flows, sending through OnrampClient.
@@ -149,7 +159,7 @@ let package = Package(
             name: "onramp",
             dependencies: [
                 "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation",
-                "EventLog", "IngestServer",
+                "EventLog", "IngestServer", "Notifications",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Funnels
 import LibPQ
+import Notifications
 import Projection
 import Reports
 
@@ -28,6 +29,17 @@ struct ReportOptions: ParsableArguments {
     @Flag(help: "Exit with status 3 when a configured target is missed.")
     var failOnMissedTargets = false
 
+    @Flag(help: "Exit with status 4 when a regression is found (3 wins when a target is missed too).")
+    var failOnRegression = false
+
+    @Option(help: ArgumentHelp(
+        "POST one JSON message (`text` for Slack/Mattermost, plus the lists) here when a regression or a missed target is found.",
+        discussion: "Retried with backoff; when it cannot be delivered the report is still written and the exit status is 5."))
+    var notify: String?
+
+    @Option(help: .hidden)
+    var notifyAttempts: Int = 5
+
     @Flag(help: "No progress output.")
     var quiet = false
 
@@ -39,6 +51,9 @@ struct ReportOptions: ParsableArguments {
             if let day, Timestamps.parse(day + " 00:00:00+00") == nil {
                 throw ValidationError("\(name) must be a day as YYYY-MM-DD (got '\(day)')")
             }
+        }
+        if let notify, URL(string: notify)?.host == nil || !["http", "https"].contains(URL(string: notify)?.scheme?.lowercased() ?? "") {
+            throw ValidationError("--notify must be an http(s) URL such as https://hooks.slack.com/services/… (got '\(notify)')")
         }
         if let timeZone, TimeZone(identifier: timeZone) == nil {
             throw ValidationError("--time-zone '\(timeZone)' is not an IANA time zone (e.g. Europe/Berlin)")
@@ -61,9 +76,26 @@ struct ReportOptions: ParsableArguments {
             Console.info(
                 "wrote \(written.files.joined(separator: ", ")) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")
         }
+        if !written.regressions.isEmpty {
+            Console.info("regressions:\n" + written.regressions.map { "  " + $0 }.joined(separator: "\n"))
+        }
+        if let notify, let message = written.notification {
+            var notifier = Notifier(url: notify)
+            notifier.attempts = max(1, notifyAttempts)
+            do {
+                let tries = try await notifier.post(message) { Console.info($0) }
+                Console.info("notified \(notify) (\(tries == 1 ? "first try" : "after \(tries) tries"))")
+            } catch {
+                Console.info("notify: could not deliver: \(error)")
+                throw ExitCode(ReportWriter.undeliveredNotificationExitStatus)
+            }
+        }
         if failOnMissedTargets, !written.missedTargets.isEmpty {
             Console.info("missed targets: \(written.missedTargets.joined(separator: ", "))")
             throw ExitCode(ReportWriter.missedTargetsExitStatus)
+        }
+        if failOnRegression, !written.regressions.isEmpty {
+            throw ExitCode(ReportWriter.regressionExitStatus)
         }
     }
 }
