@@ -1,0 +1,102 @@
+import Foundation
+import Funnels
+import Simulation
+import Testing
+
+/// An A/A test of the regression check: on stable simulated traffic (the
+/// ops, umuve and forma flows, whose journeys depend neither on the day nor
+/// on the app version) every difference is chance, so any alert is a false
+/// alarm. Over many seeds the share of funnel checks raising one must stay
+/// at or below `alpha`. The pipeline is the engine's, in memory: the
+/// simulator's events, evaluated per device, tallied per cohort day, checked.
+@Suite struct RegressionFalseAlarmTests {
+    static let apps: Set<String> = ["ops", "umuve", "forma"]
+
+    @Test("stable traffic: the share of funnel checks with any false alarm stays at or below alpha")
+    func aaTest() throws {
+        let seeds = Int(ProcessInfo.processInfo.environment["ONRAMP_AA_SEEDS"] ?? "") ?? 24
+        let funnels = bundledConfiguration.funnels.filter { Self.apps.contains($0.app) }
+        var checks = 0, alarmed = 0, seedsAlarmed = 0, tests = 0
+        var alarms: [String] = []
+        for seed in 1...seeds {
+            let found = try Self.check(seed: UInt64(seed), funnels: funnels)
+            var any = false
+            for (funnel, findings) in found {
+                checks += 1
+                tests += findings.tested.count
+                if !findings.regressions.isEmpty {
+                    alarmed += 1
+                    any = true
+                    alarms += findings.regressions.map { "seed \(seed) \(funnel): \($0.kind.rawValue) \($0.step ?? $0.metric.rawValue) q \($0.qValue)" }
+                }
+            }
+            if any { seedsAlarmed += 1 }
+        }
+        let alpha = AlertSettings().alpha
+        print("A/A: \(seeds) seeds × \(funnels.count) funnels = \(checks) checks (\(tests) tests): \(alarmed) with a false alarm "
+              + "(\(String(format: "%.1f", 100 * Double(alarmed) / Double(checks)))%), \(seedsAlarmed) seeds with any "
+              + "(\(String(format: "%.1f", 100 * Double(seedsAlarmed) / Double(seeds)))%); alpha \(alpha)")
+        for alarm in alarms { print("A/A: " + alarm) }
+        #expect(tests >= checks * 8, "the checks must actually test: enough persons on both sides")
+        #expect(Double(alarmed) / Double(checks) <= alpha)
+    }
+
+    /// One seed's history of 40 days, ending two days ago (all days closed), checked per funnel.
+    static func check(seed: UInt64, funnels: [Funnel]) throws -> [(String, RegressionFindings)] {
+        let now = Date(timeIntervalSince1970: 1_795_000_000)
+        let clock = Int64(now.timeIntervalSince1970 * 1_000_000)
+        var tallies: [String: [String: FunnelTally]] = [:]
+        let shapes = Dictionary(uniqueKeysWithValues: funnels.map { ($0.name, FunnelTally.Shape($0)) })
+        var device = ""
+        var events: [FunnelEvent] = []
+        var context: (text: String, attributes: [String: String]) = ("", [:])
+        func evaluate() {
+            guard let app = events.first?.attributes["app"] else { return }
+            for funnel in funnels where funnel.app == app {
+                let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: clock)
+                guard let start = outcome.startTime, let shape = shapes[funnel.name] else { continue }
+                let day = CohortCalendar.day(of: start, in: .gmt)
+                tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]
+                    .add(outcome, shape: shape, cohortDay: day, timeZone: .gmt)
+            }
+        }
+        HistoryGenerator.generate(
+            count: 36_000, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed, apps: apps
+        ) { e in
+            if e.anonymousId != device {
+                evaluate()
+                device = e.anonymousId
+                events = []
+            }
+            if e.context != context.text { context = (e.context, flatten(e.context, prefix: "context")) }
+            var attributes = context.attributes.merging(flatten(e.properties, prefix: "properties")) { a, _ in a }
+            attributes["app"] = e.app
+            events.append(FunnelEvent(
+                messageId: e.messageId, kind: EventKind(rawValue: e.type) ?? .track, name: e.event, timestamp: e.timestamp,
+                attributes: attributes))
+        }
+        evaluate()
+        return funnels.map { funnel in
+            let newest = CohortCalendar.newestClosedDay(now: clock, windowMicroseconds: funnel.windowMicroseconds, in: .gmt)
+            return (funnel.name, Regressions.find(funnel: funnel, days: tallies[funnel.name] ?? [:], newestClosedDay: newest))
+        }
+    }
+
+    /// `{"app":{"version":"3.4.0"}}` -> `["context.app.version": "3.4.0"]`; numbers as the engine compares them.
+    static func flatten(_ json: String, prefix: String) -> [String: String] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+        var out: [String: String] = [:]
+        func walk(_ value: Any, _ path: String) {
+            switch value {
+            case let nested as [String: Any]: for (key, inner) in nested { walk(inner, path + "." + key) }
+            case let text as String: out[path] = text
+            case let number as NSNumber:
+                let double = number.doubleValue
+                out[path] = double == double.rounded() && abs(double) < 1e15 ? String(Int64(double)) : String(double)
+            default: break
+            }
+        }
+        walk(object, prefix)
+        return out
+    }
+}
