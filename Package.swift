@@ -210,7 +210,13 @@ let package = Package(
         ),
         .testTarget(
             name: "ProjectionTests",
-            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "onramp"],
+            dependencies: [
+                "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "onramp",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

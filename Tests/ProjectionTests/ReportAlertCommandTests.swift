@@ -1,0 +1,154 @@
+import Foundation
+import Funnels
+import Hummingbird
+import LibPQ
+import LocalPostgres
+import Logging
+import NIOConcurrencyHelpers
+import ServiceLifecycle
+import Simulation
+import TestSupport
+import Testing
+
+/// `onramp report --fail-on-regression --notify URL` as a scheduler runs it,
+/// against a real webhook receiver on loopback: delivered, retried after a
+/// 503, undeliverable (exit 5, the report written all the same), and the exit
+/// statuses when a regression and a missed target are found together.
+@Suite struct ReportAlertCommandTests {
+    @Test("regression alerts: exit 4, one message delivered; a 503 is retried; 3 wins over 4; undeliverable is exit 5 with the report written")
+    func notifyAndExitStatuses() async throws {
+        let db = try await TestDatabase.create()
+        let now = Date()
+        var events: [SeedEvent] = []
+        HistoryGenerator.generate(
+            count: 40_000, from: now.addingTimeInterval(-40 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: 12,
+            apps: ["yoked"], plants: [PlantedRegression(app: "yoked", version: "2.4.0", step: "profile_created", points: 10)]
+        ) { e in
+            events.append(SeedEvent(
+                app: e.app, type: e.type, messageId: e.messageId, event: e.event, anonymousId: e.anonymousId, userId: e.userId,
+                timestamp: e.timestamp, properties: e.properties, context: e.context))
+        }
+        let pool = db.pool(maxConnections: 1)
+        try await pool.withConnection { [events] c in try EventSeeder.insert(c, events) }
+        await pool.close()
+
+        try await WebhookReceiver.with { hook in
+            let base = ["report", "--database-url", db.url, "--quiet", "--funnel", "yoked_onboarding"]
+            // Delivered at once; the regression fails the run.
+            hook.answers = []
+            let first = try await OnrampBinary.runOffPool(base + ["--fail-on-regression", "--notify", hook.url, "--format", "json"])
+            print("alert: exit \(first.status); stderr:\n\(first.stderr)")
+            #expect(first.status == 4, "\(first.stderr)")
+            #expect(first.stderr.contains("notified \(hook.url) (first try)"))
+            let received = hook.received
+            #expect(received.count == 1)
+            let message = try #require(received.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+            print("alert: received \(received.first ?? "")")
+            let text = try #require(message["text"] as? String)
+            #expect(text.contains("regression") && text.contains("conversion to profile_created") && text.contains("version 2.3.0 → 2.4.0"))
+            let regressions = try #require(message["regressions"] as? [[String: Any]])
+            #expect(regressions.first?["step"] as? String == "profile_created" && regressions.first?["kind"] as? String == "version")
+            #expect((message["missed_targets"] as? [[String: Any]])?.isEmpty == false)
+            // The JSON report lists the same regression first.
+            let report = try #require(try JSONSerialization.jsonObject(with: Data(first.stdout.utf8)) as? [String: Any])
+            #expect((report["regressions"] as? [[String: Any]])?.first?["step"] as? String == "profile_created")
+
+            // A 503, then delivered on the second try; the missed targets' 3 wins over the regression's 4.
+            hook.reset(answers: [503])
+            let second = try await OnrampBinary.runOffPool(
+                base + ["--fail-on-regression", "--fail-on-missed-targets", "--notify", hook.url])
+            #expect(second.status == 3, "\(second.stderr)")
+            #expect(hook.received.count == 2)
+            #expect(second.stderr.contains("after 2 tries"))
+            #expect(second.stdout.hasPrefix("Regressions (1)\n  yoked_onboarding: conversion to profile_created"))
+
+            // Never accepted: the report is written, the exit status says the team was not told.
+            hook.reset(answers: [503, 503, 503])
+            let out = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-alert-\(UUID().uuidString)")
+            let third = try await OnrampBinary.runOffPool(
+                base + ["--fail-on-regression", "--notify", hook.url, "--notify-attempts", "3", "--out", out.path])
+            #expect(third.status == 5, "\(third.stderr)")
+            #expect(hook.received.count == 3)
+            #expect(third.stderr.contains("could not deliver"))
+            #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent("report.json").path))
+            let index = try String(contentsOf: out.appendingPathComponent("index.html"), encoding: .utf8)
+            #expect(index.contains("data-regressions=\"1\""))
+            try? FileManager.default.removeItem(at: out)
+        }
+        try await db.drop()
+    }
+}
+
+extension OnrampBinary {
+    /// `run`, on a thread of its own: the binary blocks for its whole run,
+    /// and the receiver it talks to needs the cooperative pool meanwhile.
+    static func runOffPool(_ arguments: [String]) async throws -> Output {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread { continuation.resume(with: Result { try run(arguments) }) }
+        }
+    }
+}
+
+/// A webhook on loopback that records every body and answers from a script
+/// (`answers`: statuses for the next requests, then 200).
+final class WebhookReceiver: Sendable {
+    private let state = NIOLockedValueBox((received: [String](), answers: [Int]()))
+    let url: String
+
+    private init(port: Int) {
+        url = "http://127.0.0.1:\(port)/hook"
+    }
+
+    var received: [String] { state.withLockedValue { $0.received } }
+
+    var answers: [Int] {
+        get { state.withLockedValue { $0.answers } }
+        set { state.withLockedValue { $0.answers = newValue } }
+    }
+
+    func reset(answers: [Int]) {
+        state.withLockedValue { $0 = ([], answers) }
+    }
+
+    /// The status for a request with `body`.
+    private func answer(_ body: String) -> Int {
+        state.withLockedValue { state in
+            state.received.append(body)
+            return state.answers.isEmpty ? 200 : state.answers.removeFirst()
+        }
+    }
+
+    static func with(_ body: @Sendable (WebhookReceiver) async throws -> Void) async throws {
+        let (ports, sink) = AsyncStream.makeStream(of: Int.self)
+        let receiver = NIOLockedValueBox<WebhookReceiver?>(nil)
+        let router = Router()
+        router.post("hook") { request, _ -> Response in
+            let bytes = try await request.body.collect(upTo: 1 << 20)
+            let status = receiver.withLockedValue { $0 }?.answer(String(buffer: bytes)) ?? 500
+            return Response(status: .init(code: status))
+        }
+        let logger = Logger(label: "webhook-receiver")
+        let app = Application(
+            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
+            onServerRunning: { channel in
+                sink.yield(channel.localAddress?.port ?? 0)
+                sink.finish()
+            }, logger: logger)
+        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
+        try await withThrowingTaskGroup(of: Void.self) { tasks in
+            tasks.addTask { try await group.run() }
+            var port = 0
+            for await p in ports { port = p }
+            let hook = WebhookReceiver(port: port)
+            receiver.withLockedValue { $0 = hook }
+            do {
+                try await body(hook)
+            } catch {
+                await group.triggerGracefulShutdown()
+                throw error
+            }
+            await group.triggerGracefulShutdown()
+            try await tasks.waitForAll()
+        }
+    }
+}
