@@ -7,7 +7,7 @@ import Testing
 struct AnalystRoleTests {
     @Test(
         "internal tables are refused",
-        arguments: ["events", "event_ids", "write_keys", "quarantine", "funnel_persons", "identity_links", "funnel_tallies", "funnel_person_diagnostics", "funnel_driver_counts",
+        arguments: ["events", "event_ids", "write_keys", "quarantine", "funnel_persons", "identity_links", "funnel_tallies", "funnel_person_diagnostics", "funnel_driver_counts", "funnel_regressions",
                     "projection_checkpoint", "onramp_schema_migrations", "public.events_default"])
     func internalTablesRefused(_ table: String) async throws {
         let session = try await AnalystSession.make()

@@ -65,10 +65,10 @@ struct GrafanaDashboardTests {
         return out
     }
 
-    @Test("five dashboards, one per concern, every panel with SQL")
+    @Test("six dashboards, one per concern, every panel with SQL")
     func dashboardsExist() throws {
         let panels = try Self.panels()
-        #expect(Set(panels.map(\.dashboard)) == ["breakdowns.json", "completion-trend.json", "drop-off.json", "funnel-steps.json", "time-to-complete.json"])
+        #expect(Set(panels.map(\.dashboard)) == ["breakdowns.json", "completion-trend.json", "drop-off.json", "funnel-steps.json", "regressions.json", "time-to-complete.json"])
         #expect(panels.count >= 10)
         #expect(panels.allSatisfy { !$0.sql.contains("public.") })
         let datasource = try String(contentsOf: Self.grafanaDirectory.appendingPathComponent("provisioning/datasources/onramp.yaml"), encoding: .utf8)
