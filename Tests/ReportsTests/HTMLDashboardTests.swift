@@ -104,8 +104,28 @@ struct HTMLDashboardTests {
         }
         var report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
         report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: .gmt), counts: counts)
+        report.regressions = Self.plantedRegressions(funnel)
         let included = outcomes.filter { !$0.excluded && $0.level > 0 }
         return DashboardFunnel(report: report, secondsToComplete: included.compactMap(\.secondsToComplete))
+    }
+
+    /// Version 2.4.0 converts 8 points worse into profile_created and better
+    /// into otp_verified than 2.3.0: one regression, one improvement.
+    static func plantedRegressions(_ funnel: Funnel) -> RegressionFindings {
+        func sample(_ label: String, _ rates: [Double]) -> ComparisonSample {
+            var reached = [3000]
+            for rate in rates { reached.append(Int(Double(reached[reached.count - 1]) * rate)) }
+            // The optional step (index 2) is reached by nobody the comparison tests.
+            reached.insert(0, at: 2)
+            return ComparisonSample(
+                label: label, started: 3000, completed: reached[4], reached: reached,
+                durations: (0..<reached[4]).map { Int64(300 + $0 % 60) * 1_000_000 })
+        }
+        var found = RegressionFindings()
+        found.tested = Regressions.adjust(Regressions.compare(
+            funnel: funnel, kind: .version, baseline: sample("2.3.0", [0.85, 0.92, 0.9]), recent: sample("2.4.0", [0.9, 0.84, 0.9])))
+        (found.regressions, found.improvements) = Regressions.judge(found.tested, settings: funnel.alerts)
+        return found
     }
 
     static func all() throws -> [DashboardFunnel] {
@@ -261,7 +281,13 @@ struct HTMLDashboardTests {
             // No element came from data: the only scripts are none at all.
             Self.expect(dom.lowercased(), lacks: "<script")
             Self.expect(dom, lacks: "<img")
+            // The regression banner and, when there are any, the compared values.
+            Self.expect(dom, contains: "id=\"regressions\" class=\"alerts \(report.regressions.regressions.isEmpty ? "quiet" : "alarm")\" data-regressions=\"\(report.regressions.regressions.count)\"")
+            #expect(Self.attributeValues(in: dom, named: ["data-step"]) == (report.regressions.regressions + report.regressions.improvements).map { $0.step ?? "" }, "\(page)")
             guard let diagnostics = report.diagnostics else { continue }
+            #expect(report.regressions.regressions.map(\.step) == ["profile_created"] && report.regressions.improvements.map(\.step) == ["otp_verified"])
+            Self.expect(dom, contains: "<section class=\"compared\"><h2>Compared</h2>")
+            Self.expect(dom, contains: "<tr data-direction=\"regression\">")
             // Why they drop off: both charts, a next-events table per step, the significant drivers in order.
             Self.expect(dom, contains: "class=\"chart step-times\"")
             Self.expect(dom, contains: "class=\"chart drivers\"")
@@ -281,6 +307,9 @@ struct HTMLDashboardTests {
         #expect(indexRun.consoleLines.isEmpty, "index.html: console messages: \(indexRun.consoleLines)")
         Self.expect(indexRun.dom, contains: "data-field=\"completion-rate\" data-value=\"\(1.0 / 3.0)\">33.3%<")
         Self.expect(indexRun.dom, contains: "&lt;script&gt;alert(1)&lt;/script&gt;")
+        // The index's banner: the one regression, linked to its funnel's page.
+        Self.expect(indexRun.dom, contains: "class=\"alerts alarm\" data-regressions=\"1\" data-improvements=\"1\"")
+        Self.expect(indexRun.dom, contains: "data-step=\"profile_created\"><a href=\"yoked_onboarding.html\">yoked_onboarding: conversion to profile_created")
         Self.expect(indexRun.dom.lowercased(), lacks: "<script")
     }
 
