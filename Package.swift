@@ -211,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "ProjectionTests",
             dependencies: [
-                "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "onramp",
+                "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "OnrampClient", "onramp",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

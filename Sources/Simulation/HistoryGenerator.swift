@@ -1,5 +1,5 @@
 public import Foundation
-import OnrampClient
+public import OnrampClient
 
 /// One event of generated history, ready to append to the log without HTTP
 /// (benchmarks write millions this way with COPY).
@@ -16,6 +16,28 @@ public struct GeneratedEvent: Sendable {
     public var context: String
 }
 
+/// One simulated device's events in time, before they become log rows:
+/// what an in-memory pipeline (a test evaluating funnels without a
+/// database) reads without a JSON round trip.
+public struct SimulatedDevice: Sendable {
+    public struct Event: Sendable {
+        /// `track`, `screen` or `identify`.
+        public var type: String
+        /// The event or screen name; nil for identify.
+        public var name: String?
+        /// Known from the device's first identify on.
+        public var userId: String?
+        /// Microseconds since the Unix epoch.
+        public var timestamp: Int64
+        public var properties: [String: JSONValue]
+    }
+
+    public var app: String
+    public var anonymousId: String
+    public var context: [String: JSONValue]
+    public var events: [Event]
+}
+
 /// Streams the simulator's journeys as log rows, device after device, so a
 /// history of any size is produced without holding it in memory.
 public enum HistoryGenerator {
@@ -28,34 +50,51 @@ public enum HistoryGenerator {
         plants: [PlantedRegression] = [],
         _ body: (GeneratedEvent) throws -> Void
     ) rethrows -> Int {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        func json(_ value: [String: JSONValue]) -> String {
+            (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        }
+        return try devices(count: count, from: from, to: to, seed: seed, devicePrefix: devicePrefix, apps: apps, plants: plants) { device in
+            let context = json(device.context)
+            for (n, event) in device.events.enumerated() {
+                try body(
+                    GeneratedEvent(
+                        app: device.app, type: event.type, messageId: "\(device.anonymousId)-\(n)", event: event.name,
+                        anonymousId: device.anonymousId, userId: event.userId, timestamp: event.timestamp,
+                        properties: json(event.properties), context: context))
+            }
+        }
+    }
+
+    /// The same history as `generate`, a device at a time, unencoded.
+    @discardableResult
+    public static func devices(
+        count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String = "dev", apps: Set<String>? = nil,
+        plants: [PlantedRegression] = [],
+        _ body: (SimulatedDevice) throws -> Void
+    ) rethrows -> Int {
         var rng = SeededRandom(seed: seed)
         var produced = 0
         var device = 0
         let span = max(1, to.timeIntervalSince(from))
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys]
         while produced < count {
             let app = rng.pick(JourneyModel.apps.filter { apps?.contains($0) ?? true }.map { ($0, $0 == "ops" ? 1.5 : 1.0) })
             let journey = JourneyModel.journey(app: app, rng: &rng, plants: plants)
             let start = from.addingTimeInterval(Double.random(in: 0..<span, using: &rng))
-            let anonymousId = "\(devicePrefix)-\(seed)-\(device)"
-            let context = (try? encoder.encode(journey.context)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             var userId: String?
-            for (n, action) in journey.actions.sorted(by: { $0.at < $1.at }).enumerated() {
+            var events: [SimulatedDevice.Event] = []
+            for action in journey.actions.sorted(by: { $0.at < $1.at }) {
                 let time = start.addingTimeInterval(action.at)
-                guard time < to else { break }
-                let properties = (try? encoder.encode(action.properties)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+                guard time < to, produced < count else { break }
                 if action.kind == .identify { userId = action.name }
-                try body(
-                    GeneratedEvent(
-                        app: app, type: action.kind == .track ? "track" : (action.kind == .screen ? "screen" : "identify"),
-                        messageId: "\(anonymousId)-\(n)", event: action.kind == .identify ? nil : action.name,
-                        anonymousId: anonymousId, userId: userId,
-                        timestamp: Int64((time.timeIntervalSince1970 * 1_000_000).rounded()), properties: properties,
-                        context: context))
+                events.append(SimulatedDevice.Event(
+                    type: action.kind == .track ? "track" : (action.kind == .screen ? "screen" : "identify"),
+                    name: action.kind == .identify ? nil : action.name, userId: userId,
+                    timestamp: Int64((time.timeIntervalSince1970 * 1_000_000).rounded()), properties: action.properties))
                 produced += 1
-                if produced >= count { break }
             }
+            try body(SimulatedDevice(app: app, anonymousId: "\(devicePrefix)-\(seed)-\(device)", context: journey.context, events: events))
             device += 1
         }
         return produced

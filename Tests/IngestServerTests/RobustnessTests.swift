@@ -79,8 +79,8 @@ import Testing
                             let id = "f\(client)-\(n)"
                             let started = ContinuousClock.now
                             guard let reply = try? await h.post(json: Fixtures.batch([Fixtures.track(id)])) else { continue }
-                            // Not a speed check: the database is paused for 2 s, so only a hang goes past 30 s.
-                            #expect(ContinuousClock.now - started < .seconds(30), "a request hung")
+                            // Not a speed check: the database is paused for 2 s, so only a hang goes past 120 s (a loaded machine, every suite at once, has taken 55).
+                            #expect(ContinuousClock.now - started < .seconds(120), "a request hung")
                             statuses.withLock { $0[reply.status, default: 0] += 1 }
                             if reply.status == 200 { acknowledged.withLock { $0.append(id) } }
                             if reply.status == 503 { #expect(reply.header("Retry-After") != nil) }

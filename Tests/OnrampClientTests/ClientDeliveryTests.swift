@@ -63,7 +63,7 @@ struct ClientDeliveryTests {
             // once it has tracked 250 and some have been delivered (however slow the machine).
             let process = Process()
             process.executableURL = Self.probe
-            process.arguments = [server.absoluteString, key, storage.path, "5000"]
+            process.arguments = [server.absoluteString, key, storage.path, "50000"]  // far more than it gets to track before the kill
             let output = Pipe()
             process.standardOutput = output
             try process.run()

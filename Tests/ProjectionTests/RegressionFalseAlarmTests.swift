@@ -1,5 +1,6 @@
 import Foundation
 import Funnels
+import OnrampClient
 import Simulation
 import Testing
 
@@ -14,7 +15,7 @@ import Testing
 
     @Test("stable traffic: the share of funnel checks with any false alarm stays at or below alpha")
     func aaTest() throws {
-        let seeds = Int(ProcessInfo.processInfo.environment["ONRAMP_AA_SEEDS"] ?? "") ?? 24
+        let seeds = Int(ProcessInfo.processInfo.environment["ONRAMP_AA_SEEDS"] ?? "") ?? 12
         let funnels = bundledConfiguration.funnels.filter { Self.apps.contains($0.app) }
         var checks = 0, alarmed = 0, seedsAlarmed = 0, tests = 0
         var alarms: [String] = []
@@ -47,12 +48,16 @@ import Testing
         let clock = Int64(now.timeIntervalSince1970 * 1_000_000)
         var tallies: [String: [String: FunnelTally]] = [:]
         let shapes = Dictionary(uniqueKeysWithValues: funnels.map { ($0.name, FunnelTally.Shape($0)) })
-        var device = ""
-        var events: [FunnelEvent] = []
-        var context: (text: String, attributes: [String: String]) = ("", [:])
-        func evaluate() {
-            guard let app = events.first?.attributes["app"] else { return }
-            for funnel in funnels where funnel.app == app {
+        HistoryGenerator.devices(
+            count: 36_000, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed, apps: apps
+        ) { device in
+            let context = flatten(.object(device.context), prefix: "context")
+            let events = device.events.enumerated().map { n, e in
+                FunnelEvent(
+                    messageId: "\(n)", kind: EventKind(rawValue: e.type) ?? .track, name: e.name, timestamp: e.timestamp,
+                    attributes: context.merging(flatten(.object(e.properties), prefix: "properties")) { a, _ in a })
+            }
+            for funnel in funnels where funnel.app == device.app {
                 let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: clock)
                 guard let start = outcome.startTime, let shape = shapes[funnel.name] else { continue }
                 let day = CohortCalendar.day(of: start, in: .gmt)
@@ -60,43 +65,25 @@ import Testing
                     .add(outcome, shape: shape, cohortDay: day, timeZone: .gmt)
             }
         }
-        HistoryGenerator.generate(
-            count: 36_000, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed, apps: apps
-        ) { e in
-            if e.anonymousId != device {
-                evaluate()
-                device = e.anonymousId
-                events = []
-            }
-            if e.context != context.text { context = (e.context, flatten(e.context, prefix: "context")) }
-            var attributes = context.attributes.merging(flatten(e.properties, prefix: "properties")) { a, _ in a }
-            attributes["app"] = e.app
-            events.append(FunnelEvent(
-                messageId: e.messageId, kind: EventKind(rawValue: e.type) ?? .track, name: e.event, timestamp: e.timestamp,
-                attributes: attributes))
-        }
-        evaluate()
         return funnels.map { funnel in
             let newest = CohortCalendar.newestClosedDay(now: clock, windowMicroseconds: funnel.windowMicroseconds, in: .gmt)
             return (funnel.name, Regressions.find(funnel: funnel, days: tallies[funnel.name] ?? [:], newestClosedDay: newest))
         }
     }
 
-    /// `{"app":{"version":"3.4.0"}}` -> `["context.app.version": "3.4.0"]`; numbers as the engine compares them.
-    static func flatten(_ json: String, prefix: String) -> [String: String] {
-        guard let object = try? JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any] else { return [:] }
+    /// `context: {"app": {"version": "3.4.0"}}` -> `["context.app.version": "3.4.0"]`; numbers as the engine compares them.
+    static func flatten(_ value: JSONValue, prefix: String) -> [String: String] {
         var out: [String: String] = [:]
-        func walk(_ value: Any, _ path: String) {
+        func walk(_ value: JSONValue, _ path: String) {
             switch value {
-            case let nested as [String: Any]: for (key, inner) in nested { walk(inner, path + "." + key) }
-            case let text as String: out[path] = text
-            case let number as NSNumber:
-                let double = number.doubleValue
-                out[path] = double == double.rounded() && abs(double) < 1e15 ? String(Int64(double)) : String(double)
-            default: break
+            case .object(let nested): for (key, inner) in nested { walk(inner, path + "." + key) }
+            case .string(let text): out[path] = text
+            case .number(let number): out[path] = number == number.rounded() && abs(number) < 1e15 ? String(Int64(number)) : String(number)
+            case .bool(let flag): out[path] = flag ? "true" : "false"
+            case .null, .array: break
             }
         }
-        walk(object, prefix)
+        walk(value, prefix)
         return out
     }
 }
