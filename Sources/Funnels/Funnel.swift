@@ -11,7 +11,9 @@ public struct Funnel: Sendable, Hashable {
     public var name: String
     public var app: String
     public var windowSeconds: Int64
-    public var steps: [FunnelStep]
+    public var steps: [FunnelStep] {
+        didSet { requiredStepIndices = Self.required(steps) }
+    }
     public var breakdowns: [String]
     /// Matchers whose events, between a person's start and last reached step,
     /// take the person out of the funnel.
@@ -38,6 +40,7 @@ public struct Funnel: Sendable, Hashable {
         self.app = app
         self.windowSeconds = windowSeconds
         self.steps = steps
+        self.requiredStepIndices = Self.required(steps)
         self.breakdowns = breakdowns
         self.exclusions = exclusions
         self.targets = targets
@@ -45,8 +48,11 @@ public struct Funnel: Sendable, Hashable {
     }
 
     /// Positions (in `steps`) of the non-optional steps, which alone define
-    /// reach, completion and time.
-    public var requiredStepIndices: [Int] {
+    /// reach, completion and time. Kept with the steps rather than worked out
+    /// on each call: the evaluator asks for every person and funnel.
+    public private(set) var requiredStepIndices: [Int]
+
+    private static func required(_ steps: [FunnelStep]) -> [Int] {
         steps.indices.filter { !steps[$0].isOptional }
     }
 

@@ -67,9 +67,9 @@ public enum FunnelEvaluator {
             }
         }
 
-        let firstStart = timeline.matches.firstIndex { $0.first == 0 }
+        let firstStart = timeline.events.indices.first { timeline.startsFunnel($0) }
         // Open windows: the latest step-1 event's is the last to close.
-        let lastStart = timeline.matches.lastIndex { $0.first == 0 }.map { timeline.events[$0].timestamp }
+        let lastStart = timeline.events.indices.last { timeline.startsFunnel($0) }.map { timeline.events[$0].timestamp }
         let inProgress = !completed && lastStart.map { windowIsOpen(start: $0, window: window, now: now) } == true
         let openUntil = inProgress ? lastStart.flatMap { windowEnd(start: $0, window: window) } : nil
 
@@ -104,10 +104,17 @@ public enum FunnelEvaluator {
     /// earliest later event that carries it, else `(none)`.
     private static func breakdownValues(timeline: Timeline, firstStart: Int?, dimensions: [String]) -> [String: String] {
         var values: [String: String] = [:]
+        values.reserveCapacity(dimensions.count)
+        let events = timeline.events
         for dimension in dimensions {
             var value: String?
             if let firstStart {
-                value = timeline.events[firstStart...].lazy.compactMap { $0.attributes[dimension] }.first
+                for index in firstStart..<events.count {
+                    if let found = events[index].attributes[dimension] {
+                        value = found
+                        break
+                    }
+                }
             }
             values[dimension] = value ?? PersonOutcome.missingBreakdownValue
         }
@@ -119,8 +126,22 @@ public enum FunnelEvaluator {
 /// required steps each event can fill.
 struct Timeline {
     let events: [FunnelEvent]
-    /// Ascending positions among the required steps that each event matches.
-    let matches: [[Int]]
+    /// Ascending positions among the required steps that each event matches,
+    /// flat: event i's are `positions[offsets[i]..<offsets[i + 1]]`. One
+    /// array for the person instead of one per event, which the evaluator
+    /// would otherwise allocate for every event of every person and funnel.
+    private let positions: [Int]
+    private let offsets: [Int]
+
+    /// The required-step positions event `index` matches, ascending.
+    func matches(_ index: Int) -> ArraySlice<Int> {
+        positions[offsets[index]..<offsets[index + 1]]
+    }
+
+    /// Whether event `index` can fill step 1.
+    func startsFunnel(_ index: Int) -> Bool {
+        offsets[index] < offsets[index + 1] && positions[offsets[index]] == 0
+    }
 
     init(events input: [FunnelEvent], distinct: Bool = false, funnel: Funnel, required: [Int]) {
         var unique: [FunnelEvent] = []
@@ -138,26 +159,41 @@ struct Timeline {
                 }
             }
         }
-        let steps = required.map { funnel.steps[$0] }
-        let matched = unique.map { event in
-            steps.indices.filter { steps[$0].matches(event) }
+        var positions: [Int] = []
+        var offsets: [Int] = [0]
+        offsets.reserveCapacity(unique.count + 1)
+        for event in unique {
+            for (position, stepIndex) in required.enumerated() where funnel.steps[stepIndex].matches(event) {
+                positions.append(position)
+            }
+            offsets.append(positions.count)
         }
         // A log read in the order it was written is usually in time order
         // already, with no ties to break: then there is nothing to sort.
         if unique.indices.dropFirst().allSatisfy({ unique[$0 - 1].timestamp < unique[$0].timestamp }) {
             events = unique
-            matches = matched
+            self.positions = positions
+            self.offsets = offsets
             return
         }
         // Ties broken by step order, then messageId, for deterministic outputs.
-        let firstStep = matched.map { $0.first ?? Int.max }
+        let firstStep = unique.indices.map { offsets[$0] < offsets[$0 + 1] ? positions[offsets[$0]] : Int.max }
         let order = unique.indices.sorted { a, b in
             if unique[a].timestamp != unique[b].timestamp { return unique[a].timestamp < unique[b].timestamp }
             if firstStep[a] != firstStep[b] { return firstStep[a] < firstStep[b] }
             return unique[a].messageId < unique[b].messageId
         }
         events = order.map { unique[$0] }
-        matches = order.map { matched[$0] }
+        var sortedPositions: [Int] = []
+        sortedPositions.reserveCapacity(positions.count)
+        var sortedOffsets: [Int] = [0]
+        sortedOffsets.reserveCapacity(offsets.count)
+        for index in order {
+            sortedPositions += positions[offsets[index]..<offsets[index + 1]]
+            sortedOffsets.append(sortedPositions.count)
+        }
+        self.positions = sortedPositions
+        self.offsets = sortedOffsets
     }
 }
 
@@ -187,7 +223,7 @@ struct ChainSweep {
             }
             if groupEnd == groupStart + 1 {
                 // The usual case, an event alone at its time: it can fill one step of one chain.
-                if !timeline.matches[groupStart].isEmpty {
+                if !timeline.matches(groupStart).isEmpty {
                     extend(&best, single: groupStart, timeline: timeline, time: events[groupStart].timestamp, window: window)
                     for step in 0..<stepCount where firstReach[step] == nil {
                         firstReach[step] = best[step]
@@ -196,7 +232,7 @@ struct ChainSweep {
                 groupStart = groupEnd
                 continue
             }
-            let group = Array(groupStart..<groupEnd).filter { !timeline.matches[$0].isEmpty }
+            let group = Array(groupStart..<groupEnd).filter { !timeline.matches($0).isEmpty }
             if !group.isEmpty {
                 extend(&best, group: group, timeline: timeline, time: events[groupStart].timestamp, window: window)
                 for step in 0..<stepCount where firstReach[step] == nil {
@@ -217,7 +253,7 @@ struct ChainSweep {
         let previous = best
         var eventsForStep = [[Int]](repeating: [], count: best.count)
         for (local, index) in group.enumerated() {
-            for step in timeline.matches[index] { eventsForStep[step].append(local) }
+            for step in timeline.matches(index) { eventsForStep[step].append(local) }
         }
         for entry in 0..<best.count where !eventsForStep[entry].isEmpty {
             let prefix: Chain
@@ -242,21 +278,24 @@ struct ChainSweep {
     /// `extend(group:)` for a group of one event: every step it matches can
     /// be entered (a new start at step 0, or the best chain before it one step
     /// further), and no chain can take it twice, since each entry reads the
-    /// chains as they were before this event.
+    /// chains as they were before this event: the entries are visited from
+    /// the highest down, so an entry's update is never read by a later one.
     private static func extend(_ best: inout [Chain?], single index: Int, timeline: Timeline, time: Int64, window: Int64) {
-        var updates: [(Int, Chain)] = []
-        for entry in timeline.matches[index] {
-            let prefix: Chain
+        for entry in timeline.matches(index).reversed() {
+            let start: Int64
             if entry == 0 {
-                prefix = Chain(start: time, events: [])
+                start = time
             } else {
                 guard let chain = best[entry - 1], within(start: chain.start, end: time, window: window) else { continue }
-                prefix = chain
+                start = chain.start
             }
-            if let current = best[entry], current.start >= prefix.start { continue }
-            updates.append((entry, Chain(start: prefix.start, events: prefix.events + [index])))
+            if let current = best[entry], current.start >= start { continue }
+            var events: [Int] = []
+            events.reserveCapacity(entry + 1)
+            if entry > 0, let chain = best[entry - 1] { events += chain.events }
+            events.append(index)
+            best[entry] = Chain(start: start, events: events)
         }
-        for (entry, chain) in updates { best[entry] = chain }
     }
 
     /// `end − start ≤ window`, without overflow.
