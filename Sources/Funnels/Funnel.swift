@@ -12,7 +12,10 @@ public struct Funnel: Sendable, Hashable {
     public var app: String
     public var windowSeconds: Int64
     public var steps: [FunnelStep] {
-        didSet { requiredStepIndices = Self.required(steps) }
+        didSet {
+            requiredStepIndices = Self.required(steps)
+            requiredMatchers = Self.requiredMatchers(steps)
+        }
     }
     public var breakdowns: [String]
     /// Matchers whose events, between a person's start and last reached step,
@@ -41,6 +44,7 @@ public struct Funnel: Sendable, Hashable {
         self.windowSeconds = windowSeconds
         self.steps = steps
         self.requiredStepIndices = Self.required(steps)
+        self.requiredMatchers = Self.requiredMatchers(steps)
         self.breakdowns = breakdowns
         self.exclusions = exclusions
         self.targets = targets
@@ -54,6 +58,27 @@ public struct Funnel: Sendable, Hashable {
 
     private static func required(_ steps: [FunnelStep]) -> [Int] {
         steps.indices.filter { !steps[$0].isOptional }
+    }
+
+    /// A matcher of a required step, with the step's position among them.
+    struct RequiredMatcher: Sendable, Hashable {
+        var position: Int
+        var matcher: EventMatcher
+    }
+
+    /// The required steps' matchers by the event or screen name they match,
+    /// in step order: the evaluator checks an event against the few steps
+    /// that name it instead of against every step.
+    private(set) var requiredMatchers: [String: [RequiredMatcher]]
+
+    private static func requiredMatchers(_ steps: [FunnelStep]) -> [String: [RequiredMatcher]] {
+        var byName: [String: [RequiredMatcher]] = [:]
+        for (position, index) in required(steps).enumerated() {
+            for matcher in steps[index].matchers {
+                byName[matcher.name, default: []].append(RequiredMatcher(position: position, matcher: matcher))
+            }
+        }
+        return byName
     }
 
     /// The window in the unit of `FunnelEvent.timestamp`; saturates instead of

@@ -26,7 +26,7 @@ public enum FunnelEvaluator {
     private static func evaluate(events: [FunnelEvent], distinct: Bool, funnel: Funnel, now: Int64) -> PersonOutcome {
         let required = funnel.requiredStepIndices
         let window = funnel.windowMicroseconds
-        let timeline = Timeline(events: events, distinct: distinct, funnel: funnel, required: required)
+        let timeline = Timeline(events: events, distinct: distinct, funnel: funnel)
         let sweep = ChainSweep.run(timeline: timeline, stepCount: required.count, window: window)
 
         let level = sweep.firstReach.lastIndex { $0 != nil }.map { $0 + 1 } ?? 0
@@ -143,7 +143,7 @@ struct Timeline {
         offsets[index] < offsets[index + 1] && positions[offsets[index]] == 0
     }
 
-    init(events input: [FunnelEvent], distinct: Bool = false, funnel: Funnel, required: [Int]) {
+    init(events input: [FunnelEvent], distinct: Bool = false, funnel: Funnel) {
         var unique: [FunnelEvent] = []
         if distinct {
             unique = input
@@ -162,9 +162,14 @@ struct Timeline {
         var positions: [Int] = []
         var offsets: [Int] = [0]
         offsets.reserveCapacity(unique.count + 1)
-        for event in unique {
-            for (position, stepIndex) in required.enumerated() where funnel.steps[stepIndex].matches(event) {
-                positions.append(position)
+        let byName = funnel.requiredMatchers
+        for index in unique.indices {
+            if let name = unique[index].name, let candidates = byName[name] {
+                var last = -1
+                for candidate in candidates where candidate.position != last && candidate.matcher.matches(unique[index]) {
+                    positions.append(candidate.position)
+                    last = candidate.position
+                }
             }
             offsets.append(positions.count)
         }
