@@ -96,7 +96,7 @@ public struct DropOffDiagnostics: Sendable, Hashable {
                 nextEvents: next.sorted { ($1.persons, $0.label) < ($0.persons, $1.label) })
         }
         var drivers: [Driver] = []
-        for (candidate, has) in counts.candidates where has.converted + has.dropped >= funnel.minSupport {
+        for (candidate, has) in counts.allCandidates(required: required) where has.converted + has.dropped >= funnel.minSupport {
             guard let all = counts.transitions[candidate.stepIndex],
                   let position = required.firstIndex(of: candidate.stepIndex), position + 1 < required.count
             else { continue }
@@ -181,8 +181,39 @@ public struct DropOffCounts: Sendable, Hashable {
     public var next: [Int: [String: Int]] = [:]
     /// Transition (its first step's position) -> persons converting and dropping.
     public var transitions: [Int: Pair] = [:]
-    /// Candidate -> persons having it, converting and dropping.
+    /// Event candidate -> persons having it, converting and dropping.
     public var candidates: [Candidate: Pair] = [:]
+
+    /// A breakdown dimension and one of its values.
+    public struct BreakdownValue: Sendable, Hashable {
+        public var dimension: String
+        public var value: String
+
+        public init(dimension: String, value: String) {
+            self.dimension = dimension
+            self.value = value
+        }
+    }
+
+    /// Breakdown candidates: value -> persons having it, converting and
+    /// dropping, per transition (its position among the required steps).
+    /// Kept by value rather than by transition because a person's values
+    /// are the same on every transition: adding one person looks each value
+    /// up once, not once per transition.
+    public var breakdowns: [BreakdownValue: [Pair]] = [:]
+
+    /// Every candidate with its counts: the events', and the breakdown
+    /// values' on each transition they had persons on, keyed by the
+    /// transition's first step (`required[position]`).
+    public func allCandidates(required: [Int]) -> [Candidate: Pair] {
+        var all = candidates
+        for (key, pairs) in breakdowns {
+            for (position, pair) in pairs.enumerated() where position < required.count && pair.converted + pair.dropped > 0 {
+                all[Candidate(stepIndex: required[position], kind: .breakdown, dimension: key.dimension, value: key.value)] = pair
+            }
+        }
+        return all
+    }
 
     public init() {}
 }
@@ -209,14 +240,23 @@ extension DropOffCounts {
             lingering[step, default: []].append(facts.lingering ?? 0)
             next[step, default: [:]][facts.nextLabel ?? DropOffFacts.noFurtherEvents, default: 0] += 1
         }
+        let taken = min(level, required.count - 1)
+        guard taken > 0 else { return }
+        for (dimension, value) in breakdown {
+            let key = BreakdownValue(dimension: dimension, value: value)
+            if breakdowns[key] == nil { breakdowns[key] = Array(repeating: Pair(), count: required.count - 1) }
+            // Converted on every transition before the last one taken; dropped on it unless completed.
+            breakdowns[key]?.withUnsafeMutableBufferPointer { pairs in
+                for position in 0..<taken {
+                    if level > position + 1 { pairs[position].converted += 1 } else { pairs[position].dropped += 1 }
+                }
+            }
+        }
         var labels = facts.labels[...]
-        for position in 0..<min(level, required.count - 1) {
+        for position in 0..<taken {
             let step = required[position]
             let pair = Pair(converted: level > position + 1 ? 1 : 0, dropped: level == position + 1 ? 1 : 0)
             transitions[step, default: Pair()].add(pair)
-            for (dimension, value) in breakdown {
-                candidates[Candidate(stepIndex: step, kind: .breakdown, dimension: dimension, value: value), default: Pair()].add(pair)
-            }
             while let label = labels.first, label.stepIndex <= step {
                 labels = labels.dropFirst()
                 guard label.stepIndex == step else { continue }
@@ -231,6 +271,15 @@ extension DropOffCounts {
         for (step, labels) in other.next { next[step, default: [:]].merge(labels, uniquingKeysWith: +) }
         for (step, pair) in other.transitions { transitions[step, default: Pair()].add(pair) }
         for (candidate, pair) in other.candidates { candidates[candidate, default: Pair()].add(pair) }
+        for (key, theirs) in other.breakdowns {
+            guard var mine = breakdowns[key] else {
+                breakdowns[key] = theirs
+                continue
+            }
+            if mine.count < theirs.count { mine += Array(repeating: Pair(), count: theirs.count - mine.count) }
+            for (position, pair) in theirs.enumerated() { mine[position].add(pair) }
+            breakdowns[key] = mine
+        }
     }
 }
 
@@ -263,5 +312,12 @@ extension DropOffCounts {
         }
         for (step, pair) in other.transitions { transitions[step] = transitions[step].flatMap { minus($0, pair) } }
         for (candidate, pair) in other.candidates { candidates[candidate] = candidates[candidate].flatMap { minus($0, pair) } }
+        for (key, theirs) in other.breakdowns {
+            guard var mine = breakdowns[key] else { continue }
+            for (position, pair) in theirs.enumerated() where mine.indices.contains(position) {
+                mine[position] = minus(mine[position], pair) ?? Pair()
+            }
+            breakdowns[key] = mine.allSatisfy { $0.converted == 0 && $0.dropped == 0 } ? nil : mine
+        }
     }
 }

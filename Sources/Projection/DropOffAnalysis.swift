@@ -140,6 +140,7 @@ struct DropOffAnalysis: PersonAnalysis {
     /// tables' columns, parameters from $2) picks, per cohort day.
     static func stored(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: DropOffCounts] {
         var days: [String: DropOffCounts] = [:]
+        let required = funnel.requiredStepIndices
         let parameters = [PostgresValue.text(funnel.name)] + parameters
         try c.forEachRow(
             "SELECT cohort_day::text, step_index, lingering_us FROM funnel_step_lingering WHERE funnel = $1 AND \(filter)", parameters
@@ -166,8 +167,16 @@ struct DropOffAnalysis: PersonAnalysis {
                 days[day, default: DropOffCounts()].transitions[step, default: .init()].add(pair)
                 return
             }
-            let candidate = DropOffCounts.Candidate(
-                stepIndex: step, kind: kind, dimension: try row.decode(String.self, at: 3), value: try row.decode(String.self, at: 4))
+            let dimension = try row.decode(String.self, at: 3), value = try row.decode(String.self, at: 4)
+            if kind == .breakdown {
+                guard let position = required.firstIndex(of: step), position + 1 < required.count else { return }
+                let key = DropOffCounts.BreakdownValue(dimension: dimension, value: value)
+                var pairs = days[day]?.breakdowns[key] ?? Array(repeating: DropOffCounts.Pair(), count: required.count - 1)
+                pairs[position].add(pair)
+                days[day, default: DropOffCounts()].breakdowns[key] = pairs
+                return
+            }
+            let candidate = DropOffCounts.Candidate(stepIndex: step, kind: kind, dimension: dimension, value: value)
             days[day, default: DropOffCounts()].candidates[candidate, default: .init()].add(pair)
         }
         return days
@@ -206,7 +215,7 @@ struct DropOffAnalysis: PersonAnalysis {
             }
             for (day, counts) in counts {
                 for (step, pair) in counts.transitions { try row(day, step, "all", "", "", pair) }
-                for (candidate, pair) in counts.candidates {
+                for (candidate, pair) in counts.allCandidates(required: required) {
                     try row(day, candidate.stepIndex, candidate.kind.rawValue, candidate.dimension, candidate.value, pair)
                 }
             }
