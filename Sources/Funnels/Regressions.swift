@@ -250,8 +250,21 @@ extension Statistics {
     public static func mannWhitneyU(_ x: [Double], _ y: [Double]) -> MannWhitneyResult? {
         guard !x.isEmpty, !y.isEmpty else { return nil }
         let n1 = Double(x.count), n2 = Double(y.count), n = n1 + n2
-        var all = x.map { ($0, true) } + y.map { ($0, false) }
-        all.sort { $0.0 < $1.0 }
+        // Both samples ascending, merged: linear for the sorted lists the report passes.
+        let xs = x.indices.dropFirst().allSatisfy { x[$0 - 1] <= x[$0] } ? x : x.sorted()
+        let ys = y.indices.dropFirst().allSatisfy { y[$0 - 1] <= y[$0] } ? y : y.sorted()
+        var all: [(Double, Bool)] = []
+        all.reserveCapacity(xs.count + ys.count)
+        var i = 0, j = 0
+        while i < xs.count || j < ys.count {
+            if j == ys.count || (i < xs.count && xs[i] <= ys[j]) {
+                all.append((xs[i], true))
+                i += 1
+            } else {
+                all.append((ys[j], false))
+                j += 1
+            }
+        }
         var rankSum = 0.0, ties = 0.0
         var start = 0
         while start < all.count {

@@ -39,6 +39,8 @@ public struct ReportQuery: Sendable {
             let days = try stored ?? outcomeTallies(c, funnel: funnel, zone: zone)
             var tally = FunnelTally(funnel: funnel)
             for day in days.values { tally.merge(day) }
+            // Sorted once here rather than by each reader of the lists.
+            tally = tally.normalized()
             var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
             report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))
             // The same persons as the tally: the stored days, or when those were
