@@ -17,16 +17,7 @@ import Testing
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
         let now = Date()
-        var generated: [SeedEvent] = []
-        HistoryGenerator.generate(
-            count: 60_000, from: now.addingTimeInterval(-16 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: 2026,
-            apps: ["yoked"]
-        ) { e in
-            generated.append(SeedEvent(
-                app: e.app, type: e.type, messageId: e.messageId, event: e.event, anonymousId: e.anonymousId, userId: e.userId,
-                timestamp: e.timestamp, properties: e.properties, context: e.context))
-        }
-        let events = generated
+        let events = SimulatedHistory.events(count: 60_000, from: 16, seed: 2026, apps: ["yoked"], now: now)
         let configuration = bundledConfiguration
         let job = ProjectionJob(configuration: configuration, showProgress: false)
         let reports = try await pool.withConnection { c in

@@ -18,16 +18,9 @@ import Testing
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
         let now = Date()
-        var generated: [SeedEvent] = []
-        HistoryGenerator.generate(
-            count: 80_000, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: 411,
-            apps: ["yoked"], plants: [PlantedRegression(app: "yoked", version: "2.4.0", step: "profile_created", points: 6)]
-        ) { e in
-            generated.append(SeedEvent(
-                app: e.app, type: e.type, messageId: e.messageId, event: e.event, anonymousId: e.anonymousId, userId: e.userId,
-                timestamp: e.timestamp, properties: e.properties, context: e.context))
-        }
-        let events = generated
+        let events = SimulatedHistory.events(
+            count: 80_000, from: 42, seed: 411, apps: ["yoked"],
+            plants: [PlantedRegression(app: "yoked", version: "2.4.0", step: "profile_created", points: 6)], now: now)
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
         await pool.close()
         let configuration = bundledConfiguration

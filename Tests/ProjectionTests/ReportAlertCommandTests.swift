@@ -19,17 +19,11 @@ import Testing
     func notifyAndExitStatuses() async throws {
         let db = try await TestDatabase.create()
         let now = Date()
-        var events: [SeedEvent] = []
-        HistoryGenerator.generate(
-            count: 40_000, from: now.addingTimeInterval(-40 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: 12,
-            apps: ["yoked"], plants: [PlantedRegression(app: "yoked", version: "2.4.0", step: "profile_created", points: 10)]
-        ) { e in
-            events.append(SeedEvent(
-                app: e.app, type: e.type, messageId: e.messageId, event: e.event, anonymousId: e.anonymousId, userId: e.userId,
-                timestamp: e.timestamp, properties: e.properties, context: e.context))
-        }
+        let events = SimulatedHistory.events(
+            count: 40_000, from: 40, seed: 12, apps: ["yoked"],
+            plants: [PlantedRegression(app: "yoked", version: "2.4.0", step: "profile_created", points: 10)], now: now)
         let pool = db.pool(maxConnections: 1)
-        try await pool.withConnection { [events] c in try EventSeeder.insert(c, events) }
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
         await pool.close()
 
         try await WebhookReceiver.with { hook in
