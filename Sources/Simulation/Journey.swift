@@ -24,8 +24,15 @@ struct Journey: Sendable {
 enum JourneyModel {
     static let apps = ["yoked", "ops", "umuve", "forma"]
 
-    static func journey(app: String, rng: inout SeededRandom, plants: [PlantedRegression] = []) -> Journey {
-        let plants = plants.filter { $0.app == app }
+    /// `age`: days from the device's start to the end of the history, for
+    /// plants limited to recent days.
+    static func journey(app: String, rng: inout SeededRandom, plants: [PlantedRegression] = [], age: Double = 0) -> Journey {
+        let plants = plants.filter { $0.app == app }.map { plant in
+            // A plant whose days this device started before still releases its version, without the change.
+            var plant = plant
+            if let days = plant.days, age >= Double(days) { plant.points = 0 }
+            return plant
+        }
         switch app {
         case "yoked": return yoked(&rng, plants: plants)
         case "ops": return ops(&rng, plants: plants)
@@ -39,7 +46,9 @@ enum JourneyModel {
     static func device(_ rng: inout SeededRandom, versions: [(String, Double)], plants: [PlantedRegression] = []) -> [String: JSONValue] {
         var versions = versions
         let top = versions.map(\.1).max() ?? 1
-        for plant in plants where !versions.contains(where: { $0.0 == plant.version }) { versions.append((plant.version, top)) }
+        for plant in plants where plant.version != "*" && !versions.contains(where: { $0.0 == plant.version }) {
+            versions.append((plant.version, top))
+        }
         let ios = rng.chance(0.62)
         let version = rng.pick(versions)
         return [
@@ -52,7 +61,7 @@ enum JourneyModel {
 
     /// The planted change of continue rate for a step of this device.
     static func penalty(_ plants: [PlantedRegression], context: [String: JSONValue]) -> (String, [String: JSONValue]) -> Double {
-        let mine = plants.filter { context["app"] == ["version": .string($0.version)] }
+        let mine = plants.filter { $0.points != 0 && ($0.version == "*" || context["app"] == ["version": .string($0.version)]) }
         guard !mine.isEmpty else { return { _, _ in 0 } }
         return { name, properties in
             mine.filter { $0.step == name || properties["step"] == .string($0.step) }.reduce(0) { $0 + $1.points / 100 }

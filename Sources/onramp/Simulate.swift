@@ -30,8 +30,8 @@ struct Simulate: AsyncParsableCommand {
     var concurrency: Int = 16
 
     @Option(name: .customLong("regress"), help: ArgumentHelp(
-        "Plant a regression: app:version:step:points (repeatable), e.g. yoked:2.4.0:profile_created:8.",
-        discussion: "Devices on that version continue past the step that many percentage points less often; a new version is released as the app's newest."))
+        "Plant a regression: app:version:step:points[:days] (repeatable), e.g. yoked:2.4.0:profile_created:8.",
+        discussion: "Devices on that version (* for every version) continue past the step that many percentage points less often; a new version is released as the app's newest. With days, only devices starting in the last that many days: a bad week instead of a bad release."))
     var regressions: [String] = []
 
     func validate() throws {

@@ -42,14 +42,27 @@ import Testing
         #expect(Double(alarmed) / Double(checks) <= alpha)
     }
 
+    @Test("a bad week planted in every version (forma's quiz 10 points worse, the last 7 days) is a period regression, not a version one")
+    func plantedWeek() throws {
+        let funnels = bundledConfiguration.funnels.filter { $0.app == "forma" }
+        let plant = PlantedRegression(app: "forma", version: "*", step: "quiz", points: 10, days: 7)
+        let found = try #require(try Self.check(seed: 5, funnels: funnels, plants: [plant]).first?.1)
+        for change in found.regressions {
+            print("bad week: \(change.kind.rawValue) \(change.step ?? change.metric.rawValue): \(change.baseline.label) \(change.baseline.value ?? .nan) → \(change.recent.label) \(change.recent.value ?? .nan), q \(change.qValue)")
+        }
+        #expect(found.regressions.contains { $0.kind == .period && $0.step == "onboarding_step_viewed (step=quiz)" && $0.difference < -0.05 })
+        #expect(!found.regressions.contains { $0.kind == .version })
+    }
+
     /// One seed's history of 40 days, ending two days ago (all days closed), checked per funnel.
-    static func check(seed: UInt64, funnels: [Funnel]) throws -> [(String, RegressionFindings)] {
+    static func check(seed: UInt64, funnels: [Funnel], plants: [PlantedRegression] = []) throws -> [(String, RegressionFindings)] {
         let now = Date(timeIntervalSince1970: 1_795_000_000)
         let clock = Int64(now.timeIntervalSince1970 * 1_000_000)
         var tallies: [String: [String: FunnelTally]] = [:]
         let shapes = Dictionary(uniqueKeysWithValues: funnels.map { ($0.name, FunnelTally.Shape($0)) })
         HistoryGenerator.devices(
-            count: 36_000, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed, apps: apps
+            count: 36_000, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed,
+            apps: Set(funnels.map(\.app)), plants: plants
         ) { device in
             let context = flatten(.object(device.context), prefix: "context")
             let events = device.events.enumerated().map { n, e in
