@@ -18,9 +18,9 @@ enum CohortTables {
     /// An incremental run's tallies of `days`: each day's stored tally with
     /// the recomputed persons' old outcomes (`removed`) taken out and their new
     /// ones (`added`) put in, so the persons it did not recompute are never
-    /// read. A day tallied in another time zone, or stored before there were
-    /// tallies (`untallied`: cohort rows without one), is tallied from its
-    /// persons instead. A day with neither is new: it holds only `added`.
+    /// read. A day tallied in another time zone, stored before there were
+    /// tallies (`untallied`: cohort rows without one), or stored before the
+    /// per-version counts, is tallied from its persons instead. A day with neither is new: it holds only `added`.
     static func replacing(
         _ c: Connection, funnel: Funnel, days: Set<String>, removed: [String: FunnelTally], added: [String: FunnelTally],
         untallied: Set<String>, timeZone: TimeZone, timeZoneName: String
@@ -29,7 +29,7 @@ enum CohortTables {
         var result: [String: FunnelTally] = [:]
         var reread = Set<String>()
         for day in days {
-            if untallied.contains(day) || stored[day].map({ $0.timeZone != timeZoneName }) == true {
+            if untallied.contains(day) || stored[day].map({ $0.timeZone != timeZoneName || !$0.current }) == true {
                 reread.insert(day)
                 continue
             }

@@ -14,23 +14,34 @@ enum TallyStore {
         }
     }
 
-    /// The stored tallies of `days`, each with the time zone it was cut in.
-    static func load(_ c: Connection, funnel: Funnel, days: [String]) throws -> [String: (timeZone: String, tally: FunnelTally)] {
-        var tallies: [String: (timeZone: String, tally: FunnelTally)] = [:]
+    /// A stored day tally, the time zone it was cut in, and whether it is in
+    /// the current form: one written before the per-version counts lacks
+    /// them, so its day must be counted again from the persons.
+    struct Stored {
+        var timeZone: String
+        var tally: FunnelTally
+        var current: Bool
+    }
+
+    /// The stored tallies of `days`.
+    static func load(_ c: Connection, funnel: Funnel, days: [String]) throws -> [String: Stored] {
+        var tallies: [String: Stored] = [:]
         try c.forEachRow(
             "SELECT cohort_day::text, time_zone, tally FROM funnel_tallies WHERE funnel = $1 AND cohort_day = ANY($2::date[])",
             [.text(funnel.name), .textArray(days)]
         ) { row in
-            tallies[try row.decode(String.self, at: 0)] = (
-                try row.decode(String.self, at: 1), try TallyEncoding.decode(try row.decode(PostgresBytes.self, at: 2).bytes, funnel: funnel)
-            )
+            let bytes = try row.decode(PostgresBytes.self, at: 2).bytes
+            tallies[try row.decode(String.self, at: 0)] = Stored(
+                timeZone: try row.decode(String.self, at: 1), tally: try TallyEncoding.decode(bytes, funnel: funnel),
+                current: bytes.first == TallyEncoding.version)
         }
         return tallies
     }
 
     /// The funnel's tallies on cohort days `from...to` (either end open), by
     /// day, or nil when some of them were cut in another time zone than
-    /// `timeZone`: then only the persons' outcomes can answer.
+    /// `timeZone`, or stored before the per-version counts: then only the
+    /// persons' outcomes can answer.
     static func days(_ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String) throws -> [String: FunnelTally]? {
         var days: [String: FunnelTally] = [:]
         var consistent = true
@@ -41,11 +52,12 @@ enum TallyStore {
             """, [.text(funnel.name), .optional(from), .optional(to)]
         ) { row in
             guard consistent else { return }
-            guard try row.decode(String.self, at: 1) == timeZone else {
+            let bytes = try row.decode(PostgresBytes.self, at: 2).bytes
+            guard try row.decode(String.self, at: 1) == timeZone, bytes.first == TallyEncoding.version else {
                 consistent = false
                 return
             }
-            days[try row.decode(String.self, at: 0)] = try TallyEncoding.decode(try row.decode(PostgresBytes.self, at: 2).bytes, funnel: funnel)
+            days[try row.decode(String.self, at: 0)] = try TallyEncoding.decode(bytes, funnel: funnel)
         }
         return consistent ? days : nil
     }

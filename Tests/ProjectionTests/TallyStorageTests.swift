@@ -102,4 +102,42 @@ struct TallyStorageTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test("days stored before the per-version counts: the report counts them from the persons, regressions included, and a rebuild stores them whole")
+    func talliesWithoutVersions() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = ProjectionJob(configuration: Self.configuration, showProgress: false)
+        let now = Date()
+        let events = SimulatedHistory.events(count: 30_000, from: 40, seed: 21, apps: ["yoked"], now: now)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        let clock = Timestamps.microseconds(now)
+        let query = ReportQuery(funnels: ["yoked_onboarding"])
+        let before = try await pool.withConnection { c in try query.results(c, configuration: Self.configuration, now: clock) }
+        #expect(before.first.map { !$0.report.regressions.tested.isEmpty } == true)
+        // Rewrite every day's tally in the form written before the per-version counts.
+        let funnel = try #require(Self.configuration.funnel(named: "yoked_onboarding"))
+        try await pool.withConnection { c in
+            var rows: [(String, [UInt8])] = []
+            try c.forEachRow("SELECT cohort_day::text, tally FROM funnel_tallies WHERE funnel = 'yoked_onboarding'", []) { row in
+                var tally = try TallyEncoding.decode(try row.decode(PostgresBytes.self, at: 1).bytes, funnel: funnel)
+                tally.versions = [:]
+                let current = TallyEncoding.encode(tally)
+                rows.append((try row.decode(String.self, at: 0), [1] + current.dropFirst().dropLast()))
+            }
+            for (day, bytes) in rows {
+                try c.query(
+                    "UPDATE funnel_tallies SET tally = $1 WHERE funnel = 'yoked_onboarding' AND cohort_day = $2::date",
+                    [.bytes(bytes), .text(day)])
+            }
+        }
+        let after = try await pool.withConnection { c in try query.results(c, configuration: Self.configuration, now: clock) }
+        #expect(after.first?.report == before.first?.report)
+        #expect(after.first?.report.regressions == before.first?.report.regressions)
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        #expect(try await pool.query("SELECT count(*) FROM funnel_tallies WHERE get_byte(tally, 0) <> 2").scalar(Int.self) == 0)
+        await pool.close()
+        try await db.drop()
+    }
 }
