@@ -65,11 +65,13 @@ public struct MetricChange: Sendable, Hashable {
     /// Large enough to count under `settings`, on enough persons on both sides.
     public func matters(_ settings: AlertSettings) -> Bool {
         guard baseline.persons >= settings.minPersons, recent.persons >= settings.minPersons else { return false }
+        // A change of exactly the threshold counts, whatever the rounding of the subtraction.
+        let slack = 1e-9
         if metric == .medianSecondsToComplete {
             guard let base = baseline.value, base > 0 else { return false }
-            return abs(difference) / base >= settings.minTimeEffect
+            return abs(difference) / base >= settings.minTimeEffect - slack
         }
-        return abs(difference) >= settings.minEffect
+        return abs(difference) >= settings.minEffect - slack
     }
 }
 
@@ -221,15 +223,51 @@ public enum Regressions {
         return (counted.filter(\.isWorse), counted.filter { !$0.isWorse })
     }
 
-    /// Semantic-version order of app versions (`2.10.0` after `2.9.1`):
-    /// numeric parts compared as numbers, anything else as text.
+    /// Semantic-version precedence of app versions (`2.10.0` after `2.9.1`,
+    /// `2.4.0-beta` before `2.4.0`): `+build` metadata ignored, identifiers
+    /// compared dot by dot (numbers by value and before text, text by its
+    /// characters, a shorter list first when one is a prefix of the other), a
+    /// release after its pre-releases; what is still equal (`1.01` and `1.1`,
+    /// builds) by the plain text, so the order is total.
     public static func versionPrecedes(_ l: String, _ r: String) -> Bool {
-        let a = l.split(whereSeparator: { ".-+".contains($0) }), b = r.split(whereSeparator: { ".-+".contains($0) })
-        for (x, y) in zip(a, b) where x != y {
-            if let i = Int(x), let j = Int(y) { return i < j }
-            return x < y
+        func parts(_ version: String) -> (core: [Substring], pre: [Substring]?) {
+            let withoutBuild = version.split(separator: "+", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            let pieces = withoutBuild.split(separator: "-", maxSplits: 1, omittingEmptySubsequences: false)
+            let core = pieces[0].split(separator: ".", omittingEmptySubsequences: false)
+            return (core, pieces.count > 1 ? pieces[1].split(separator: ".", omittingEmptySubsequences: false) : nil)
         }
-        return a.count < b.count
+        func identifier(_ a: Substring, _ b: Substring) -> Int {
+            let aNumber = !a.isEmpty && a.allSatisfy { $0.isASCII && $0.isNumber }, bNumber = !b.isEmpty && b.allSatisfy { $0.isASCII && $0.isNumber }
+            switch (aNumber, bNumber) {
+            case (true, true):
+                // By value, without overflow: fewer significant digits is smaller.
+                let x = a.drop { $0 == "0" }, y = b.drop { $0 == "0" }
+                if x.count != y.count { return x.count < y.count ? -1 : 1 }
+                return x == y ? 0 : (x < y ? -1 : 1)
+            case (true, false): return -1
+            case (false, true): return 1
+            case (false, false): return a == b ? 0 : (a < b ? -1 : 1)
+            }
+        }
+        func list(_ a: [Substring], _ b: [Substring]) -> Int {
+            for (x, y) in zip(a, b) {
+                let order = identifier(x, y)
+                if order != 0 { return order }
+            }
+            return a.count == b.count ? 0 : (a.count < b.count ? -1 : 1)
+        }
+        let a = parts(l), b = parts(r)
+        let core = list(a.core, b.core)
+        if core != 0 { return core < 0 }
+        switch (a.pre, b.pre) {
+        case (nil, .some): return false
+        case (.some, nil): return true
+        case let (x?, y?):
+            let order = list(x, y)
+            if order != 0 { return order < 0 }
+        case (nil, nil): break
+        }
+        return l < r
     }
 }
 

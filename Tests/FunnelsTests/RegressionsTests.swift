@@ -113,8 +113,14 @@ import Testing
 
     @Test("versions in semantic order")
     func versions() {
-        #expect(["2.10.0", "2.9.1", "2.4.0", "10.0", "2.4.0-beta"].sorted(by: Regressions.versionPrecedes)
-                == ["2.4.0", "2.4.0-beta", "2.9.1", "2.10.0", "10.0"])
+        #expect(["2.10.0", "2.9.1", "2.4.0", "10.0", "2.4.0-beta", "2.4.0-beta.2", "2.4.0-alpha", "2.4.0+42", "2.4"].sorted(by: Regressions.versionPrecedes)
+                == ["2.4", "2.4.0-alpha", "2.4.0-beta", "2.4.0-beta.2", "2.4.0", "2.4.0+42", "2.9.1", "2.10.0", "10.0"])
+        // A total order even for what semantic versioning calls equal, or is not semantic at all.
+        let odd = ["1.01", "1.1", "1.10a", "1.9", "1.10", "x", "", "99999999999999999999999.0"]
+        for a in odd {
+            #expect(!Regressions.versionPrecedes(a, a))
+            for b in odd where a != b { #expect(Regressions.versionPrecedes(a, b) != Regressions.versionPrecedes(b, a), "\(a) \(b)") }
+        }
     }
 
     @Test("alerts: thresholds parse, and a bad one names file, funnel and field")
