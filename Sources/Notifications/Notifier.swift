@@ -24,6 +24,14 @@ public struct Notifier: Sendable {
         self.url = url
     }
 
+    /// The URL as it may be logged: scheme, host and port. A webhook's path
+    /// is its secret (Slack's and Mattermost's carry the token), and cron
+    /// mails what a run prints.
+    public static func redacted(_ url: String) -> String {
+        guard let parsed = URL(string: url), let scheme = parsed.scheme, let host = parsed.host else { return "(the --notify URL)" }
+        return "\(scheme)://\(host)\(parsed.port.map { ":\($0)" } ?? "")/…"
+    }
+
     /// Why a message could not be delivered.
     public struct Undelivered: Error, CustomStringConvertible, Sendable {
         public var description: String
@@ -34,7 +42,7 @@ public struct Notifier: Sendable {
     @discardableResult
     public func post(_ body: String, log: @Sendable (String) -> Void = { _ in }) async throws -> Int {
         guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
-            throw Undelivered(description: "--notify must be an http(s) URL (got '\(url)')")
+            throw Undelivered(description: "--notify must be an http(s) URL (got \(Self.redacted(url)))")
         }
         let client = HTTPClient.shared
         var delay = firstDelay
@@ -51,7 +59,7 @@ public struct Notifier: Sendable {
                 let status = Int(response.status.code)
                 _ = try? await response.body.collect(upTo: 64 * 1024)
                 if (200..<300).contains(status) { return attempt }
-                last = "HTTP \(status) from \(url)"
+                last = "HTTP \(status) from \(Self.redacted(url))"
                 guard status >= 500 || status == 429 || status == 408 else { throw Undelivered(description: last + " (not retried)") }
                 if let seconds = response.headers.first(name: "Retry-After").flatMap(Double.init), seconds >= 0 {
                     wait = max(delay, .milliseconds(Int64(seconds * 1_000)))
@@ -59,7 +67,7 @@ public struct Notifier: Sendable {
             } catch let error as Undelivered {
                 throw error
             } catch {
-                last = "\(url): \(error)"
+                last = "\(Self.redacted(url)): \(error)"
             }
             guard attempt < attempts else { break }
             log("notify: try \(attempt) of \(attempts) failed (\(last)); again in \(wait.seconds)s")

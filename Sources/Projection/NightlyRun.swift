@@ -1,4 +1,5 @@
 import Foundation
+import Funnels
 import LibPQ
 
 /// `onramp report` and `onramp rebuild` as one call: the job on a database,
@@ -24,7 +25,7 @@ public enum NightlyRun {
                     let results = try query.results(c, configuration: job.configuration, now: now)
                     // Only a report over every day, cut as the job cuts them, speaks for the funnel.
                     if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
-                        try c.transaction { c in try RegressionTable.write(c, reports: results.map(\.report), now: now) }
+                        try c.transaction { c in try RegressionTable.write(c, reports: results.map(\.report), configured: job.configuration.funnels.map(\.name), now: now) }
                     }
                     return Outcome(summary: summary, results: results, now: now)
                 })

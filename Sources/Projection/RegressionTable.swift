@@ -4,9 +4,12 @@ import LibPQ
 /// Keeps `funnel_regressions` at what the last whole-history report found,
 /// so Grafana and ad-hoc SQL see the same alerts the report printed.
 enum RegressionTable {
-    /// Replaces the rows of the reported funnels with their regressions and improvements.
-    static func write(_ c: Connection, reports: [FunnelReport], now: Int64) throws {
-        try c.query("DELETE FROM funnel_regressions WHERE funnel = ANY($1::text[])", [.textArray(reports.map(\.funnel))])
+    /// Replaces the rows of the reported funnels with their regressions and
+    /// improvements, and drops those of funnels no longer in `configured`.
+    static func write(_ c: Connection, reports: [FunnelReport], configured: [String], now: Int64) throws {
+        try c.query(
+            "DELETE FROM funnel_regressions WHERE funnel = ANY($1::text[]) OR NOT funnel = ANY($2::text[])",
+            [.textArray(reports.map(\.funnel)), .textArray(configured)])
         try c.copyIn(
             """
             COPY funnel_regressions (funnel, app, checked_at, direction, kind, metric, step,

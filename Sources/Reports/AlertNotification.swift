@@ -14,8 +14,12 @@ enum AlertNotification {
         if !regressions.isEmpty { headline.append("\(regressions.count) \(regressions.count == 1 ? "regression" : "regressions")") }
         if !missed.isEmpty { headline.append("\(missed.count) missed \(missed.count == 1 ? "target" : "targets")") }
         var text = "Onramp report \(range.generatedAt): " + headline.joined(separator: ", ")
-        for change in regressions { text += "\n• " + RegressionText.line(change) }
-        for (funnel, target) in missed { text += "\n• \(funnel): " + Formatting.target(target) }
+        // Slack and Mattermost read <…> as links and mentions; versions and names come from apps.
+        func plain(_ line: String) -> String {
+            line.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+        }
+        for change in regressions { text += "\n• " + plain(RegressionText.line(change)) }
+        for (funnel, target) in missed { text += "\n• " + plain("\(funnel): " + Formatting.target(target)) }
         if !improvements.isEmpty { text += "\n(\(improvements.count) \(improvements.count == 1 ? "improvement" : "improvements") too)" }
         let document: JSON = .object([
             ("text", .string(text)),

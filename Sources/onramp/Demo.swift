@@ -31,7 +31,7 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Random seed (default: from the clock, so a second run adds new devices).")
     var seed: UInt64?
 
-    @Option(name: .customLong("regress"), help: "Plant a regression, app:version:step:points (repeatable; see `onramp simulate`).")
+    @Option(name: .customLong("regress"), help: "Plant a regression, app:version:step:points[:days] (repeatable; see `onramp simulate`).")
     var regressions: [String] = []
 
     @Option(help: "Directory for the report files and the HTML dashboard.")

@@ -33,9 +33,14 @@ struct ReportOptions: ParsableArguments {
     var failOnRegression = false
 
     @Option(help: ArgumentHelp(
-        "POST one JSON message (`text` for Slack/Mattermost, plus the lists) here when a regression or a missed target is found.",
-        discussion: "Retried with backoff; when it cannot be delivered the report is still written and the exit status is 5."))
+        "POST one JSON message (`text` for Slack/Mattermost, plus the lists) here when a regression or a missed target is found (default: $ONRAMP_NOTIFY_URL).",
+        discussion: "Retried with backoff; when it cannot be delivered the report is still written and the exit status is 5. Logs show only its scheme and host: a webhook's path is its secret, so prefer the environment variable to the command line."))
     var notify: String?
+
+    /// `--notify`, else `$ONRAMP_NOTIFY_URL`.
+    var notifyURL: String? {
+        notify ?? ProcessInfo.processInfo.environment["ONRAMP_NOTIFY_URL"].flatMap { $0.isEmpty ? nil : $0 }
+    }
 
     @Option(help: .hidden)
     var notifyAttempts: Int = 5
@@ -52,8 +57,8 @@ struct ReportOptions: ParsableArguments {
                 throw ValidationError("\(name) must be a day as YYYY-MM-DD (got '\(day)')")
             }
         }
-        if let notify, URL(string: notify)?.host == nil || !["http", "https"].contains(URL(string: notify)?.scheme?.lowercased() ?? "") {
-            throw ValidationError("--notify must be an http(s) URL such as https://hooks.slack.com/services/… (got '\(notify)')")
+        if let notify = notifyURL, URL(string: notify)?.host == nil || !["http", "https"].contains(URL(string: notify)?.scheme?.lowercased() ?? "") {
+            throw ValidationError("--notify (or $ONRAMP_NOTIFY_URL) must be an http(s) URL such as https://hooks.slack.com/services/…")
         }
         if let timeZone, TimeZone(identifier: timeZone) == nil {
             throw ValidationError("--time-zone '\(timeZone)' is not an IANA time zone (e.g. Europe/Berlin)")
@@ -79,12 +84,12 @@ struct ReportOptions: ParsableArguments {
         if !written.regressions.isEmpty {
             Console.info("regressions:\n" + written.regressions.map { "  " + $0 }.joined(separator: "\n"))
         }
-        if let notify, let message = written.notification {
+        if let notify = notifyURL, let message = written.notification {
             var notifier = Notifier(url: notify)
             notifier.attempts = max(1, notifyAttempts)
             do {
                 let tries = try await notifier.post(message) { Console.info($0) }
-                Console.info("notified \(notify) (\(tries == 1 ? "first try" : "after \(tries) tries"))")
+                Console.info("notified \(Notifier.redacted(notify)) (\(tries == 1 ? "first try" : "after \(tries) tries"))")
             } catch {
                 Console.info("notify: could not deliver: \(error)")
                 throw ExitCode(ReportWriter.undeliveredNotificationExitStatus)
