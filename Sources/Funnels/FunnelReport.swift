@@ -153,12 +153,10 @@ public struct FunnelReport: Sendable, Hashable {
         }
     }
 
-    /// Microseconds to seconds, ascending (what `percentileCont` takes).
-    /// Seconds, ascending. A tally already in order (`FunnelTally.normalized`,
-    /// as the report's is) is only converted: the report, the diagnostics and
-    /// the regression check all ask for the same lists.
+    /// Microseconds to seconds, ascending (what `percentileCont` takes). A
+    /// tally already in order (`FunnelTally.normalized`, as the report's is)
+    /// is only converted.
     static func sortedSeconds(_ microseconds: [Int64]) -> [Double] {
-        let ascending = microseconds.indices.dropFirst().allSatisfy { microseconds[$0 - 1] <= microseconds[$0] }
-        return (ascending ? microseconds : microseconds.sorted()).map { Double($0) / 1_000_000 }
+        microseconds.ascending().map { Double($0) / 1_000_000 }
     }
 }

@@ -73,6 +73,20 @@ public struct FunnelTally: Sendable, Hashable {
             self.reached = reached
             self.durations = durations
         }
+
+        /// Adds the persons of `other`, counted for the same funnel.
+        public mutating func add(_ other: Version) {
+            started += other.started
+            completed += other.completed
+            reached = zip(reached, other.reached).map(+)
+            durations += other.durations
+        }
+    }
+
+    /// Every person of the tally, counted as a version's starters are: what
+    /// the period comparison tests, without the gaps and groups it does not.
+    public var everyone: Version {
+        Version(started: started, completed: completed, reached: steps.map(\.persons), durations: durations)
     }
 
     /// Persons reaching step 1, not excluded.
@@ -201,9 +215,9 @@ public struct FunnelTally: Sendable, Hashable {
             }
         }
         versions.merge(other.versions) { mine, theirs in
-            Version(
-                started: mine.started + theirs.started, completed: mine.completed + theirs.completed,
-                reached: zip(mine.reached, theirs.reached).map(+), durations: mine.durations + theirs.durations)
+            var sum = mine
+            sum.add(theirs)
+            return sum
         }
     }
 

@@ -80,29 +80,21 @@ public struct MetricChange: Sendable, Hashable {
 public struct ComparisonSample: Sendable, Hashable {
     /// `2026-10-20…2026-11-16` or `2.4.0`.
     public var label: String
-    public var started: Int
-    public var completed: Int
-    /// Per configured step: persons whose level reaches it.
-    public var reached: [Int]
-    /// Completers' microseconds from chain start to completion.
-    public var durations: [Int64]
+    /// Starters, completers, reach per configured step and completers' times.
+    public var counts: FunnelTally.Version
+
+    public init(label: String, counts: FunnelTally.Version) {
+        self.label = label
+        self.counts = counts
+    }
 
     public init(label: String, started: Int, completed: Int, reached: [Int], durations: [Int64]) {
-        self.label = label
-        self.started = started
-        self.completed = completed
-        self.reached = reached
-        self.durations = durations
+        self.init(label: label, counts: FunnelTally.Version(started: started, completed: completed, reached: reached, durations: durations))
     }
 
     /// The persons a tally (or a sum of day tallies) counted.
     public init(label: String, tally: FunnelTally) {
-        self.init(label: label, started: tally.started, completed: tally.completed, reached: tally.steps.map(\.persons), durations: tally.durations)
-    }
-
-    /// The starters of one app version.
-    public init(label: String, version: FunnelTally.Version) {
-        self.init(label: label, started: version.started, completed: version.completed, reached: version.reached, durations: version.durations)
+        self.init(label: label, counts: tally.everyone)
     }
 }
 
@@ -138,34 +130,32 @@ public enum Regressions {
         // Period: the last recent_days closed days against the baseline_days before them.
         let recentFirst = newestClosedDay - Int64(settings.recentDays) + 1
         let baselineFirst = recentFirst - Int64(settings.baselineDays)
-        var recent = FunnelTally(funnel: funnel), baseline = FunnelTally(funnel: funnel)
+        let none = FunnelTally.Version(reached: Array(repeating: 0, count: funnel.steps.count))
+        var recent = none, baseline = none
         for (day, tally) in closed {
-            if day >= recentFirst { recent.merge(tally) } else if day >= baselineFirst { baseline.merge(tally) }
+            if day >= recentFirst { recent.add(tally.everyone) } else if day >= baselineFirst { baseline.add(tally.everyone) }
         }
         func span(_ first: Int64, _ last: Int64) -> String {
             first == last ? CohortCalendar.text(ofDay: first) : CohortCalendar.text(ofDay: first) + "…" + CohortCalendar.text(ofDay: last)
         }
         changes += compare(
             funnel: funnel, kind: .period,
-            baseline: ComparisonSample(label: span(baselineFirst, recentFirst - 1), tally: baseline),
-            recent: ComparisonSample(label: span(recentFirst, newestClosedDay), tally: recent))
+            baseline: ComparisonSample(label: span(baselineFirst, recentFirst - 1), counts: baseline),
+            recent: ComparisonSample(label: span(recentFirst, newestClosedDay), counts: recent))
         // Version: the newest version with min_persons starters against the next older one with as many.
         var versions: [String: FunnelTally.Version] = [:]
         for (_, tally) in closed {
             versions.merge(tally.versions) { mine, theirs in
                 var sum = mine
-                sum.started += theirs.started
-                sum.completed += theirs.completed
-                sum.reached = zip(mine.reached, theirs.reached).map(+)
-                sum.durations += theirs.durations
+                sum.add(theirs)
                 return sum
             }
         }
         let ranked = versions.filter { $0.value.started >= settings.minPersons }.keys.sorted { versionPrecedes($1, $0) }
         if ranked.count >= 2, let newest = versions[ranked[0]], let older = versions[ranked[1]] {
             changes += compare(
-                funnel: funnel, kind: .version, baseline: ComparisonSample(label: ranked[1], version: older),
-                recent: ComparisonSample(label: ranked[0], version: newest))
+                funnel: funnel, kind: .version, baseline: ComparisonSample(label: ranked[1], counts: older),
+                recent: ComparisonSample(label: ranked[0], counts: newest))
         }
         var findings = RegressionFindings()
         findings.tested = adjust(changes)
@@ -179,13 +169,15 @@ public enum Regressions {
     public static func compare(funnel: Funnel, kind: MetricChange.Kind, baseline: ComparisonSample, recent: ComparisonSample) -> [MetricChange] {
         var changes: [MetricChange] = []
         let required = funnel.requiredStepIndices
+        let b = baseline.counts, r = recent.counts
         func rate(_ successes: Int, _ trials: Int, label: String) -> MetricChange.Side {
             let r = Rate(successes: successes, trials: trials)
             return MetricChange.Side(label: label, value: r.value, persons: trials, ci95: r.ci95)
         }
-        func proportions(_ metric: MetricChange.Metric, step: String?, _ b: (Int, Int), _ r: (Int, Int)) {
-            guard let test = Statistics.twoProportionZTest(successes1: r.0, trials1: r.1, successes2: b.0, trials2: b.1) else { return }
-            let base = rate(b.0, b.1, label: baseline.label), now = rate(r.0, r.1, label: recent.label)
+        func proportions(_ metric: MetricChange.Metric, step: String?, _ before: (Int, Int), _ after: (Int, Int)) {
+            guard let test = Statistics.twoProportionZTest(successes1: after.0, trials1: after.1, successes2: before.0, trials2: before.1)
+            else { return }
+            let base = rate(before.0, before.1, label: baseline.label), now = rate(after.0, after.1, label: recent.label)
             changes.append(MetricChange(
                 funnel: funnel.name, kind: kind, metric: metric, step: step, baseline: base, recent: now,
                 difference: (now.value ?? 0) - (base.value ?? 0), pValue: test.pValue))
@@ -194,16 +186,17 @@ public enum Regressions {
             let previous = required[position - 1]
             proportions(
                 .conversionFromPrevious, step: funnel.steps[index].name,
-                (baseline.reached[index], baseline.reached[previous]), (recent.reached[index], recent.reached[previous]))
+                (b.reached[index], b.reached[previous]), (r.reached[index], r.reached[previous]))
         }
-        proportions(.completionRate, step: nil, (baseline.completed, baseline.started), (recent.completed, recent.started))
-        let before = FunnelReport.sortedSeconds(baseline.durations), after = FunnelReport.sortedSeconds(recent.durations)
+        proportions(.completionRate, step: nil, (b.completed, b.started), (r.completed, r.started))
+        let before = FunnelReport.sortedSeconds(b.durations), after = FunnelReport.sortedSeconds(r.durations)
         if let test = Statistics.mannWhitneyU(after, before),
-           let b = Statistics.percentileCont(before, 0.5), let a = Statistics.percentileCont(after, 0.5) {
+           let median0 = Statistics.percentileCont(before, 0.5), let median1 = Statistics.percentileCont(after, 0.5) {
             changes.append(MetricChange(
                 funnel: funnel.name, kind: kind, metric: .medianSecondsToComplete, step: nil,
-                baseline: .init(label: baseline.label, value: b, persons: before.count, ci95: nil),
-                recent: .init(label: recent.label, value: a, persons: after.count, ci95: nil), difference: a - b, pValue: test.pValue))
+                baseline: .init(label: baseline.label, value: median0, persons: before.count, ci95: nil),
+                recent: .init(label: recent.label, value: median1, persons: after.count, ci95: nil), difference: median1 - median0,
+                pValue: test.pValue))
         }
         return changes
     }
@@ -289,8 +282,7 @@ extension Statistics {
         guard !x.isEmpty, !y.isEmpty else { return nil }
         let n1 = Double(x.count), n2 = Double(y.count), n = n1 + n2
         // Both samples ascending, merged: linear for the sorted lists the report passes.
-        let xs = x.indices.dropFirst().allSatisfy { x[$0 - 1] <= x[$0] } ? x : x.sorted()
-        let ys = y.indices.dropFirst().allSatisfy { y[$0 - 1] <= y[$0] } ? y : y.sorted()
+        let xs = x.ascending(), ys = y.ascending()
         var all: [(Double, Bool)] = []
         all.reserveCapacity(xs.count + ys.count)
         var i = 0, j = 0

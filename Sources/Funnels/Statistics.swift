@@ -173,3 +173,11 @@ extension Statistics {
         return q
     }
 }
+
+extension Array where Element: Comparable {
+    /// The elements ascending, sorted only when they are not already: the
+    /// report's lists arrive in order, and its readers each ask for them so.
+    func ascending() -> [Element] {
+        indices.dropFirst().allSatisfy { self[$0 - 1] <= self[$0] } ? self : sorted()
+    }
+}
