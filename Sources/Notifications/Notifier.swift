@@ -24,6 +24,12 @@ public struct Notifier: Sendable {
         self.url = url
     }
 
+    /// Whether `url` is one this can post to: http or https, with a host.
+    public static func accepts(_ url: String) -> Bool {
+        guard let parsed = URL(string: url), parsed.host != nil else { return false }
+        return ["http", "https"].contains(parsed.scheme?.lowercased() ?? "")
+    }
+
     /// The URL as it may be logged: scheme, host and port. A webhook's path
     /// is its secret (Slack's and Mattermost's carry the token), and cron
     /// mails what a run prints.
@@ -41,7 +47,7 @@ public struct Notifier: Sendable {
     /// with the last answer. `log` hears of every failed try.
     @discardableResult
     public func post(_ body: String, log: @Sendable (String) -> Void = { _ in }) async throws -> Int {
-        guard let parsed = URL(string: url), ["http", "https"].contains(parsed.scheme?.lowercased() ?? ""), parsed.host != nil else {
+        guard Self.accepts(url) else {
             throw Undelivered(description: "--notify must be an http(s) URL (got \(Self.redacted(url)))")
         }
         let client = HTTPClient.shared

@@ -57,7 +57,7 @@ struct ReportOptions: ParsableArguments {
                 throw ValidationError("\(name) must be a day as YYYY-MM-DD (got '\(day)')")
             }
         }
-        if let notify = notifyURL, URL(string: notify)?.host == nil || !["http", "https"].contains(URL(string: notify)?.scheme?.lowercased() ?? "") {
+        if let notify = notifyURL, !Notifier.accepts(notify) {
             throw ValidationError("--notify (or $ONRAMP_NOTIFY_URL) must be an http(s) URL such as https://hooks.slack.com/services/…")
         }
         if let timeZone, TimeZone(identifier: timeZone) == nil {
