@@ -80,14 +80,8 @@ public enum HistoryGenerator {
         let span = max(1, to.timeIntervalSince(from))
         while produced < count {
             let app = rng.pick(JourneyModel.apps.filter { apps?.contains($0) ?? true }.map { ($0, $0 == "ops" ? 1.5 : 1.0) })
-            let journey: Journey, start: Date
-            if plants.contains(where: { $0.days != nil }) {
-                // The start decides whether a recent-days plant applies, so it is drawn first.
-                start = from.addingTimeInterval(Double.random(in: 0..<span, using: &rng))
-                journey = JourneyModel.journey(app: app, rng: &rng, plants: plants, age: to.timeIntervalSince(start) / 86_400)
-            } else {
-                journey = JourneyModel.journey(app: app, rng: &rng, plants: plants)
-                start = from.addingTimeInterval(Double.random(in: 0..<span, using: &rng))
+            let (journey, start) = JourneyModel.journey(app: app, rng: &rng, plants: plants, end: to) { rng in
+                from.addingTimeInterval(Double.random(in: 0..<span, using: &rng))
             }
             var userId: String?
             var events: [SimulatedDevice.Event] = []

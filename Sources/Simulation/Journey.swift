@@ -24,6 +24,20 @@ struct Journey: Sendable {
 enum JourneyModel {
     static let apps = ["yoked", "ops", "umuve", "forma"]
 
+    /// A device's journey and when it starts. Without recent-days plants the
+    /// journey is drawn first (the order a seed has always given); with them
+    /// the start comes first, since it decides whether they apply.
+    static func journey(
+        app: String, rng: inout SeededRandom, plants: [PlantedRegression], end: Date, start drawStart: (inout SeededRandom) -> Date
+    ) -> (journey: Journey, start: Date) {
+        guard plants.contains(where: { $0.days != nil }) else {
+            let journey = journey(app: app, rng: &rng, plants: plants)
+            return (journey, drawStart(&rng))
+        }
+        let start = drawStart(&rng)
+        return (journey(app: app, rng: &rng, plants: plants, age: end.timeIntervalSince(start) / 86_400), start)
+    }
+
     /// `age`: days from the device's start to the end of the history, for
     /// plants limited to recent days.
     static func journey(app: String, rng: inout SeededRandom, plants: [PlantedRegression] = [], age: Double = 0) -> Journey {

@@ -71,14 +71,8 @@ public enum Simulator {
         var plans: [Plan] = []
         for index in 0..<options.devices {
             let app = rng.pick(apps.map { ($0, $0 == "ops" ? 1.5 : 1.0) })
-            let journey: Journey, start: Date
-            if options.plants.contains(where: { $0.days != nil }) {
-                // The start decides whether a recent-days plant applies, so it is drawn first.
-                start = now.addingTimeInterval(-Double.random(in: 0..<Double(options.days * 86_400), using: &rng))
-                journey = JourneyModel.journey(app: app, rng: &rng, plants: options.plants, age: now.timeIntervalSince(start) / 86_400)
-            } else {
-                journey = JourneyModel.journey(app: app, rng: &rng, plants: options.plants)
-                start = now.addingTimeInterval(-Double.random(in: 0..<Double(options.days * 86_400), using: &rng))
+            let (journey, start) = JourneyModel.journey(app: app, rng: &rng, plants: options.plants, end: now) { rng in
+                now.addingTimeInterval(-Double.random(in: 0..<Double(options.days * 86_400), using: &rng))
             }
             let skew: TimeInterval = rng.chance(options.skewRate) ? (rng.chance(0.5) ? 7_200 : -10_800) : 0
             plans.append(Plan(index: index, journey: journey, start: start, offline: rng.chance(options.offlineRate),
