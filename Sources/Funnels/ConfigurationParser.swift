@@ -11,11 +11,13 @@ struct ConfigurationParser {
 
     private static let funnelKeys: Set<String> = [
         "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description", "diagnostics", "alerts",
+        "retention",
     ]
     private static let alertKeys: Set<String> = [
         "alpha", "min_effect", "min_time_effect", "min_persons", "recent_days", "baseline_days",
     ]
     private static let diagnosticsKeys: Set<String> = ["min_support"]
+    private static let retentionKeys: Set<String> = ["days", "active_events"]
     private static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional"]
     private static let matcherKeys: Set<String> = ["event", "screen", "where"]
     private static let targetKeys: Set<String> = ["name", "metric", "threshold", "min", "max", "from", "to"]
@@ -198,7 +200,45 @@ struct ConfigurationParser {
         if let node = fields["alerts"] {
             funnel.alerts = try parseAlerts(node, reader: reader)
         }
+        if let node = fields["retention"] {
+            funnel.retention = try parseRetention(node, reader: reader)
+        }
         return funnel
+    }
+
+    /// `retention:` — whole days from 0 to `RetentionSettings.maximumDay`,
+    /// each once, and matchers for the events that show activity.
+    private func parseRetention(_ node: Node, reader: YAMLReader) throws -> RetentionSettings {
+        let fields = try reader.object(node, "retention", allowed: Self.retentionKeys)
+        var settings = RetentionSettings()
+        if let node = fields["days"] {
+            let items = try reader.sequence(node, "retention.days", expected: "expected a list of days such as [1, 7, 30]")
+            guard !items.isEmpty else { throw reader.error("retention.days", "must list at least one day") }
+            var days: [Int] = []
+            for (index, item) in items.enumerated() {
+                let value = try reader.number(item, "retention.days[\(index)]")
+                guard value >= 0, value <= Double(RetentionSettings.maximumDay), value == value.rounded() else {
+                    throw reader.error(
+                        "retention.days[\(index)]",
+                        "expected a whole number of days from 0 to \(RetentionSettings.maximumDay) (got \(value))")
+                }
+                guard !days.contains(Int(value)) else {
+                    throw reader.error("retention.days[\(index)]", "day \(Int(value)) is listed twice")
+                }
+                days.append(Int(value))
+            }
+            settings.days = days.sorted()
+        }
+        if let node = fields["active_events"] {
+            let items = try reader.sequence(node, "retention.active_events", expected: "expected a list of matchers")
+            guard !items.isEmpty else {
+                throw reader.error("retention.active_events", "must list at least one matcher (leave it out to count any event)")
+            }
+            settings.activeEvents = try items.enumerated().map { index, item in
+                try parseMatcher(item, field: "retention.active_events[\(index)]", reader: reader)
+            }
+        }
+        return settings
     }
 
     /// `alerts:` — each threshold checked for its range, named when wrong.

@@ -26,6 +26,8 @@ public struct Funnel: Sendable, Hashable {
     public var minSupport: Int
     /// Thresholds of the regression alerts (SPEC §11).
     public var alerts = AlertSettings()
+    /// Which days after the start retention looks at, and what counts as activity (SPEC §12).
+    public var retention = RetentionSettings()
     /// The default `diagnostics.min_support`.
     public static let defaultMinSupport = 20
 
@@ -93,10 +95,10 @@ public struct Funnel: Sendable, Hashable {
         steps.firstIndex { $0.name == name }
     }
 
-    /// Every attribute path this funnel reads: `where` paths of steps and
-    /// exclusions, and breakdown dimensions.
+    /// Every attribute path this funnel reads: `where` paths of steps,
+    /// exclusions and active events, and breakdown dimensions.
     public var referencedPaths: Set<String> {
-        var paths = Set(breakdowns)
+        var paths = Set(breakdowns).union(retention.referencedPaths)
         for matcher in steps.flatMap(\.matchers) + exclusions {
             paths.formUnion(matcher.conditions.keys)
         }

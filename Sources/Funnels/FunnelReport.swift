@@ -79,6 +79,8 @@ public struct FunnelReport: Sendable, Hashable {
     /// The period and version comparisons (SPEC §11); set by the caller, who
     /// has the tallies by cohort day.
     public var regressions = RegressionFindings()
+    /// Retention of completers and non-completers (SPEC §12), when the stored retention was read.
+    public var retention: RetentionReport?
 
     /// Aggregates outcomes of `FunnelEvaluator.evaluate` for this funnel.
     /// Outcomes with level 0 (never reached step 1) are ignored; pass only

@@ -62,7 +62,7 @@ struct DropOffAnalysis: PersonAnalysis {
         }
     }
 
-    func storedDayChange(_ c: Connection, now: Int64) throws -> StoredDayChange {
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange {
         var change = StoredDayChange()
         // The touched persons' stored rows that counted, found by key as they will be deleted.
         try Self.forEachCounted(
@@ -83,7 +83,8 @@ struct DropOffAnalysis: PersonAnalysis {
     }
 
     func rewriteDays(
-        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
+        now: Int64
     ) throws {
         var counts = try change == nil ? [:] : Self.stored(c, funnel: funnel, where: "cohort_day = ANY($2::date[])", [.textArray(days)])
         for day in days {

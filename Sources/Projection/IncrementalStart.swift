@@ -10,6 +10,8 @@ import LibPQ
 struct IncrementalStart {
     /// App -> the persons to recompute.
     var touched: [String: Set<String>] = [:]
+    /// Persons with new events, all activity, who are not recomputed.
+    var activity: [PersonActivity] = []
     /// Funnel days whose tables change before any person is recomputed.
     var affected = Set<FunnelDay>()
     /// Funnel -> cohort day -> tally of the outcomes deleted or closed, as they were stored.
@@ -24,11 +26,11 @@ struct IncrementalStart {
 
     /// Updates the links from the day's events and collects the touched
     /// persons, with their keys on `reader`: enough to start reading their histories.
-    static func collect(_ c: Connection, day: NewEvents, reader: Connection) throws -> IncrementalStart {
+    static func collect(_ c: Connection, day: NewEvents, windows: [String: Int64], reader: Connection) throws -> IncrementalStart {
         var start = IncrementalStart()
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(c, newLinks: day.links)
-        start.touched = try TouchedPersons.collect(c, day: day, relinks: relinks, reader: reader)
+        (start.touched, start.activity) = try TouchedPersons.collect(c, day: day, relinks: relinks, windows: windows, reader: reader)
         return start
     }
 

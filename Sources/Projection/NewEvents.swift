@@ -2,9 +2,10 @@ import Funnels
 import LibPQ
 
 /// An incremental run's new events, read from the log once, as identities:
-/// how many each app has, the link each anonymous id shows among them, and
-/// the keys whose persons must be recomputed (user ids, and the anonymous ids
-/// of anonymous events).
+/// how many each app has, the link each anonymous id shows among them, the
+/// keys whose persons must be recomputed (user ids, and the anonymous ids of
+/// anonymous events) for events that may change an outcome
+/// (`OutcomeEvents`), and the other events, activity, by key.
 ///
 /// Counting the new events, linking identities and finding the touched
 /// persons were three statements, each reading the day through the BRIN
@@ -16,6 +17,16 @@ struct NewEvents {
         let id: String
     }
 
+    /// One event that cannot change an outcome, as retention reads it.
+    struct Activity: Sendable {
+        let timestamp: Int64
+        let kind: EventKind
+        let name: String?
+
+        /// As the engine's matchers read it (activity is matched by kind and name only).
+        var event: FunnelEvent { FunnelEvent(messageId: "", kind: kind, name: name, timestamp: timestamp) }
+    }
+
     var counts: [String: Int] = [:]
     /// App -> anonymous id -> its preferred link among the new events.
     var links: [String: [String: IdentityLink]] = [:]
@@ -23,34 +34,42 @@ struct NewEvents {
     var users = Set<Key>()
     /// Anonymous ids of new events without a user id: each belongs to its linked user, or is a person.
     var anonymous = Set<Key>()
+    /// Activity by user id, and by anonymous id for events without one.
+    var userActivity: [Key: [Activity]] = [:]
+    var anonymousActivity: [Key: [Activity]] = [:]
 
-    /// Reads the events of `apps` written after `checkpoint`.
-    static func read(_ c: Connection, apps: Set<String>, since checkpoint: Checkpoint) throws -> NewEvents {
+    /// Reads the events written after `checkpoint` of the apps `outcomeEvents` has.
+    static func read(_ c: Connection, outcomeEvents: [String: OutcomeEvents], since checkpoint: Checkpoint) throws -> NewEvents {
         try checkpoint.bind(c)
         var day = NewEvents()
         var fields: [String?] = []
         try c.copyOut(
             """
-            COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp" FROM events e
+            COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event FROM events e
                   WHERE \(Checkpoint.newEventsCondition)) TO STDOUT
             """
         ) { line in
             CopyText.fields(of: line, into: &fields)
-            guard fields.count == 4, let app = fields[0] else {
+            guard fields.count == 6, let app = fields[0] else {
                 throw PostgresError(.unexpectedResult, message: "unreadable new event: \(fields)")
             }
-            guard apps.contains(app) else { return }
+            guard let relevance = outcomeEvents[app] else { return }
             day.counts[app, default: 0] += 1
+            guard let time = fields[3], let timestamp = Timestamps.parse(time),
+                  let type = fields[4], let kind = EventKind(rawValue: type) else {
+                throw PostgresError(.unexpectedResult, message: "unreadable timestamp or type on a new event: \(fields)")
+            }
+            let outcome = relevance.mayChangeOutcome(kind: kind, name: fields[5])
+            let activity = outcome ? nil : Activity(timestamp: timestamp, kind: kind, name: fields[5])
             if let user = fields[2] {
-                day.users.insert(Key(app: app, id: user))
+                let key = Key(app: app, id: user)
+                if let activity { day.userActivity[key, default: []].append(activity) } else { day.users.insert(key) }
                 guard let anonymous = fields[1] else { return }
-                guard let time = fields[3], let timestamp = Timestamps.parse(time) else {
-                    throw PostgresError(.unexpectedResult, message: "unreadable timestamp on a new event: \(fields)")
-                }
                 IdentityResolver.record(
                     IdentityObservation(anonymousId: anonymous, userId: user, timestamp: timestamp), into: &day.links[app, default: [:]])
             } else if let anonymous = fields[1] {
-                day.anonymous.insert(Key(app: app, id: anonymous))
+                let key = Key(app: app, id: anonymous)
+                if let activity { day.anonymousActivity[key, default: []].append(activity) } else { day.anonymous.insert(key) }
             }
         }
         return day

@@ -61,21 +61,29 @@ protocol PersonAnalysis: Sendable {
     /// Tables it keeps per funnel and cohort day (what reports add up), emptied by a rebuild.
     var dayTables: [String] { get }
     /// Incremental runs: read before the touched persons' rows are deleted
-    /// and windows are closed in place (`touched` is filled).
-    func storedDayChange(_ c: Connection, now: Int64) throws -> StoredDayChange
+    /// and windows are closed in place (`touched` is filled). `activity`
+    /// holds the persons not recomputed whose new events are activity only:
+    /// an analysis that reads events past the windows updates their rows here.
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange
+    /// Cohort days of `funnel` to rewrite although the run changed nothing
+    /// in them: what the clock alone changes.
+    func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String>
     /// Rewrites its day tables' rows of `days` of `funnel` from what the run
     /// `counted` (day -> tally), on top of the stored days less and plus
     /// `change` for an incremental run (nil: a rebuild, which counted everyone).
     func rewriteDays(
-        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
+        now: Int64
     ) throws
 }
 
 extension PersonAnalysis {
     var dayTables: [String] { [] }
-    func storedDayChange(_ c: Connection, now: Int64) throws -> StoredDayChange { StoredDayChange() }
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange { StoredDayChange() }
+    func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String> { [] }
     func rewriteDays(
-        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
+        now: Int64
     ) throws {}
 
     /// Deletes the rows of the persons an incremental run recomputes (the

@@ -52,7 +52,7 @@ public struct ProjectionJob: Sendable {
         self.configuration = configuration
         self.timeZoneOverride = timeZoneOverride
         self.showProgress = showProgress
-        analyses = [DropOffAnalysis(funnels: configuration.funnels)]
+        analyses = [DropOffAnalysis(funnels: configuration.funnels), RetentionAnalysis(funnels: configuration.funnels)]
     }
 
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
@@ -95,18 +95,28 @@ public struct ProjectionJob: Sendable {
         let days = plan.cohortDays(evaluated: totals.affected)
         let daysByFunnel = Dictionary(grouping: days, by: \.funnel)
         for funnel in configuration.funnels {
-            guard let days = daysByFunnel[funnel.name] else { continue }
-            let daySet = Set(days.map(\.day))
-            let tallies = try plan.tallies(run, funnel: funnel, days: daySet, counted: totals.tallies[funnel.name] ?? [:])
-            try CohortTables.rewrite(
-                run.session, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
-                timeZoneName: run.timeZoneName(for: funnel))
+            let daySet = Set((daysByFunnel[funnel.name] ?? []).map(\.day))
+            if !daySet.isEmpty {
+                let tallies = try plan.tallies(run, funnel: funnel, days: daySet, counted: totals.tallies[funnel.name] ?? [:])
+                try CohortTables.rewrite(
+                    run.session, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
+                    timeZoneName: run.timeZoneName(for: funnel))
+            }
             for (index, analysis) in run.analyses.enumerated() {
+                // Besides the run's days, those whose stored persons changed
+                // without a recompute, and those the clock alone changed.
+                let change = plan.storedDayChange(of: index)
+                var days = daySet
+                for key in Array((change?.removed ?? [:]).keys) + Array((change?.added ?? [:]).keys) where key.funnel == funnel.name {
+                    days.insert(key.day)
+                }
+                days.formUnion(try analysis.daysDue(run.session, funnel: funnel, now: run.now))
+                guard !days.isEmpty else { continue }
                 let counted = Dictionary(uniqueKeysWithValues: days.compactMap { day in
-                    index < totals.analysisTallies.count ? totals.analysisTallies[index][day].map { (day.day, $0) } : nil
+                    index < totals.analysisTallies.count
+                        ? totals.analysisTallies[index][FunnelDay(funnel: funnel.name, day: day)].map { (day, $0) } : nil
                 })
-                try analysis.rewriteDays(
-                    run.session, funnel: funnel, days: daySet.sorted(), counted: counted, change: plan.storedDayChange(of: index))
+                try analysis.rewriteDays(run.session, funnel: funnel, days: days.sorted(), counted: counted, change: change, now: run.now)
             }
         }
         try TargetTable.write(run.session, configuration: configuration)

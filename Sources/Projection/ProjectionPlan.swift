@@ -162,8 +162,12 @@ struct IncrementalPlan: ProjectionPlan {
     /// (and every analysis's rows of them) and closes the windows that closed.
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
         let c = run.session
-        let day = try NewEvents.read(c, apps: Set(run.apps), since: since)
-        start = try IncrementalStart.collect(c, day: day, reader: run.reader)
+        let outcomeEvents = Dictionary(uniqueKeysWithValues: run.apps.map { app in
+            (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app)))
+        })
+        let day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
+        let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
+        start = try IncrementalStart.collect(c, day: day, windows: windows, reader: run.reader)
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.
         let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1
@@ -171,7 +175,7 @@ struct IncrementalPlan: ProjectionPlan {
         let prefetch = HistoryPrefetch(readers, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer)
         run.onClose { prefetch.close() }
         self.prefetch = prefetch
-        dayChanges = try run.analyses.map { try $0.storedDayChange(c, now: run.now) }
+        dayChanges = try run.analyses.map { try $0.storedDayChange(c, now: run.now, activity: start.activity) }
         try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
         for analysis in run.analyses { try analysis.deleteRecomputed(c) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)

@@ -47,6 +47,8 @@ public struct ReportQuery: Sendable {
             // cut in another zone, the persons whose start falls in the range there.
             let counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil)
             report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
+            report.retention = try RetentionQuery.report(
+                c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil, now: now)
             report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
             let durations = tally.durations.map { Double($0) / 1_000_000 }
             return FunnelResult(report: report, secondsToComplete: durations)

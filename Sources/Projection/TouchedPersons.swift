@@ -1,3 +1,4 @@
+import Funnels
 import LibPQ
 
 /// The persons an incremental run recomputes. They are worked out here, in
@@ -28,15 +29,23 @@ enum TouchedPersons {
         """ + (returning.map { "\nRETURNING " + $0 } ?? "")
     }
 
+    /// The persons to recompute, by app, and those whose new events are
+    /// activity only (`PersonActivity`), given the configured funnels'
+    /// windows (funnel -> microseconds).
     static func collect(
-        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], reader: Connection
-    ) throws -> [String: Set<String>] {
-        // Persons with new events (identity already updated for them): each
-        // user id is one; each anonymous id belongs to its linked user, or is one itself.
+        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], windows: [String: Int64], reader: Connection
+    ) throws -> (touched: [String: Set<String>], activity: [PersonActivity]) {
+        // Persons with new events that may change an outcome (identity
+        // already updated for them): each user id is one; each anonymous id
+        // belongs to its linked user, or is one itself.
         var persons = day.users
         let anonymous = Array(day.anonymous)
         let users = try linkedUsers(c, of: anonymous)
         for (key, user) in zip(anonymous, users) { persons.insert(Key(app: key.app, id: user ?? key.id)) }
+        // A relinked anonymous id's events join their new user, whatever they are.
+        for relink in relinks {
+            if let user = day.links[relink.app]?[relink.anonymousId]?.userId { persons.insert(Key(app: relink.app, id: user)) }
+        }
         // Persons who lost an anonymous id to a (new or earlier) user, if they
         // have outcomes stored: losing events cannot make a person enter a
         // funnel. Most relinks are a new device's first sign-in, whose
@@ -59,6 +68,7 @@ enum TouchedPersons {
         for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
+        let activity = try activityOnly(c, day: day, recomputed: &persons, windows: windows)
 
         let touched = Array(persons)
         // Each person is a key of its own (as a user id, and as an anonymous
@@ -84,7 +94,38 @@ enum TouchedPersons {
         }
         var result: [String: Set<String>] = [:]
         for key in touched { result[key.app, default: []].insert(key.id) }
-        return result
+        return (result, activity)
+    }
+
+    /// The persons of the day's activity not already `recomputed`: those
+    /// with an activity inside a window a stored fact looks at join
+    /// `recomputed` (the drop-off facts read every event of the window);
+    /// the others with stored outcomes are returned. Persons with none are
+    /// left alone: activity cannot start a funnel.
+    private static func activityOnly(
+        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, windows: [String: Int64]
+    ) throws -> [PersonActivity] {
+        var events = day.userActivity.filter { !recomputed.contains($0.key) }
+        let anonymous = Array(day.anonymousActivity.keys)
+        for (key, user) in zip(anonymous, try linkedUsers(c, of: anonymous)) {
+            let person = Key(app: key.app, id: user ?? key.id)
+            guard !recomputed.contains(person) else { continue }
+            events[person, default: []] += day.anonymousActivity[key] ?? []
+        }
+        let persons = Array(events.keys)
+        var activity: [PersonActivity] = []
+        for (person, starts) in try PersonActivity.starts(c, of: persons, windows: windows) {
+            let personEvents = events[person] ?? []
+            let inWindow = starts.contains { start, windowEnd in
+                personEvents.contains { $0.timestamp >= start.start && $0.timestamp <= windowEnd }
+            }
+            if inWindow {
+                recomputed.insert(person)
+            } else {
+                activity.append(PersonActivity(app: person.app, person: person.id, events: personEvents, starts: starts.map(\.start)))
+            }
+        }
+        return activity
     }
 
     /// The user each key is linked to as an anonymous id, or nil, in order:

@@ -162,6 +162,13 @@ public enum TableDump {
         "funnel_step_lingering": "SELECT * FROM funnel_step_lingering ORDER BY funnel, cohort_day, step_index",
         "funnel_dropoff_next": "SELECT * FROM funnel_dropoff_next ORDER BY funnel, cohort_day, step_index, label",
         "funnel_driver_counts": "SELECT * FROM funnel_driver_counts ORDER BY funnel, cohort_day, from_index, kind, dimension, value",
+        "funnel_person_retention": "SELECT * FROM funnel_person_retention ORDER BY app, person_id, funnel",
+        "funnel_retention_starts": "SELECT * FROM funnel_retention_starts ORDER BY funnel, cohort_day, completed, day_n",
+        // Without computed_at: an incremental run leaves the rows it did not change as an earlier run wrote them.
+        "funnel_retention": """
+            SELECT funnel, app, cohort_day, day_n, completed, eligible, retained, pending, next_eligible_after
+            FROM funnel_retention ORDER BY funnel, cohort_day, day_n, completed
+            """,
     ]
 
     public static func dump(_ c: Connection) throws -> [String: [String]] {

@@ -168,6 +168,26 @@ import Testing
             diagnostics: {min_support: 50}
         """), source: "funnels.yaml"))?.funnels.first?.minSupport == 50)
 
+        #expect(Self.error(Self.funnel("""
+            steps: [{event: a}]
+            retention: {days: [1, 7, 7]}
+        """)) == "funnels.yaml: funnel 'ops_employee', retention.days[2]: day 7 is listed twice")
+        #expect(Self.error(Self.funnel("""
+            steps: [{event: a}]
+            retention: {days: [1, 2.5]}
+        """)) == "funnels.yaml: funnel 'ops_employee', retention.days[1]: expected a whole number of days from 0 to 3650 (got 2.5)")
+        #expect(Self.error(Self.funnel("""
+            steps: [{event: a}]
+            retention: {active_events: [{evnt: opened}]}
+        """)).hasPrefix("funnels.yaml: funnel 'ops_employee', retention.active_events[0].evnt: unknown field"))
+        let retention = (try? FunnelConfiguration.parse(yaml: Self.funnel("""
+            steps: [{event: a}]
+            retention: {days: [30, 0, 7], active_events: [{event: opened}, {screen: Home, where: {properties.tab: feed}}]}
+        """), source: "funnels.yaml"))?.funnels.first?.retention
+        #expect(retention?.days == [0, 7, 30])
+        #expect(retention?.activeEvents == [.event("opened"), .screen("Home", where: ["properties.tab": "feed"])])
+        #expect((try? FunnelConfiguration.parse(yaml: Self.funnel("    steps: [{event: a}]\n"), source: "f.yaml"))?.funnels.first?.retention.days == [1, 7, 30])
+
         #expect(Self.error(Self.funnel("    steps: []\n"))
             == "funnels.yaml: funnel 'ops_employee', steps: must list at least one step")
 

@@ -1,0 +1,34 @@
+/// Which events can change what the nightly job stores of a person in an
+/// app's funnels, by kind and name alone: those a step, an exclusion or a
+/// filtered active-event matcher names (their `where` filters are not looked
+/// at, so this says "maybe"). Any other event is activity: it cannot start,
+/// advance or exclude anyone, and counts for retention (SPEC §12) through a
+/// compact per-person record, so a person's everyday use of the app does not
+/// make every nightly run recompute their funnels from their whole history.
+public struct OutcomeEvents: Sendable {
+    private var trackNames = Set<String>()
+    private var screenNames = Set<String>()
+
+    public init(funnels: [Funnel]) {
+        for funnel in funnels {
+            // Active events with filters need the event's attributes, which only a recompute reads.
+            let filtered = funnel.retention.activeEvents.filter { !$0.conditions.isEmpty }
+            for matcher in funnel.steps.flatMap(\.matchers) + funnel.exclusions + filtered {
+                switch matcher.kind {
+                case .event: trackNames.insert(matcher.name)
+                case .screen: screenNames.insert(matcher.name)
+                }
+            }
+        }
+    }
+
+    /// Whether an event of `kind` named `name` may change a stored outcome.
+    public func mayChangeOutcome(kind: EventKind, name: String?) -> Bool {
+        guard let name else { return false }
+        switch kind {
+        case .track: return trackNames.contains(name)
+        case .screen: return screenNames.contains(name)
+        case .identify, .page, .group, .alias: return false
+        }
+    }
+}

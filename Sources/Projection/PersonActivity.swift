@@ -1,0 +1,64 @@
+import Funnels
+import LibPQ
+
+/// A person an incremental run does not recompute although they have new
+/// events: all of them are activity (`OutcomeEvents`) and none falls in a
+/// stored window of theirs, so no outcome or drop-off fact can change. What
+/// retention needs of them: the events, and the outcomes stored for them.
+struct PersonActivity: Sendable {
+    /// One of their `funnel_persons` rows, as retention reads it.
+    struct Start: Sendable {
+        let funnel: String
+        let cohortDay: String
+        /// `start_time`, microseconds.
+        let start: Int64
+        let completed: Bool
+        let inProgress: Bool
+        let excluded: Bool
+        let level: Int
+
+        /// Whether the day tables count the person: window closed, not excluded, at step 1.
+        var isCounted: Bool { !inProgress && !excluded && level >= 1 }
+    }
+
+    let app: String
+    let person: String
+    let events: [NewEvents.Activity]
+    let starts: [Start]
+
+    /// The stored outcomes of `persons` (app, person -> their activity), by
+    /// key, one index lookup each; with the end of the latest window any of
+    /// them still looks at (`windowEnd`, given a funnel's window).
+    static func starts(
+        _ c: Connection, of persons: [NewEvents.Key], windows: [String: Int64]
+    ) throws -> [NewEvents.Key: [(start: Start, windowEnd: Int64)]] {
+        var found: [NewEvents.Key: [(start: Start, windowEnd: Int64)]] = [:]
+        guard !persons.isEmpty else { return found }
+        try c.forEachRow(
+            """
+            SELECT t.app, t.person, p.funnel, p.cohort_day::text, p.start_time, p.chain_start_time, p.open_until,
+                   p.completed, p.in_progress, p.excluded, p.level
+            FROM unnest($1::text[], $2::text[]) AS t(app, person)
+            CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+            """, [.textArray(persons.map(\.app)), .textArray(persons.map(\.id))]
+        ) { row in
+            let funnel = try row.decode(String.self, at: 2)
+            let start = try row.decode(PostgresTimestamp.self, at: 4).microseconds
+            let chainStart = try row.decode(PostgresTimestamp?.self, at: 5)?.microseconds ?? start
+            // Every event a stored fact looked at is before the latest chain's
+            // window ends, or before the open window's end (a window no longer
+            // configured ends at once: the funnel is not read).
+            let (end, overflow) = max(start, chainStart).addingReportingOverflow(windows[funnel] ?? 0)
+            let windowEnd = max(overflow ? Int64.max : end, try row.decode(PostgresTimestamp?.self, at: 6)?.microseconds ?? Int64.min)
+            let key = NewEvents.Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))
+            found[key, default: []].append((
+                Start(
+                    funnel: funnel, cohortDay: try row.decode(String.self, at: 3), start: start,
+                    completed: try row.decode(Bool.self, at: 7), inProgress: try row.decode(Bool.self, at: 8),
+                    excluded: try row.decode(Bool.self, at: 9), level: try row.decode(Int.self, at: 10)),
+                windowEnd
+            ))
+        }
+        return found
+    }
+}

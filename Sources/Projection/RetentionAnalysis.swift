@@ -1,0 +1,268 @@
+import Funnels
+import LibPQ
+
+/// Whether finishing onboarding goes with staying (SPEC §12), as a per-person
+/// analysis: each started person's retention days (the configured days after
+/// their start on which they were active) go to `funnel_person_retention`,
+/// and per funnel and cohort day the start times of the persons counted and
+/// of those retained (`RetentionCounts`) go to `funnel_retention_starts`,
+/// from which `funnel_retention` is written as the run's clock sees them.
+///
+/// Retention reads events long after onboarding, which most of a live app's
+/// events are. Those are activity (`OutcomeEvents`): an incremental run does
+/// not recompute their persons but adds each activity to the person's record
+/// here, one key lookup per person, and only the days that gained someone
+/// are rewritten. The clock changes who is eligible; `funnel_retention`
+/// remembers when its next pending person becomes eligible, and the days
+/// past that are rewritten from their stored start times (`daysDue`).
+struct RetentionAnalysis: PersonAnalysis {
+    let table = "funnel_person_retention"
+    let copyStatement = """
+        COPY funnel_person_retention (app, person_id, funnel, cohort_day, retained_days) FROM STDIN (FORMAT binary)
+        """
+    let dayTables = ["funnel_retention_starts", "funnel_retention"]
+    private let settings: [String: RetentionSettings]
+
+    init(funnels: [Funnel]) {
+        settings = Dictionary(funnels.map { ($0.name, $0.retention) }, uniquingKeysWith: { first, _ in first })
+    }
+
+    /// One funnel day's start times.
+    struct Tally: AnalysisTally {
+        var counts = RetentionCounts()
+
+        mutating func merge(_ other: any AnalysisTally) {
+            if let other = other as? Tally { counts.merge(other.counts) }
+        }
+
+        mutating func subtract(_ other: any AnalysisTally) {
+            if let other = other as? Tally { counts.subtract(other.counts) }
+        }
+
+        /// `tally` plus `body`'s change, copying nothing.
+        static func update(_ tally: inout (any AnalysisTally)?, _ body: (inout RetentionCounts) -> Void) {
+            var day = tally as? Tally ?? Tally()
+            tally = nil
+            body(&day.counts)
+            tally = day
+        }
+    }
+
+    /// A row for every started, not excluded person active on some retention
+    /// day; the day's tally counts them once their window has closed.
+    func append(
+        _ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows, tally: inout (any AnalysisTally)?
+    ) throws {
+        let funnel = evaluated.funnel, outcome = evaluated.outcome
+        guard outcome.level >= 1, !outcome.excluded, let start = outcome.startTime, let settings = settings[funnel.name] else { return }
+        let retained = settings.retainedDays(start: start, events: events)
+        if !outcome.inProgress {
+            Tally.update(&tally) { $0.add(start: start, completed: outcome.completed, retainedDays: retained) }
+        }
+        guard !retained.isEmpty else { return }
+        rows.startRow(fields: 5)
+        let written = rows.append(text: funnel.app) && rows.append(text: evaluated.person) && rows.append(text: funnel.name)
+        rows.append(date: evaluated.cohortDay)
+        rows.append(int4Array: retained.map { Int32(truncatingIfNeeded: $0) })
+        guard written else {
+            throw ProjectionError.unwritable(funnel: funnel.name, person: evaluated.person, "a value holds a NUL byte")
+        }
+    }
+
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange {
+        var change = StoredDayChange()
+        // First the activity, so that windows closing in place below count
+        // their persons with it.
+        try record(c, activity: activity, change: &change)
+        // The touched persons' stored rows that counted, found by key as they will be deleted.
+        try forEachCounted(
+            c, from: """
+                touched t
+                CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+                """, where: "NOT p.in_progress", []
+        ) { day, start, completed, retained in
+            Tally.update(&change.removed[day]) { $0.add(start: start, completed: completed, retainedDays: retained) }
+        }
+        // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
+        try forEachCounted(
+            c, from: "funnel_persons p",
+            where: """
+                p.in_progress AND p.open_until <= $1 AND NOT p.completed
+                AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
+                """, [.microseconds(now)]
+        ) { day, start, completed, retained in
+            Tally.update(&change.added[day]) { $0.add(start: start, completed: completed, retainedDays: retained) }
+        }
+        return change
+    }
+
+    /// Adds the activity of persons not recomputed to their records: the
+    /// retention days it falls on join the stored ones, and a person the
+    /// days count is added to the day's retained of each new one.
+    private func record(_ c: Connection, activity: [PersonActivity], change: inout StoredDayChange) throws {
+        guard !activity.isEmpty else { return }
+        var stored: [PersonKey: [Int]] = [:]
+        try c.forEachRow(
+            """
+            SELECT t.app, t.person, r.funnel, r.retained_days
+            FROM unnest($1::text[], $2::text[]) AS t(app, person)
+            CROSS JOIN LATERAL (
+                SELECT * FROM funnel_person_retention r WHERE r.app = t.app AND r.person_id = t.person OFFSET 0) r
+            """, [.textArray(activity.map(\.app)), .textArray(activity.map(\.person))]
+        ) { row in
+            let key = PersonKey(app: try row.decode(String.self, at: 0), person: try row.decode(String.self, at: 1),
+                                funnel: try row.decode(String.self, at: 2))
+            stored[key] = (try row.decode(PostgresArrayText.self, at: 3).integers() ?? []).compactMap { $0.map(Int.init) }
+        }
+        var updated: [(PersonKey, String, [Int])] = []
+        for person in activity {
+            for start in person.starts where start.level >= 1 && !start.excluded {
+                guard let settings = settings[start.funnel] else { continue }
+                let key = PersonKey(app: person.app, person: person.person, funnel: start.funnel)
+                let old = stored[key] ?? []
+                var days = Set(old)
+                for event in person.events {
+                    if let day = settings.day(of: event.timestamp, start: start.start), settings.isActive(event.event) { days.insert(day) }
+                }
+                let new = days.subtracting(old).sorted()
+                guard !new.isEmpty else { continue }
+                updated.append((key, start.cohortDay, days.sorted()))
+                if start.isCounted {
+                    Tally.update(&change.added[FunnelDay(funnel: start.funnel, day: start.cohortDay)]) {
+                        $0.addRetained(start: start.start, completed: start.completed, days: new)
+                    }
+                }
+            }
+        }
+        guard !updated.isEmpty else { return }
+        try c.executeScript(
+            """
+            CREATE TEMP TABLE retention_updates (app text, person_id text, funnel text, cohort_day date, retained_days integer[])
+            ON COMMIT DROP
+            """)
+        try c.copyIn("COPY retention_updates FROM STDIN") { writer in
+            for (key, day, days) in updated {
+                try writer.writeRow([.text(key.app), .text(key.person), .text(key.funnel), .text(day), .text(Self.arrayText(days))])
+            }
+        }
+        try c.query(
+            """
+            INSERT INTO funnel_person_retention (app, person_id, funnel, cohort_day, retained_days)
+            SELECT app, person_id, funnel, cohort_day, retained_days FROM retention_updates
+            ON CONFLICT (app, person_id, funnel) DO UPDATE SET retained_days = excluded.retained_days
+            """)
+        try c.query("DROP TABLE retention_updates")
+    }
+
+    private struct PersonKey: Hashable {
+        let app: String
+        let person: String
+        let funnel: String
+    }
+
+    /// Days whose next pending person has become eligible since they were written.
+    func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String> {
+        var days = Set<String>()
+        try c.forEachRow(
+            "SELECT DISTINCT cohort_day::text FROM funnel_retention WHERE funnel = $1 AND next_eligible_after < $2",
+            [.text(funnel.name), .microseconds(now)]
+        ) { row in days.insert(try row.decode(String.self, at: 0)) }
+        return days
+    }
+
+    func rewriteDays(
+        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
+        now: Int64
+    ) throws {
+        var counts = try change == nil ? [:] : Self.stored(c, funnel: funnel, days: days)
+        for day in days {
+            let key = FunnelDay(funnel: funnel.name, day: day)
+            var tally = Tally(counts: counts[day] ?? RetentionCounts())
+            if let removed = change?.removed[key] { tally.subtract(removed) }
+            if let added = change?.added[key] { tally.merge(added) }
+            if let new = counted[day] { tally.merge(new) }
+            counts[day] = tally.counts
+        }
+        let parameters: [PostgresValue] = [.text(funnel.name), .textArray(days)]
+        for table in dayTables {
+            try c.query("DELETE FROM \(table) WHERE funnel = $1 AND cohort_day = ANY($2::date[])", parameters)
+        }
+        let head: [PostgresValue] = [.text(funnel.name), .text(funnel.app)]
+        let retentionDays = settings[funnel.name]?.days ?? RetentionSettings.defaultDays
+        try c.copyIn("COPY funnel_retention_starts (funnel, app, cohort_day, completed, day_n, start_us) FROM STDIN") { w in
+            for (day, counts) in counts {
+                for (completed, side) in [(true, counts.completers), (false, counts.nonCompleters)] where !side.starts.isEmpty {
+                    try w.writeRow(head + [.text(day), .bool(completed), .int(-1), .text(Self.arrayText(side.starts.sorted()))])
+                    for (n, starts) in side.retained where !starts.isEmpty {
+                        try w.writeRow(head + [.text(day), .bool(completed), .int(Int64(n)), .text(Self.arrayText(starts.sorted()))])
+                    }
+                }
+            }
+        }
+        try c.copyIn(
+            """
+            COPY funnel_retention (funnel, app, cohort_day, day_n, completed, eligible, retained, pending, computed_at, next_eligible_after)
+            FROM STDIN
+            """
+        ) { w in
+            for (day, counts) in counts where !counts.completers.starts.isEmpty || !counts.nonCompleters.starts.isEmpty {
+                for cell in counts.cells(days: retentionDays, now: now) {
+                    try w.writeRow(head + [
+                        .text(day), .int(Int64(cell.day)), .bool(cell.completed), .int(Int64(cell.counts.eligible)),
+                        .int(Int64(cell.counts.retained)), .int(Int64(cell.counts.pending)), .microseconds(now),
+                        cell.nextEligibleAfter.map(PostgresValue.microseconds) ?? .null,
+                    ])
+                }
+            }
+        }
+    }
+
+    /// The stored start times of `funnel`'s `days`, per cohort day.
+    static func stored(_ c: Connection, funnel: Funnel, days: [String]) throws -> [String: RetentionCounts] {
+        var counts: [String: RetentionCounts] = [:]
+        try c.forEachRow(
+            """
+            SELECT cohort_day::text, completed, day_n, start_us FROM funnel_retention_starts
+            WHERE funnel = $1 AND cohort_day = ANY($2::date[])
+            """, [.text(funnel.name), .textArray(days)]
+        ) { row in
+            let day = try row.decode(String.self, at: 0), completed = try row.decode(Bool.self, at: 1), n = try row.decode(Int.self, at: 2)
+            let starts = (try row.decode(PostgresArrayText.self, at: 3).integers() ?? []).compactMap { $0 }
+            var side = RetentionCounts.Side()
+            if n < 0 { side.starts = starts } else { side.retained[n] = starts }
+            counts[day, default: RetentionCounts()].merge(
+                completed ? RetentionCounts(completers: side) : RetentionCounts(nonCompleters: side))
+        }
+        return counts
+    }
+
+    /// Hands `body` each counted person (window closed, not excluded, at
+    /// step 1 or beyond) of `from` (the code's own text, naming
+    /// `funnel_persons p`) that `filter` picks, with their funnel day, start,
+    /// outcome and retention days.
+    func forEachCounted(
+        _ c: Connection, from: String, where filter: String, _ parameters: [PostgresValue],
+        _ body: (FunnelDay, Int64, Bool, [Int]) throws -> Void
+    ) throws {
+        try c.forEachRow(
+            """
+            SELECT p.funnel, p.cohort_day::text, p.start_time, p.completed, r.retained_days
+            FROM \(from)
+            LEFT JOIN funnel_person_retention r ON r.app = p.app AND r.person_id = p.person_id AND r.funnel = p.funnel
+            WHERE \(filter) AND p.level >= 1 AND NOT p.excluded
+            """, parameters
+        ) { row in
+            let funnel = try row.decode(String.self, at: 0)
+            guard settings[funnel] != nil else { return }  // no longer configured
+            let retained = (try row.decode(PostgresArrayText?.self, at: 4)?.integers() ?? []).compactMap { $0.map(Int.init) }
+            try body(
+                FunnelDay(funnel: funnel, day: try row.decode(String.self, at: 1)),
+                try row.decode(PostgresTimestamp.self, at: 2).microseconds, try row.decode(Bool.self, at: 3), retained)
+        }
+    }
+
+    /// An array's text form, `{1,2,3}`.
+    static func arrayText<T: BinaryInteger>(_ values: [T]) -> String {
+        "{" + values.map { String($0) }.joined(separator: ",") + "}"
+    }
+}
