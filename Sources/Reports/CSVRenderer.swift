@@ -30,6 +30,23 @@ struct CSVRenderer {
                 out += fields.map(quote).joined(separator: ",") + "\n"
             }
         }
+        let retained = reports.compactMap { r in r.retention.map { (r, $0) } }
+        if !retained.isEmpty {
+            out += "\nfunnel,cohort_day,day,outcome,eligible,retained,pending,rate,ci_low,ci_high,difference,p_value\n"
+            for (r, retention) in retained {
+                // The whole range (cohort_day empty), then each cohort day.
+                for (cohort, days) in [("", retention.days)] + retention.cohorts.map({ ($0.day, $0.days) }) {
+                    for day in days {
+                        for (outcome, side) in [("completers", day.completers), ("non_completers", day.nonCompleters)] {
+                            let fields = [r.funnel, cohort, "\(day.day)", outcome, "\(side.eligible)", "\(side.retained)", "\(side.pending)",
+                                          number(side.rate.value), number(side.rate.ci95?.lower), number(side.rate.ci95?.upper),
+                                          number(day.difference), number(day.pValue)]
+                            out += fields.map(quote).joined(separator: ",") + "\n"
+                        }
+                    }
+                }
+            }
+        }
         let diagnosed = reports.compactMap { r in r.diagnostics.map { (r, $0) } }
         guard !diagnosed.isEmpty else { return out }
         out += "\nfunnel,step_index,step_name,median_seconds_from_previous,p90_seconds_from_previous,dropped,median_lingering_seconds,p90_lingering_seconds,next_event,next_event_persons,next_event_share\n"

@@ -137,6 +137,7 @@ public struct HTMLDashboard: Sendable {
             body += section("By \(HTML.escape(breakdown.dimension))", breakdownTable(breakdown, in: r))
         }
         if let d = r.diagnostics { body += diagnostics(d) }
+        if let retention = r.retention, !retention.days.isEmpty { body += self.retention(retention) }
         body += "</main>"
         return document(title: "\(r.funnel) — Onramp", body)
     }
@@ -283,6 +284,25 @@ public struct HTMLDashboard: Sendable {
             + "<p class=\"legend\">Breakdown values and events done on each transition, tested against converting (Fisher's exact test,"
             + " Benjamini–Hochberg q over every candidate of the funnel with at least \(d.minSupport) persons); q &lt; 0.05, most significant first.</p>")
         return out
+    }
+
+    /// Retention of completers against non-completers: the two curves, and
+    /// the numbers with their difference and its p-value.
+    private func retention(_ retention: RetentionReport) -> String {
+        var table = "<table class=\"retention\"><thead><tr><th>day</th><th>completers</th><th>non-completers</th>"
+            + "<th class=\"num\">difference</th><th class=\"num\">p</th></tr></thead><tbody>"
+        for day in retention.days {
+            table += "<tr data-day=\"\(day.day)\" data-pending=\"\(day.isPending)\"><td>\(RetentionText.day(day))</td>"
+                + "<td>\(HTML.escape(RetentionText.side(day.completers)))</td><td>\(HTML.escape(RetentionText.side(day.nonCompleters)))</td>"
+                + "<td class=\"num\">\(RetentionText.difference(day))</td><td class=\"num\">\(RetentionText.pValue(day))</td></tr>"
+        }
+        table += "</tbody></table>"
+        return section("Retention: does finishing onboarding matter?", SVGCharts.retentionCurves(retention)
+            + "<p class=\"legend\"><span class=\"swatch line\"></span>completers <span class=\"swatch line non-completers\"></span>non-completers"
+            + " <span class=\"swatch band\"></span><span class=\"swatch band non-completers\"></span>95% confidence intervals"
+            + " <span class=\"swatch hatch\"></span>pending: nobody's day has passed yet</p>" + table
+            + "<p class=\"legend\">Share of persons who started the funnel, with closed windows and not excluded, active on day N after"
+            + " their start; difference in points and its two-proportion z-test p-value.</p>")
     }
 
     // MARK: Pieces

@@ -91,6 +91,15 @@ extension HTMLDashboard {
         .chart.drivers .negative .point { fill: var(--red); }
         .chart.drivers .positive .ci { stroke: var(--green); }
         .chart.drivers .positive .point { fill: var(--green); }
+        .chart .curve { stroke-width: 2.5; }
+        .chart .curve.completers, .chart .whisker.completers { stroke: var(--blue); }
+        .chart .curve.non-completers, .chart .whisker.non-completers { stroke: var(--red); stroke-dasharray: 7 4; }
+        .chart .band.completers { fill: var(--blue-soft); }
+        .chart .band.non-completers { fill: rgba(194, 65, 12, 0.14); }
+        .chart .point.completers { fill: var(--blue); }
+        .chart .point.non-completers { fill: var(--red); }
+        .swatch.line.non-completers { background: var(--red); }
+        .swatch.band.non-completers { background: rgba(194, 65, 12, 0.14); }
         .next-events { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr)); gap: 12px 24px; }
         .next-events h3 { font-size: 14px; margin: 4px 0; }
         .chart .empty-label { fill: var(--muted); font-size: 15px; }

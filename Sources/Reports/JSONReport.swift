@@ -76,12 +76,16 @@ enum JSONReport {
                 "cohorts",
                 .array(
                     r.cohorts.map { d in
-                        .object([
+                        var fields: [(String, JSON)] = [
                             ("day", .string(d.day)), ("started", .number(Double(d.started))),
                             ("completed", .number(Double(d.completed))), ("in_progress", .bool(d.inProgress)),
                             ("in_progress_persons", .number(Double(d.inProgressPersons))),
                             ("completion_rate", rate(d.completionRate)),
-                        ])
+                        ]
+                        if let retention = r.retention {
+                            fields.append(("retention", .array((retention.cohorts.first { $0.day == d.day }?.days ?? []).map(retentionDay))))
+                        }
+                        return .object(fields)
                     })
             ),
             (
@@ -117,6 +121,25 @@ enum JSONReport {
                     })
             ),
             ("diagnostics", r.diagnostics.map(diagnostics) ?? .null),
+            ("retention", r.retention.map { .array($0.days.map(retentionDay)) } ?? .null),
+        ])
+    }
+
+    /// SPEC §12: one retention day, completers against non-completers.
+    /// `rate` and `ci95` are null while nobody is eligible; `pending` counts
+    /// the persons whose day has not passed yet.
+    static func retentionDay(_ d: RetentionDay) -> JSON {
+        func side(_ s: RetentionSide) -> JSON {
+            .object([
+                ("eligible", .number(Double(s.eligible))), ("retained", .number(Double(s.retained))),
+                ("rate", .optional(s.rate.value)),
+                ("ci95", s.rate.ci95.map { .array([.number($0.lower), .number($0.upper)]) } ?? .null),
+                ("pending", .number(Double(s.pending))),
+            ])
+        }
+        return .object([
+            ("day", .number(Double(d.day))), ("completers", side(d.completers)), ("non_completers", side(d.nonCompleters)),
+            ("difference", .optional(d.difference)), ("p_value", .optional(d.pValue)),
         ])
     }
 

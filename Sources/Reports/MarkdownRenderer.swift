@@ -34,6 +34,14 @@ struct MarkdownRenderer {
             }
         }
         if let d = r.diagnostics { out += diagnostics(d) }
+        if let retention = r.retention, !retention.days.isEmpty {
+            out += "\n### Retention of completers and non-completers\n\n"
+            out += "| day | completers | non-completers | difference | p |\n|---|---|---|---:|---:|\n"
+            for day in retention.days {
+                out += "| \(RetentionText.day(day)) | \(RetentionText.side(day.completers)) | \(RetentionText.side(day.nonCompleters)) | "
+                    + "\(RetentionText.difference(day)) | \(RetentionText.pValue(day)) |\n"
+            }
+        }
         return out
     }
 

@@ -58,6 +58,21 @@ struct TableRenderer {
             }
         }
         if let d = r.diagnostics { out += diagnostics(d) }
+        if let retention = r.retention, !retention.days.isEmpty { out += self.retention(retention) }
+        return out
+    }
+
+    /// Retention of completers against non-completers, per retention day.
+    private func retention(_ retention: RetentionReport) -> String {
+        var out = "  retention (active on day N after the start; 95% CI):\n"
+        out += "    " + Formatting.pad("day", 6) + Formatting.pad("completers", 36) + Formatting.pad("non-completers", 36)
+            + Formatting.pad("difference", 12, right: true) + Formatting.pad("p", 10, right: true) + "\n"
+        for day in retention.days {
+            out += "    " + Formatting.pad(RetentionText.day(day), 6) + Formatting.pad(RetentionText.side(day.completers), 36)
+                + Formatting.pad(RetentionText.side(day.nonCompleters), 36)
+                + Formatting.pad(RetentionText.difference(day), 12, right: true) + Formatting.pad(RetentionText.pValue(day), 10, right: true)
+                + "\n"
+        }
         return out
     }
 

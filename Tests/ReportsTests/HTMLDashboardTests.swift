@@ -105,6 +105,7 @@ struct HTMLDashboardTests {
         var report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
         report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: FunnelTally(funnel: funnel, outcomes: outcomes, timeZone: .gmt), counts: counts)
         report.regressions = Self.plantedRegressions(funnel)
+        report.retention = RenderersTests.retention(cohortDay: report.cohorts.first?.day ?? "2026-11-20")
         let included = outcomes.filter { !$0.excluded && $0.level > 0 }
         return DashboardFunnel(report: report, secondsToComplete: included.compactMap(\.secondsToComplete))
     }
@@ -157,7 +158,7 @@ struct HTMLDashboardTests {
             Self.expect(html, lacks: "http://")
             Self.expect(html, lacks: "https://")
             Self.expect(html.lowercased(), lacks: "<script")
-            Self.expect(html.replacingOccurrences(of: "url(#hatch)", with: ""), lacks: "url(")
+            Self.expect(html.replacingOccurrences(of: "url(#hatch)", with: "").replacingOccurrences(of: "url(#retention-hatch)", with: ""), lacks: "url(")
             Self.expect(html, contains: "Content-Security-Policy")
             for target in Self.attributeValues(in: html, named: ["href", "src", "action", "xlink:href"]) {
                 #expect(target == "index.html" || (files[target] != nil && !target.contains("/")), "\(name) links to \(target)")
@@ -301,6 +302,12 @@ struct HTMLDashboardTests {
             #expect(!shown.isEmpty, "\(page): the realistic funnel has drivers")
             #expect(Self.attributeValues(in: dom, named: ["data-transition"]) == shown.map { "\($0.from)-\($0.to)" }, "\(page)")
             #expect(Self.attributeValues(in: dom, named: ["data-odds-ratio"]) == shown.map { "\($0.oddsRatio)" }, "\(page)")
+            // Retention: both curves' points where someone is eligible, the pending day marked, not drawn.
+            Self.expect(dom, contains: "class=\"chart retention-chart\"")
+            #expect(Self.attributeValues(in: dom, named: ["data-series"]) == ["completers", "non-completers"], "\(page)")
+            #expect(Self.attributeValues(in: dom, named: ["data-rate"]).suffix(2) == ["0.75", "0.25"], "\(page)")
+            Self.expect(dom, contains: "class=\"pending-zone\" data-day=\"30\"")
+            Self.expect(dom, contains: "<tr data-day=\"30\" data-pending=\"true\"><td>D30</td><td>pending (40)</td>")
         }
 
         let indexRun = try await Chromium.dumpDOM(browser, directory.appendingPathComponent("index.html"), profile: directory.appendingPathComponent("profile"))

@@ -30,7 +30,19 @@ struct RenderersTests {
             FunnelEvaluator.evaluate(events: [e("cart", t0, "Android"), e("pay", t0 + 120_000_000, "Android")], funnel: funnel, now: now),
             FunnelEvaluator.evaluate(events: [e("cart", now - 3_600_000_000, "iOS")], funnel: funnel, now: now),
         ]
-        return FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        var report = FunnelReport(funnel: funnel, outcomes: outcomes, now: now, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        report.retention = Self.retention(cohortDay: report.cohorts[0].day)
+        return report
+    }
+
+    /// D1: 30 of 40 completers against 10 of 40 others; D30: nobody's day has passed.
+    static func retention(cohortDay: String) -> RetentionReport {
+        RetentionReport(days: [1, 30], cells: [cohortDay: [
+            RetentionCell(day: 1, completed: true, counts: RetentionSide(eligible: 40, retained: 30)),
+            RetentionCell(day: 1, completed: false, counts: RetentionSide(eligible: 40, retained: 10)),
+            RetentionCell(day: 30, completed: true, counts: RetentionSide(pending: 40)),
+            RetentionCell(day: 30, completed: false, counts: RetentionSide(pending: 40)),
+        ]])
     }
 
     static let range = ReportRange(from: nil, to: nil, generatedAt: "2026-11-22T00:00:00Z")
@@ -56,6 +68,20 @@ struct RenderersTests {
         #expect(cohorts.map { $0["in_progress"] as? Bool } == [false, true])
         let os = try #require((funnel["breakdowns"] as? [String: Any])?["context.os.name"] as? [[String: Any]])
         #expect(Set(os.compactMap { $0["value"] as? String }) == ["iOS", "Android"])
+        // Retention (SPEC §12): each day, both sides, the difference and its p-value; pending days have no rate.
+        let retention = try #require(funnel["retention"] as? [[String: Any]])
+        #expect(retention.map { $0["day"] as? Int } == [1, 30])
+        let completers = try #require(retention[0]["completers"] as? [String: Any])
+        #expect(completers["eligible"] as? Int == 40 && completers["retained"] as? Int == 30 && completers["rate"] as? Double == 0.75)
+        #expect((completers["ci95"] as? [Double])?.count == 2)
+        #expect((retention[0]["non_completers"] as? [String: Any])?["rate"] as? Double == 0.25)
+        #expect(retention[0]["difference"] as? Double == 0.5)
+        let p = try #require(retention[0]["p_value"] as? Double)
+        #expect(abs(p - erfc(0.5 / (0.25 * 2 / 40).squareRoot() / 2.0.squareRoot())) < 1e-15)  // pooled 0.5: se = √(0.25·2/40)
+        let pending = try #require(retention[1]["completers"] as? [String: Any])
+        #expect(pending["rate"] is NSNull && pending["pending"] as? Int == 40 && retention[1]["p_value"] is NSNull)
+        #expect((cohorts[0]["retention"] as? [[String: Any]])?.count == 2)
+        #expect((cohorts[1]["retention"] as? [[String: Any]])?.isEmpty == true)
     }
 
     @Test("the terminal table aligns steps with bars, shows completion, targets and cohorts")
@@ -72,6 +98,10 @@ struct RenderersTests {
         #expect(text.contains("MISSED completion_rate: 33.3% (target ≥ 50%)"))
         #expect(text.contains("in progress"))
         #expect(text.contains("median 10m 0s"))
+        #expect(text.contains("  retention (active on day N after the start; 95% CI):"))
+        let d1 = try #require(lines.first { $0.hasPrefix("    D1 ") })
+        #expect(d1.contains("75.0% [") && d1.contains("of 40") && d1.contains("25.0% [") && d1.contains("+50.0 pts"))
+        #expect(lines.contains { $0.hasPrefix("    D30 ") && $0.contains("pending (40)") })
     }
 
     @Test("CSV quotes fields that need it; markdown has a table per section")
@@ -85,5 +115,9 @@ struct RenderersTests {
         let markdown = ReportFormat.markdown.render([report], range: Self.range)
         #expect(markdown.contains("| 2 | pay | 2 | 66.7% | 66.7% | 1 | 0 | 1m 30s |"))
         #expect(markdown.contains("| cohort day | started | completed | rate | status |"))
+        #expect(markdown.contains("| D30 | pending (40) | pending (40) | — | — |"))
+        let retention = try #require(sections.first { $0.hasPrefix("funnel,cohort_day,day,outcome,eligible,retained") }).split(separator: "\n")
+        #expect(retention.count == 1 + 4 + 4)  // the range, then its one cohort day
+        #expect(retention[1].hasPrefix("\"checkout, \"\"quoted\"\"\",,1,completers,40,30,0,0.75,"))
     }
 }
