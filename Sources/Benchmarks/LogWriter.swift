@@ -5,9 +5,19 @@ import Simulation
 /// Appends generated history straight into the log with COPY (no HTTP, no
 /// JSON parsing), ledger included, in chunks so memory stays flat.
 enum LogWriter {
+    /// Writes the events of the history `count`, `from`, `to`, `seed` and
+    /// `laterUse` give whose time is in `kept` (all when nil), received at
+    /// `receivedAt` (default `to`): the same history cut at a time gives a
+    /// log and the day after it, with the everyday use of earlier devices
+    /// in that day, as a live app's log has. Returns the events written.
     @discardableResult
-    static func append(_ c: Connection, count: Int, from: Date, to: Date, seed: UInt64, prefix: String) throws -> Int {
-        let receivedAt = PostgresValue.timestamp(to)
+    static func append(
+        _ c: Connection, count: Int, from: Date, to: Date, seed: UInt64, prefix: String, laterUse: LaterUse = LaterUse(),
+        kept: Range<Date>? = nil, receivedAt: Date? = nil
+    ) throws -> Int {
+        let received = receivedAt ?? to
+        let receivedAt = PostgresValue.timestamp(received)
+        let keptMicroseconds = kept.map { Int64($0.lowerBound.timeIntervalSince1970 * 1_000_000)..<Int64($0.upperBound.timeIntervalSince1970 * 1_000_000) }
         var written = 0
         try c.transaction { c in
             try c.copyIn(
@@ -16,7 +26,11 @@ enum LogWriter {
                              received_at, properties, context) FROM STDIN
                 """
             ) { writer in
-                written = try HistoryGenerator.generate(count: count, from: from, to: to, seed: seed, devicePrefix: prefix) { e in
+                try HistoryGenerator.generate(
+                    count: count, from: from, to: to, seed: seed, devicePrefix: prefix, laterUse: laterUse
+                ) { e in
+                    if let keptMicroseconds, !keptMicroseconds.contains(e.timestamp) { return }
+                    written += 1
                     try writer.writeRow([
                         .text(e.app), .text(e.type), .text(e.messageId), .optional(e.event), .text(e.anonymousId),
                         .optional(e.userId), .microseconds(e.timestamp), .microseconds(e.timestamp), receivedAt,
@@ -27,8 +41,8 @@ enum LogWriter {
             try c.query(
                 """
                 INSERT INTO event_ids (app, message_id, seq, received_at)
-                SELECT app, message_id, seq, received_at FROM events WHERE message_id LIKE $1
-                """, [.text(prefix + "-%")])
+                SELECT app, message_id, seq, received_at FROM events WHERE message_id LIKE $1 AND received_at = $2
+                """, [.text(prefix + "-%"), receivedAt])
         }
         return written
     }

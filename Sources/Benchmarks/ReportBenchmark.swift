@@ -2,11 +2,13 @@ public import Foundation
 import Funnels
 import LibPQ
 import LocalPostgres
+public import Simulation
 
 /// `onramp-bench report`: the nightly job against the read limit of this machine.
 ///
-/// Writes a realistic history (the simulator's journeys) of `events` messages
-/// over 30 days with COPY, then, in the same run and `rounds` times over: the
+/// Writes a realistic history (the simulator's journeys, and the devices'
+/// everyday use after onboarding as `laterUse` scales it) of about `events`
+/// messages over 30 days with COPY, then, in the same run and `rounds` times over: the
 /// raw read limit (`COPY (SELECT … FROM events) TO STDOUT`, discarded),
 /// `onramp rebuild`, the one-query SQL funnel for each configured funnel
 /// (`SQLFunnel`); then one more day appended, and the incremental `onramp report`
@@ -53,6 +55,8 @@ public struct ReportBenchmark: Sendable {
     }
 
     public var events: Int
+    /// How much devices use the app after onboarding (0: onboarding only).
+    public var laterUse: LaterUse
     public var rounds: Int
     public var executable: String
     public var serverURL: String?
@@ -60,10 +64,11 @@ public struct ReportBenchmark: Sendable {
     public var log: @Sendable (String) -> Void
 
     public init(
-        events: Int, rounds: Int = 3, executable: String, serverURL: String?, migrations: URL,
+        events: Int, laterUse: LaterUse = LaterUse(), rounds: Int = 3, executable: String, serverURL: String?, migrations: URL,
         log: @escaping @Sendable (String) -> Void
     ) {
         self.events = events
+        self.laterUse = laterUse
         self.rounds = max(1, rounds)
         self.executable = executable
         self.serverURL = serverURL
@@ -78,11 +83,17 @@ public struct ReportBenchmark: Sendable {
         let now = Date()
         let historyStart = now.addingTimeInterval(-31 * 86_400)
         let historyEnd = now.addingTimeInterval(-86_400)
-        let events = self.events
-        log("writing \(events) events over 30 days with COPY …")
+        let events = self.events, laterUse = self.laterUse
+        // One history of 31 days, cut a day before its end: the log, and the
+        // day the incremental run reads (new devices' onboarding and the
+        // earlier ones' everyday use).
+        let generated = events + events / 30
+        log("writing about \(events) events over 30 days with COPY (later use ×\(laterUse.scale)) …")
         let (written, load) = try await measure {
             try await pool.withConnection { c in
-                try LogWriter.append(c, count: events, from: historyStart, to: historyEnd, seed: 1, prefix: "h")
+                try LogWriter.append(
+                    c, count: generated, from: historyStart, to: now, seed: 1, prefix: "h", laterUse: laterUse,
+                    kept: historyStart..<historyEnd, receivedAt: historyEnd)
             }
         }
         try await pool.query("VACUUM ANALYZE events")
@@ -121,10 +132,11 @@ public struct ReportBenchmark: Sendable {
             run.seconds = Self.median(sqlRuns.map { $0[index].seconds })
             return run
         }
-        let dayCount = max(1, events / 30)
-        log("appending one more day (\(dayCount) events) and running the incremental report …")
-        _ = try await pool.withConnection { c in
-            try LogWriter.append(c, count: dayCount, from: historyEnd, to: now, seed: 2, prefix: "d")
+        log("appending one more day and running the incremental report …")
+        let dayCount = try await pool.withConnection { c in
+            try LogWriter.append(
+                c, count: generated, from: historyStart, to: now, seed: 1, prefix: "h", laterUse: laterUse, kept: historyEnd..<now,
+                receivedAt: now)
         }
         try await pool.query("ANALYZE events")
         // The rounds' rebuilds leave dirty pages behind; the nightly run does

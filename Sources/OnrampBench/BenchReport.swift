@@ -1,6 +1,7 @@
 import ArgumentParser
 import Benchmarks
 import Foundation
+import Simulation
 
 /// `onramp-bench report`: `onramp rebuild` and the incremental `onramp report` vs a raw scan of the log.
 struct BenchReport: AsyncParsableCommand {
@@ -12,8 +13,12 @@ struct BenchReport: AsyncParsableCommand {
     @Option(help: "Times to run the raw scan, rebuild and SQL funnels, interleaved; medians are reported.")
     var rounds: Int = 3
 
+    @Option(help: "How much devices use the app after onboarding: 0 for onboarding only, 1 for the simulator's model (most events), 2 for twice as busy.")
+    var laterUse: Double = 1
+
     func validate() throws {
         guard events > 0 else { throw ValidationError("--events must be at least 1 (got \(events))") }
+        guard (0...10).contains(laterUse) else { throw ValidationError("--later-use must be from 0 to 10 (got \(laterUse))") }
         guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20 (got \(rounds))") }
     }
 
@@ -26,7 +31,7 @@ struct BenchReport: AsyncParsableCommand {
         let executable = onramp ?? URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
             .deletingLastPathComponent().appendingPathComponent("onramp").path
         let bench = ReportBenchmark(
-            events: events, rounds: rounds, executable: executable,
+            events: events, laterUse: LaterUse(scale: laterUse), rounds: rounds, executable: executable,
             serverURL: options.serverURL, migrations: try options.migrationsDirectory(), log: { info($0) })
         let r = try await bench.run()
         if try options.printedJSON(r) { return }

@@ -4,7 +4,8 @@ import Funnels
 /// One row per funnel and step, for spreadsheets.
 struct CSVRenderer {
     func render(_ reports: [FunnelReport]) -> String {
-        // Regressions, then improvements, first; then each section after a blank line with its own header.
+        // Regressions, then improvements, first; then each section after a blank line with its own header:
+        // steps, the drop-off diagnostics' two, retention.
         var out = "direction,funnel,kind,metric,step,baseline_label,baseline_value,baseline_persons,baseline_ci_low,baseline_ci_high,recent_label,recent_value,recent_persons,recent_ci_low,recent_ci_high,difference,p_value,q_value\n"
         let (regressions, improvements) = RegressionText.all(reports)
         for (direction, changes) in [("regression", regressions), ("improvement", improvements)] {
@@ -30,6 +31,8 @@ struct CSVRenderer {
                 out += fields.map(quote).joined(separator: ",") + "\n"
             }
         }
+        let diagnosed = reports.compactMap { r in r.diagnostics.map { (r, $0) } }
+        if !diagnosed.isEmpty { out += diagnostics(diagnosed) }
         let retained = reports.compactMap { r in r.retention.map { (r, $0) } }
         if !retained.isEmpty {
             out += "\nfunnel,cohort_day,day,outcome,eligible,retained,pending,rate,ci_low,ci_high,difference,p_value\n"
@@ -47,9 +50,12 @@ struct CSVRenderer {
                 }
             }
         }
-        let diagnosed = reports.compactMap { r in r.diagnostics.map { (r, $0) } }
-        guard !diagnosed.isEmpty else { return out }
-        out += "\nfunnel,step_index,step_name,median_seconds_from_previous,p90_seconds_from_previous,dropped,median_lingering_seconds,p90_lingering_seconds,next_event,next_event_persons,next_event_share\n"
+        return out
+    }
+
+    /// The drop-off diagnostics' two sections: per step, and the drivers.
+    private func diagnostics(_ diagnosed: [(FunnelReport, DropOffDiagnostics)]) -> String {
+        var out = "\nfunnel,step_index,step_name,median_seconds_from_previous,p90_seconds_from_previous,dropped,median_lingering_seconds,p90_lingering_seconds,next_event,next_event_persons,next_event_share\n"
         for (r, d) in diagnosed {
             for step in d.steps {
                 let head = [r.funnel, "\(step.index)", step.name, number(step.secondsFromPrevious?.median), number(step.secondsFromPrevious?.p90),

@@ -42,12 +42,12 @@ public struct SimulatedDevice: Sendable {
 /// history of any size is produced without holding it in memory.
 public enum HistoryGenerator {
     /// Calls `body` for about `count` events of devices starting between
-    /// `from` and `to`, of `apps` (default: all four), with `plants` planted;
-    /// returns the number of events produced.
+    /// `from` and `to`, of `apps` (default: all four), with `plants` planted
+    /// and `laterUse` after onboarding; returns the number of events produced.
     @discardableResult
     public static func generate(
         count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String = "dev", apps: Set<String>? = nil,
-        plants: [PlantedRegression] = [],
+        plants: [PlantedRegression] = [], laterUse: LaterUse = LaterUse(),
         _ body: (GeneratedEvent) throws -> Void
     ) rethrows -> Int {
         let encoder = JSONEncoder()
@@ -55,7 +55,9 @@ public enum HistoryGenerator {
         func json(_ value: [String: JSONValue]) -> String {
             (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
         }
-        return try devices(count: count, from: from, to: to, seed: seed, devicePrefix: devicePrefix, apps: apps, plants: plants) { device in
+        return try devices(
+            count: count, from: from, to: to, seed: seed, devicePrefix: devicePrefix, apps: apps, plants: plants, laterUse: laterUse
+        ) { device in
             let context = json(device.context)
             for (n, event) in device.events.enumerated() {
                 try body(
@@ -71,7 +73,7 @@ public enum HistoryGenerator {
     @discardableResult
     public static func devices(
         count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String = "dev", apps: Set<String>? = nil,
-        plants: [PlantedRegression] = [],
+        plants: [PlantedRegression] = [], laterUse: LaterUse = LaterUse(),
         _ body: (SimulatedDevice) throws -> Void
     ) rethrows -> Int {
         var rng = SeededRandom(seed: seed)
@@ -85,7 +87,8 @@ public enum HistoryGenerator {
             }
             var userId: String?
             var events: [SimulatedDevice.Event] = []
-            for action in journey.actions.sorted(by: { $0.at < $1.at }) {
+            var later = LaterUse.random(seed: seed, device: device)
+            for action in (journey.actions + laterUse.actions(after: journey, rng: &later)).sorted(by: { $0.at < $1.at }) {
                 let time = start.addingTimeInterval(action.at)
                 guard time < to, produced < count else { break }
                 if action.kind == .identify { userId = action.name }

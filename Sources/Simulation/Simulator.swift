@@ -20,6 +20,8 @@ public enum Simulator {
         public var duplicateRate = 0.02
         /// Changes for the worse planted in some app versions.
         public var plants: [PlantedRegression] = []
+        /// How much devices use the app after onboarding.
+        public var laterUse = LaterUse()
         public var storage: URL = URL(fileURLWithPath: NSTemporaryDirectory()).appendingPathComponent("onramp-simulate")
         /// Called now and then with (devices done, total).
         public var progress: @Sendable (Int, Int) -> Void = { _, _ in }
@@ -71,10 +73,12 @@ public enum Simulator {
         var plans: [Plan] = []
         for index in 0..<options.devices {
             let app = rng.pick(apps.map { ($0, $0 == "ops" ? 1.5 : 1.0) })
-            let (journey, start) = JourneyModel.journey(app: app, rng: &rng, plants: options.plants, end: now) { rng in
+            var (journey, start) = JourneyModel.journey(app: app, rng: &rng, plants: options.plants, end: now) { rng in
                 now.addingTimeInterval(-Double.random(in: 0..<Double(options.days * 86_400), using: &rng))
             }
             let skew: TimeInterval = rng.chance(options.skewRate) ? (rng.chance(0.5) ? 7_200 : -10_800) : 0
+            var later = LaterUse.random(seed: options.seed, device: index)
+            journey.actions += options.laterUse.actions(after: journey, rng: &later)
             plans.append(Plan(index: index, journey: journey, start: start, offline: rng.chance(options.offlineRate),
                               skew: skew, duplicate: rng.chance(options.duplicateRate)))
         }

@@ -80,6 +80,22 @@ struct AnalystDataset {
             ("u3", [("onboarding_screen_viewed", #"{"page": 1}"#), ("onboarding_skipped", "{}")]),
             ("u4", [("onboarding_screen_viewed", #"{"page": 1}"#)]),
         ]
+        let formaStart = t0 - 7 * Self.day
+        let formaSteps = ["welcome", "folders", "quiz", "folderTemplates", "preview"]
+        for (person, version, steps, activeDays) in Self.formaPersons {
+            let context = #"{"os": {"name": "macOS"}, "app": {"version": "\#(version)"}}"#
+            for i in 0..<steps {
+                let completion = i == formaSteps.count
+                events.append(SeedEvent(
+                    app: "forma", messageId: "\(person)-\(i)", event: completion ? "onboarding_completed" : "onboarding_step_viewed",
+                    anonymousId: person, timestamp: formaStart + seconds(i * 45),
+                    properties: completion ? "{}" : #"{"step": "\#(formaSteps[i])"}"#, context: context))
+            }
+            for day in activeDays {
+                events.append(SeedEvent(app: "forma", messageId: "\(person)-day-\(day)", event: "folder_created", anonymousId: person,
+                                        timestamp: formaStart + Int64(day) * Self.day + seconds(3600), context: context))
+            }
+        }
         for (person, steps) in umuve {
             for (i, (name, properties)) in steps.enumerated() {
                 events.append(SeedEvent(app: "umuve", messageId: "\(person)-\(i)", event: name, anonymousId: person,
@@ -87,6 +103,15 @@ struct AnalystDataset {
             }
         }
     }
+
+    /// forma persons who started a week before the others (ten days ago), with
+    /// the days they came back on: f1, f2 and f3 complete; f4 stops at quiz,
+    /// f5 at folders, f6 at welcome. Active on day 7 (7 to 8 days after
+    /// their start): f1, f2, f3 and f6; f4 only on day 1.
+    static let formaPersons: [(person: String, version: String, steps: Int, activeDays: [Int])] = [
+        ("f1", "1.0.3", 6, [7]), ("f2", "1.0.3", 6, [1, 7]), ("f3", "1.0.2", 6, [7]),
+        ("f4", "1.0.2", 3, [1]), ("f5", "1.0.3", 2, []), ("f6", "1.0.3", 1, [7]),
+    ]
 
     /// Writes the events and three quarantined messages.
     func insert(_ c: Connection) throws {

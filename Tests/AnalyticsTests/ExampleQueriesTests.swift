@@ -22,7 +22,7 @@ struct ExampleQueriesTests {
         "04_ops_employee_flow_version_comparison.sql", "05_ops_completion_by_signup_method.sql",
         "06_daily_completion_trend.sql", "07_events_per_platform_per_day.sql", "08_umuve_skip_or_swipe.sql",
         "09_operator_quarantine_by_reason.sql", "10_yoked_what_otp_dropoffs_did_next.sql",
-        "11_yoked_app_versions_driving_profile_dropoff.sql",
+        "11_yoked_app_versions_driving_profile_dropoff.sql", "12_forma_d7_retention_by_app_version.sql",
     ]
 
     @Test("the examples give the answers the dataset implies")
@@ -90,7 +90,7 @@ struct ExampleQueriesTests {
         let dataset = AnalystDataset()
         var expected: [String: Int] = [:]
         for e in dataset.events {
-            let os = e.context.contains("Android") ? "Android" : "iOS"
+            let os = e.context.contains("Android") ? "Android" : (e.context.contains("macOS") ? "macOS" : "iOS")
             expected["\(e.app)|\(Timestamps.format(microseconds: e.timestamp).prefix(10))|\(os)", default: 0] += 1
         }
         var actual: [String: Int] = [:]
@@ -113,6 +113,15 @@ struct ExampleQueriesTests {
         #expect(versions.map { Double($0["odds_ratio"] ?? "") } == [0.3333, 3.0])
         let spread = 1.959963984540054 * (1 / 1.5 + 1 / 1.5 + 1 / 1.5 + 1 / 0.5).squareRoot()
         #expect(abs((Double(versions.first?["ci_low"] ?? "") ?? 0) - (exp(log(1.0 / 3) - spread) * 10_000).rounded() / 10_000) < 1e-9)
+
+        // 12: D7 of forma's completers and the others, by version: 1.0.3 2 of 2 against 1 of 2 (f5 never came
+        // back, f6 did), 1.0.2 1 of 1 against 0 of 1 (f4 came back on day 1 only).
+        let retention = try await run("12_forma_d7_retention_by_app_version.sql")
+        #expect(retention.map { [$0["app_version"] ?? "", $0["completers"] ?? "", $0["completers_retained"] ?? "",
+                                 $0["non_completers"] ?? "", $0["non_completers_retained"] ?? "", $0["difference"] ?? ""] }
+                == [["1.0.3", "2", "2", "2", "1", "0.5000"], ["1.0.2", "1", "1", "1", "0", "1.0000"]])
+        let pD7 = try #require(Statistics.twoProportionZTest(successes1: 2, trials1: 2, successes2: 1, trials2: 2))
+        #expect(abs((Double(retention.first?["p_value"] ?? "") ?? -1) - pD7.pValue) < 1e-6)
 
         // 09 is the operator's: the analyst is refused, the operator sees the reasons.
         let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }

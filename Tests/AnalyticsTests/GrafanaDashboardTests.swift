@@ -65,10 +65,10 @@ struct GrafanaDashboardTests {
         return out
     }
 
-    @Test("six dashboards, one per concern, every panel with SQL")
+    @Test("seven dashboards, one per concern, every panel with SQL")
     func dashboardsExist() throws {
         let panels = try Self.panels()
-        #expect(Set(panels.map(\.dashboard)) == ["breakdowns.json", "completion-trend.json", "drop-off.json", "funnel-steps.json", "regressions.json", "time-to-complete.json"])
+        #expect(Set(panels.map(\.dashboard)) == ["breakdowns.json", "completion-trend.json", "drop-off.json", "funnel-steps.json", "regressions.json", "retention.json", "time-to-complete.json"])
         #expect(panels.count >= 10)
         #expect(panels.allSatisfy { !$0.sql.contains("public.") })
         let datasource = try String(contentsOf: Self.grafanaDirectory.appendingPathComponent("provisioning/datasources/onramp.yaml"), encoding: .utf8)
@@ -111,6 +111,13 @@ struct GrafanaDashboardTests {
         let target = try Self.panels().first { $0.dashboard == "completion-trend.json" && $0.sql.contains("AS \"target\"") }
         let targetSQL = Self.expandMacros(try #require(target).sql, from: from, to: to).replacingOccurrences(of: "$funnel", with: "yoked_onboarding")
         #expect(try await session.analyst.query(targetSQL).first?.decode(Double.self, "target") == 0.6)
+        // Retention over the range for forma: D7 of completers 3 of 3, of the others 1 of 3 (the dataset's forma persons).
+        let retention = try Self.panels().first { $0.dashboard == "retention.json" && $0.title.contains("over the range") }
+        let retentionSQL = Self.expandMacros(try #require(retention).sql, from: "2000-01-01T00:00:00Z", to: to)
+            .replacingOccurrences(of: "$funnel", with: "forma_onboarding")
+        let d7 = try await session.analyst.query(retentionSQL).table.first { $0["day"] == "D7" }
+        #expect([d7?["completers_eligible"], d7?["completers_retained"], d7?["non_completers_eligible"], d7?["non_completers_retained"]]
+                == ["3", "3", "3", "1"])
         try await session.close()
     }
 }

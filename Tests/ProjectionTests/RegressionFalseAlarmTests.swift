@@ -62,7 +62,7 @@ import Testing
         let shapes = Dictionary(uniqueKeysWithValues: funnels.map { ($0.name, FunnelTally.Shape($0)) })
         HistoryGenerator.devices(
             count: 36_000, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed,
-            apps: Set(funnels.map(\.app)), plants: plants
+            apps: Set(funnels.map(\.app)), plants: plants, laterUse: LaterUse(scale: 0)  // the funnels' persons only, as sized
         ) { device in
             let context = flatten(.object(device.context), prefix: "context")
             let events = device.events.enumerated().map { n, e in

@@ -106,9 +106,10 @@ struct ReportCommandTests {
             #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent(name).path), "\(name)")
         }
         let csv = try String(contentsOf: out.appendingPathComponent("report.csv"), encoding: .utf8)
-        // Regressions and improvements first; the per-step section; the diagnostics' sections, each after a blank line.
+        // Regressions and improvements first; the per-step section; the diagnostics' sections; retention, each after a blank line.
         let sections = csv.components(separatedBy: "\n\n")
-        #expect(sections.count == 4)
+        #expect(sections.count == 5)
+        #expect(sections[4].hasPrefix("funnel,cohort_day,day,outcome,eligible,retained,pending,rate"))
         #expect(sections[0].hasPrefix("direction,funnel,kind,metric,step,"))
         #expect(sections[1].split(separator: "\n").count == 1 + 12 + 7)
         #expect(sections[3].hasPrefix("funnel,from_index,to_index,kind,dimension,value,persons,converted,dropped"))
