@@ -83,7 +83,7 @@ public enum FunnelEvaluator {
             completionTime: completed ? chainTimes.last : nil,
             stepTimes: stepTimes,
             optionalStepsDone: optionalDone,
-            breakdown: breakdownValues(timeline: timeline, firstStart: firstStart, dimensions: funnel.breakdowns),
+            breakdown: breakdownValues(timeline: timeline, firstStart: firstStart, window: window, dimensions: funnel.breakdowns),
             openUntil: openUntil
         )
     }
@@ -101,15 +101,20 @@ public enum FunnelEvaluator {
 
     /// Values come from the first step-1 event; a dimension it lacks (e.g.
     /// `properties.auth_method`, known only after signup) is taken from the
-    /// earliest later event that carries it, else `(none)`.
-    private static func breakdownValues(timeline: Timeline, firstStart: Int?, dimensions: [String]) -> [String: String] {
+    /// earliest later event within that event's window that carries it, else
+    /// `(none)`. Within the window: a value is the person's as at their
+    /// start, and the nightly job can then leave persons alone whose new
+    /// events (everyday use of the app) all fall past their windows.
+    private static func breakdownValues(timeline: Timeline, firstStart: Int?, window: Int64, dimensions: [String]) -> [String: String] {
         var values: [String: String] = [:]
         values.reserveCapacity(dimensions.count)
         let events = timeline.events
+        let end = firstStart.flatMap { windowEnd(start: events[$0].timestamp, window: window) } ?? Int64.max
         for dimension in dimensions {
             var value: String?
             if let firstStart {
                 for index in firstStart..<events.count {
+                    guard events[index].timestamp <= end else { break }  // sorted by time
                     if let found = events[index].attributes[dimension] {
                         value = found
                         break

@@ -218,6 +218,12 @@ import Testing
         ])
         let none = FunnelEvaluator.evaluate(events: [track("a", at: 0)], funnel: funnel, now: now)
         #expect(none.breakdown["context.os.name"] == "(none)")
+        // Only within the first start's window: a value first seen days later is not the person's at their start.
+        let late = FunnelEvaluator.evaluate(events: [
+            track("a", at: 0), track("x", at: funnel.windowSeconds, ["context.os.name": "iOS"]),
+            track("y", at: funnel.windowSeconds + 1, ["properties.auth_method": "apple"]),
+        ], funnel: funnel, now: now)
+        #expect(late.breakdown["context.os.name"] == "iOS" && late.breakdown["properties.auth_method"] == "(none)")
     }
 
     @Test func noStepOneMeansLevelZero() {
