@@ -16,6 +16,8 @@ struct PersonActivity: Sendable {
         let inProgress: Bool
         let excluded: Bool
         let level: Int
+        /// The retention days of their record (`funnel_person_retention`), read in the same lookup.
+        let retainedDays: [Int]
 
         /// Whether the day tables count the person: window closed, not excluded, at step 1.
         var isCounted: Bool { !inProgress && !excluded && level >= 1 }
@@ -27,8 +29,9 @@ struct PersonActivity: Sendable {
     let starts: [Start]
 
     /// The stored outcomes of `persons` (app, person -> their activity), by
-    /// key, one index lookup each; with the end of the latest window any of
-    /// them still looks at (`windowEnd`, given a funnel's window).
+    /// key, one index lookup each, with their retention records; with the end
+    /// of the latest window any of them still looks at (`windowEnd`, given a
+    /// funnel's window).
     static func starts(
         _ c: Connection, of persons: [NewEvents.Key], windows: [String: Int64]
     ) throws -> [NewEvents.Key: [(start: Start, windowEnd: Int64)]] {
@@ -37,9 +40,10 @@ struct PersonActivity: Sendable {
         try c.forEachRow(
             """
             SELECT t.app, t.person, p.funnel, p.cohort_day::text, p.start_time, p.chain_start_time, p.open_until,
-                   p.completed, p.in_progress, p.excluded, p.level
+                   p.completed, p.in_progress, p.excluded, p.level, r.retained_days
             FROM unnest($1::text[], $2::text[]) AS t(app, person)
             CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+            LEFT JOIN funnel_person_retention r ON r.app = p.app AND r.person_id = p.person_id AND r.funnel = p.funnel
             """, [.textArray(persons.map(\.app)), .textArray(persons.map(\.id))]
         ) { row in
             let funnel = try row.decode(String.self, at: 2)
@@ -55,7 +59,8 @@ struct PersonActivity: Sendable {
                 Start(
                     funnel: funnel, cohortDay: try row.decode(String.self, at: 3), start: start,
                     completed: try row.decode(Bool.self, at: 7), inProgress: try row.decode(Bool.self, at: 8),
-                    excluded: try row.decode(Bool.self, at: 9), level: try row.decode(Int.self, at: 10)),
+                    excluded: try row.decode(Bool.self, at: 9), level: try row.decode(Int.self, at: 10),
+                    retainedDays: (try row.decode(PostgresArrayText?.self, at: 11)?.integers() ?? []).compactMap { $0.map(Int.init) }),
                 windowEnd
             ))
         }

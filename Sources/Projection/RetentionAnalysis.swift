@@ -96,30 +96,18 @@ struct RetentionAnalysis: PersonAnalysis {
         return change
     }
 
-    /// Adds the activity of persons not recomputed to their records: the
-    /// retention days it falls on join the stored ones, and a person the
-    /// days count is added to the day's retained of each new one.
+    /// Adds the activity of persons not recomputed to their records (read
+    /// with their outcomes, `PersonActivity.starts`): the retention days it
+    /// falls on join the stored ones, and a person the days count is added
+    /// to the day's retained of each new one.
     private func record(_ c: Connection, activity: [PersonActivity], change: inout StoredDayChange) throws {
         guard !activity.isEmpty else { return }
-        var stored: [PersonKey: [Int]] = [:]
-        try c.forEachRow(
-            """
-            SELECT t.app, t.person, r.funnel, r.retained_days
-            FROM unnest($1::text[], $2::text[]) AS t(app, person)
-            CROSS JOIN LATERAL (
-                SELECT * FROM funnel_person_retention r WHERE r.app = t.app AND r.person_id = t.person OFFSET 0) r
-            """, [.textArray(activity.map(\.app)), .textArray(activity.map(\.person))]
-        ) { row in
-            let key = PersonKey(app: try row.decode(String.self, at: 0), person: try row.decode(String.self, at: 1),
-                                funnel: try row.decode(String.self, at: 2))
-            stored[key] = (try row.decode(PostgresArrayText.self, at: 3).integers() ?? []).compactMap { $0.map(Int.init) }
-        }
         var updated: [(PersonKey, String, [Int])] = []
         for person in activity {
             for start in person.starts where start.level >= 1 && !start.excluded {
                 guard let settings = settings[start.funnel] else { continue }
                 let key = PersonKey(app: person.app, person: person.person, funnel: start.funnel)
-                let old = stored[key] ?? []
+                let old = start.retainedDays
                 var days = Set(old)
                 for event in person.events {
                     if let day = settings.day(of: event.timestamp, start: start.start), settings.isActive(event.event) { days.insert(day) }
