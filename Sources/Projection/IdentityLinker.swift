@@ -23,8 +23,9 @@ enum IdentityLinker {
         try c.executeScript(
             "CREATE TEMP TABLE link_candidates (app text, anonymous_id text, user_id text, first_seen timestamptz) ON COMMIT DROP")
         try c.copyIn("COPY link_candidates FROM STDIN") { writer in
-            for (app, links) in newLinks {
-                for (anonymousId, link) in links {
+            // In index order, as `TouchedPersons.sorted` says why.
+            for (app, links) in newLinks.sorted(by: { $0.key < $1.key }) {
+                for (anonymousId, link) in links.sorted(by: { $0.key < $1.key }) {
                     try writer.writeRow([.text(app), .text(anonymousId), .text(link.userId), .microseconds(link.firstSeen)])
                 }
             }

@@ -129,7 +129,8 @@ struct RetentionAnalysis: PersonAnalysis {
             ON COMMIT DROP
             """)
         try c.copyIn("COPY retention_updates FROM STDIN") { writer in
-            for (key, day, days) in updated {
+            // In primary-key order, as `TouchedPersons.sorted` says why.
+            for (key, day, days) in updated.sorted(by: { ($0.0.app, $0.0.person, $0.0.funnel) < ($1.0.app, $1.0.person, $1.0.funnel) }) {
                 try writer.writeRow([.text(key.app), .text(key.person), .text(key.funnel), .text(day), .text(Self.arrayText(days))])
             }
         }
