@@ -65,11 +65,12 @@ struct TableRenderer {
     /// Retention of completers against non-completers, per retention day.
     private func retention(_ retention: RetentionReport) -> String {
         var out = "  retention (active on day N after the start; 95% CI):\n"
-        out += "    " + Formatting.pad("day", 6) + Formatting.pad("completers", 36) + Formatting.pad("non-completers", 36)
+        // Wide enough for `100.0% [99.1%–100.0%] of 12345, 1234 pending`, then a space.
+        out += "    " + Formatting.pad("day", 6) + Formatting.pad("completers", 46) + " " + Formatting.pad("non-completers", 46)
             + Formatting.pad("difference", 12, right: true) + Formatting.pad("p", 10, right: true) + "\n"
         for day in retention.days {
-            out += "    " + Formatting.pad(RetentionText.day(day), 6) + Formatting.pad(RetentionText.side(day.completers), 36)
-                + Formatting.pad(RetentionText.side(day.nonCompleters), 36)
+            out += "    " + Formatting.pad(RetentionText.day(day), 6) + Formatting.pad(RetentionText.side(day.completers), 46) + " "
+                + Formatting.pad(RetentionText.side(day.nonCompleters), 46)
                 + Formatting.pad(RetentionText.difference(day), 12, right: true) + Formatting.pad(RetentionText.pValue(day), 10, right: true)
                 + "\n"
         }
