@@ -86,19 +86,11 @@ struct DropOffAnalysis: PersonAnalysis {
         _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
         now: Int64
     ) throws {
-        var counts = try change == nil ? [:] : Self.stored(c, funnel: funnel, where: "cohort_day = ANY($2::date[])", [.textArray(days)])
-        for day in days {
-            let key = FunnelDay(funnel: funnel.name, day: day)
-            var tally = Tally(counts: counts[day] ?? DropOffCounts())
-            if let removed = change?.removed[key] { tally.subtract(removed) }
-            if let added = change?.added[key] { tally.merge(added) }
-            if let new = counted[day] { tally.merge(new) }
-            counts[day] = tally.counts
-        }
-        let parameters: [PostgresValue] = [.text(funnel.name), .textArray(days)]
-        for table in dayTables {
-            try c.query("DELETE FROM \(table) WHERE funnel = $1 AND cohort_day = ANY($2::date[])", parameters)
-        }
+        let stored = try change == nil ? [:] : Self.stored(c, funnel: funnel, where: "cohort_day = ANY($2::date[])", [.textArray(days)])
+        let counts = dayTallies(
+            stored.mapValues { Tally(counts: $0) }, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change
+        ).mapValues(\.counts)
+        try deleteDays(c, funnel: funnel, days: days)
         try Self.write(c, funnel: funnel, counts: counts)
     }
 

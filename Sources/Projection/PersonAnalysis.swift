@@ -86,6 +86,31 @@ extension PersonAnalysis {
         now: Int64
     ) throws {}
 
+    /// The tallies `rewriteDays` writes for `days`: each day's `stored` one
+    /// (none for a rebuild), less and plus the run's `change`, plus what the
+    /// run `counted`.
+    func dayTallies<T: AnalysisTally>(
+        _ stored: [String: T], empty: T, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+    ) -> [String: T] {
+        var tallies = stored
+        for day in days {
+            let key = FunnelDay(funnel: funnel.name, day: day)
+            var tally = tallies[day] ?? empty
+            if let removed = change?.removed[key] { tally.subtract(removed) }
+            if let added = change?.added[key] { tally.merge(added) }
+            if let new = counted[day] { tally.merge(new) }
+            tallies[day] = tally
+        }
+        return tallies
+    }
+
+    /// Deletes `days` of `funnel` from every day table, before they are written again.
+    func deleteDays(_ c: Connection, funnel: Funnel, days: [String]) throws {
+        for table in dayTables {
+            try c.query("DELETE FROM \(table) WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(days)])
+        }
+    }
+
     /// Deletes the rows of the persons an incremental run recomputes (the
     /// run's `touched` temp table), as `funnel_persons`' are deleted.
     func deleteRecomputed(_ c: Connection) throws {

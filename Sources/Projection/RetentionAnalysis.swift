@@ -163,19 +163,11 @@ struct RetentionAnalysis: PersonAnalysis {
         _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
         now: Int64
     ) throws {
-        var counts = try change == nil ? [:] : Self.stored(c, funnel: funnel, days: days)
-        for day in days {
-            let key = FunnelDay(funnel: funnel.name, day: day)
-            var tally = Tally(counts: counts[day] ?? RetentionCounts())
-            if let removed = change?.removed[key] { tally.subtract(removed) }
-            if let added = change?.added[key] { tally.merge(added) }
-            if let new = counted[day] { tally.merge(new) }
-            counts[day] = tally.counts
-        }
-        let parameters: [PostgresValue] = [.text(funnel.name), .textArray(days)]
-        for table in dayTables {
-            try c.query("DELETE FROM \(table) WHERE funnel = $1 AND cohort_day = ANY($2::date[])", parameters)
-        }
+        let stored = try change == nil ? [:] : Self.stored(c, funnel: funnel, days: days)
+        let counts = dayTallies(
+            stored.mapValues { Tally(counts: $0) }, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change
+        ).mapValues(\.counts)
+        try deleteDays(c, funnel: funnel, days: days)
         let head: [PostgresValue] = [.text(funnel.name), .text(funnel.app)]
         let retentionDays = settings[funnel.name]?.days ?? RetentionSettings.defaultDays
         try c.copyIn("COPY funnel_retention_starts (funnel, app, cohort_day, completed, day_n, start_us) FROM STDIN") { w in
