@@ -81,11 +81,18 @@ import Testing
         #expect(second.personsRecomputed > 0 && second.personsRecomputed < lateDevices.count / 2, "\(second) of \(lateDevices.count)")
         #expect(third.personsRecomputed == 0 && third.cohortDaysRewritten == 0, "\(third)")
 
+        @Sendable func retentionRows(_ c: Connection) throws -> [String] {
+            try c.query(TableDump.retentionQuery).rows.map { row in (0..<row.count).map { row.text(at: $0) ?? "∅" }.joined(separator: "|") }
+        }
         let incremental = try await pool.withConnection { try TableDump.dump($0) }
+        let incrementalCells = try await pool.withConnection { try retentionRows($0) }
         let reports = try await pool.withConnection { c in try ReportQuery().results(c, configuration: configuration, now: now) }
         _ = try await pool.withConnection { c in try configured.run(c, mode: .rebuild, now: now) }
         let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
-        for table in ["funnel_person_retention", "funnel_retention_starts", "funnel_retention", "funnel_persons"] {
+        // Both at `now`: the cells are the clock's.
+        #expect(try await pool.withConnection { try retentionRows($0) } == incrementalCells)
+        #expect(incrementalCells.count > 50)
+        for table in ["funnel_person_retention", "funnel_retention_starts", "funnel_persons"] {
             #expect(incremental[table] == rebuilt[table], "\(table)")
             #expect((rebuilt[table]?.count ?? 0) > 50, "\(table)")
         }
