@@ -17,6 +17,8 @@ public enum PostgresValue: Sendable, Hashable {
     case json(String)
     /// A one-dimensional text array (`text[]`).
     case textArray([String])
+    /// A one-dimensional integer array (`int8[]`; as COPY text, any integer array column).
+    case intArray([Int64])
 
     /// Type OID sent with the parameter; 0 lets the server infer it from context
     /// (which is what makes `'…'` literals work for uuid, jsonb, timestamptz columns).
@@ -28,6 +30,7 @@ public enum PostgresValue: Sendable, Hashable {
         case .bytes: PostgresType.bytea
         case .json: PostgresType.jsonb
         case .textArray: PostgresType.textArray
+        case .intArray: PostgresType.int8Array
         case .timestamp, .microseconds: PostgresType.timestamptz
         default: 0
         }
@@ -46,6 +49,7 @@ public enum PostgresValue: Sendable, Hashable {
         case .uuid(let u): u.uuidString
         case .bytes: nil
         case .textArray(let items): PostgresArray.literal(items)
+        case .intArray(let items): "{" + items.map(String.init).joined(separator: ",") + "}"
         }
     }
 }
@@ -62,6 +66,7 @@ extension PostgresValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral
 
 extension PostgresValue {
     public static func int(_ value: Int) -> PostgresValue { .int(Int64(value)) }
+    public static func intArray(_ values: [Int]) -> PostgresValue { .intArray(values.map(Int64.init)) }
     /// `.text`, or NULL when the optional is empty.
     public static func optional(_ value: String?) -> PostgresValue { value.map { .text($0) } ?? .null }
     public static func optional(_ value: Date?) -> PostgresValue { value.map { .timestamp($0) } ?? .null }
@@ -90,6 +95,7 @@ public enum PostgresType {
     public static let uuid: UInt32 = 2950
     public static let jsonb: UInt32 = 3802
     public static let textArray: UInt32 = 1009
+    public static let int8Array: UInt32 = 1016
 
     static func name(of oid: UInt32) -> String {
         switch oid {
@@ -114,6 +120,7 @@ public enum PostgresType {
         case uuid: "uuid"
         case jsonb: "jsonb"
         case textArray: "text[]"
+        case int8Array: "int8[]"
         default: "oid \(oid)"
         }
     }

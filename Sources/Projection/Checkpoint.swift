@@ -19,7 +19,7 @@ struct Checkpoint: Equatable {
     func save(_ c: Connection) throws {
         try c.query(
             "UPDATE projection_checkpoint SET horizon_txid = $1, pending_txids = $2::int8[], updated_at = now()",
-            [.int(horizon), .text("{" + pending.map(String.init).joined(separator: ",") + "}")])
+            [.int(horizon), .intArray(pending)])
     }
 
     /// The running transaction's snapshot: what this run will have read.
@@ -54,7 +54,7 @@ struct Checkpoint: Equatable {
     }
 
     private var parameters: [PostgresValue] {
-        [.int(min(horizon, pending.min() ?? horizon)), .int(horizon), .text("{" + pending.map(String.init).joined(separator: ",") + "}")]
+        [.int(min(horizon, pending.min() ?? horizon)), .int(horizon), .intArray(pending)]
     }
 }
 

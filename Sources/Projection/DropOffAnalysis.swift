@@ -45,10 +45,7 @@ struct DropOffAnalysis: PersonAnalysis {
         guard let shape = shapes[funnel.name], let facts = DropOffFacts.of(outcome, in: funnel, shape: shape, events: events) else {
             return
         }
-        var day = tally as? Tally ?? Tally()
-        tally = nil  // the counts' only owner is `day` now, so adding to them copies nothing
-        day.counts.add(outcome, facts: facts, required: shape.required)
-        tally = day
+        Tally.update(&tally) { $0.counts.add(outcome, facts: facts, required: shape.required) }
         guard facts.lingering != nil || !facts.labels.isEmpty else { return }
         rows.startRow(fields: 8)
         var written = rows.append(text: funnel.app) && rows.append(text: evaluated.person) && rows.append(text: funnel.name)
@@ -121,10 +118,9 @@ struct DropOffAnalysis: PersonAnalysis {
             let level = try row.decode(Int.self, at: 2), completed = try row.decode(Bool.self, at: 3)
             let breakdown = OutcomeStore.parseObject(try row.decode(PostgresJSON.self, at: 4))
             try body(FunnelDay(funnel: funnel, day: try row.decode(String.self, at: 1))) { tally in
-                var day = tally as? Tally ?? Tally()
-                tally = nil
-                day.counts.add(level: level, completed: completed, breakdown: breakdown, facts: facts, required: shape.required)
-                tally = day
+                Tally.update(&tally) {
+                    $0.counts.add(level: level, completed: completed, breakdown: breakdown, facts: facts, required: shape.required)
+                }
             }
         }
     }
@@ -185,7 +181,7 @@ struct DropOffAnalysis: PersonAnalysis {
             for (day, counts) in counts {
                 for (step, values) in counts.lingering {
                     try w.writeRow(head + [.text(day), .int(Int64(step + 1)), name(step), .int(Int64(values.count)),
-                                          .text("{" + values.sorted().map(String.init).joined(separator: ",") + "}")])
+                                          .intArray(values.sorted())])
                 }
             }
         }

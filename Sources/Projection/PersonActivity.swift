@@ -60,7 +60,7 @@ struct PersonActivity: Sendable {
                     funnel: funnel, cohortDay: try row.decode(String.self, at: 3), start: start,
                     completed: try row.decode(Bool.self, at: 7), inProgress: try row.decode(Bool.self, at: 8),
                     excluded: try row.decode(Bool.self, at: 9), level: try row.decode(Int.self, at: 10),
-                    retainedDays: (try row.decode(PostgresArrayText?.self, at: 11)?.integers() ?? []).compactMap { $0.map(Int.init) }),
+                    retainedDays: try RetentionAnalysis.retainedDays(row, at: 11)),
                 windowEnd
             ))
         }

@@ -14,9 +14,23 @@ struct EvaluatedFunnel {
 /// What a per-person analysis adds up per funnel and cohort day while a run
 /// evaluates: the workers' parts are merged, so it must add.
 protocol AnalysisTally: Sendable {
+    /// Nothing counted.
+    init()
     mutating func merge(_ other: any AnalysisTally)
     /// Takes out persons it holds.
     mutating func subtract(_ other: any AnalysisTally)
+}
+
+extension AnalysisTally {
+    /// Changes a day's tally (nil before the day's first person) in place:
+    /// it leaves the existential while `body` changes it, so its counts have
+    /// one owner and adding to them copies nothing.
+    static func update(_ tally: inout (any AnalysisTally)?, _ body: (inout Self) -> Void) {
+        var day = tally as? Self ?? Self()
+        tally = nil
+        body(&day)
+        tally = day
+    }
 }
 
 /// How an incremental run changes an analysis's stored days before it

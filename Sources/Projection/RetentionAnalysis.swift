@@ -38,14 +38,6 @@ struct RetentionAnalysis: PersonAnalysis {
         mutating func subtract(_ other: any AnalysisTally) {
             if let other = other as? Tally { counts.subtract(other.counts) }
         }
-
-        /// `tally` plus `body`'s change, copying nothing.
-        static func update(_ tally: inout (any AnalysisTally)?, _ body: (inout RetentionCounts) -> Void) {
-            var day = tally as? Tally ?? Tally()
-            tally = nil
-            body(&day.counts)
-            tally = day
-        }
     }
 
     /// A row for every started, not excluded person active on some retention
@@ -57,7 +49,7 @@ struct RetentionAnalysis: PersonAnalysis {
         guard outcome.level >= 1, !outcome.excluded, let start = outcome.startTime, let settings = settings[funnel.name] else { return }
         let retained = settings.retainedDays(start: start, events: events)
         if !outcome.inProgress {
-            Tally.update(&tally) { $0.add(start: start, completed: outcome.completed, retainedDays: retained) }
+            Tally.update(&tally) { $0.counts.add(start: start, completed: outcome.completed, retainedDays: retained) }
         }
         guard !retained.isEmpty else { return }
         rows.startRow(fields: 5)
@@ -81,7 +73,7 @@ struct RetentionAnalysis: PersonAnalysis {
                 CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
                 """, where: "NOT p.in_progress", []
         ) { day, start, completed, retained in
-            Tally.update(&change.removed[day]) { $0.add(start: start, completed: completed, retainedDays: retained) }
+            Tally.update(&change.removed[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
         }
         // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
         try forEachCounted(
@@ -91,7 +83,7 @@ struct RetentionAnalysis: PersonAnalysis {
                 AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
                 """, [.microseconds(now)]
         ) { day, start, completed, retained in
-            Tally.update(&change.added[day]) { $0.add(start: start, completed: completed, retainedDays: retained) }
+            Tally.update(&change.added[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
         }
         return change
     }
@@ -117,7 +109,7 @@ struct RetentionAnalysis: PersonAnalysis {
                 updated.append((key, start.cohortDay, days.sorted()))
                 if start.isCounted {
                     Tally.update(&change.added[FunnelDay(funnel: start.funnel, day: start.cohortDay)]) {
-                        $0.addRetained(start: start.start, completed: start.completed, days: new)
+                        $0.counts.addRetained(start: start.start, completed: start.completed, days: new)
                     }
                 }
             }
@@ -131,7 +123,7 @@ struct RetentionAnalysis: PersonAnalysis {
         try c.copyIn("COPY retention_updates FROM STDIN") { writer in
             // In primary-key order, as `TouchedPersons.sorted` says why.
             for (key, day, days) in updated.sorted(by: { ($0.0.app, $0.0.person, $0.0.funnel) < ($1.0.app, $1.0.person, $1.0.funnel) }) {
-                try writer.writeRow([.text(key.app), .text(key.person), .text(key.funnel), .text(day), .text(Self.arrayText(days))])
+                try writer.writeRow([.text(key.app), .text(key.person), .text(key.funnel), .text(day), .intArray(days)])
             }
         }
         try c.query(
@@ -173,9 +165,9 @@ struct RetentionAnalysis: PersonAnalysis {
         try c.copyIn("COPY funnel_retention_starts (funnel, app, cohort_day, completed, day_n, start_us) FROM STDIN") { w in
             for (day, counts) in counts {
                 for (completed, side) in [(true, counts.completers), (false, counts.nonCompleters)] where !side.starts.isEmpty {
-                    try w.writeRow(head + [.text(day), .bool(completed), .int(-1), .text(Self.arrayText(side.starts.sorted()))])
+                    try w.writeRow(head + [.text(day), .bool(completed), .int(-1), .intArray(side.starts.sorted())])
                     for (n, starts) in side.retained where !starts.isEmpty {
-                        try w.writeRow(head + [.text(day), .bool(completed), .int(Int64(n)), .text(Self.arrayText(starts.sorted()))])
+                        try w.writeRow(head + [.text(day), .bool(completed), .int(Int64(n)), .intArray(starts.sorted())])
                     }
                 }
             }
@@ -235,15 +227,15 @@ struct RetentionAnalysis: PersonAnalysis {
         ) { row in
             let funnel = try row.decode(String.self, at: 0)
             guard settings[funnel] != nil else { return }  // no longer configured
-            let retained = (try row.decode(PostgresArrayText?.self, at: 4)?.integers() ?? []).compactMap { $0.map(Int.init) }
+            let retained = try Self.retainedDays(row, at: 4)
             try body(
                 FunnelDay(funnel: funnel, day: try row.decode(String.self, at: 1)),
                 try row.decode(PostgresTimestamp.self, at: 2).microseconds, try row.decode(Bool.self, at: 3), retained)
         }
     }
 
-    /// An array's text form, `{1,2,3}`.
-    static func arrayText<T: BinaryInteger>(_ values: [T]) -> String {
-        "{" + values.map { String($0) }.joined(separator: ",") + "}"
+    /// A `retained_days` column (NULL: a person with no record, active on no retention day).
+    static func retainedDays(_ row: Row, at column: Int) throws -> [Int] {
+        (try row.decode(PostgresArrayText?.self, at: column)?.integers() ?? []).compactMap { $0.map(Int.init) }
     }
 }

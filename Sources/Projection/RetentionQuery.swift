@@ -28,6 +28,7 @@ enum RetentionQuery {
             return RetentionReport(days: funnel.retention.days, cells: cells)
         }
         var days: [String: RetentionCounts] = [:]
+        let zone = TimeZone(identifier: timeZone) ?? .gmt
         try RetentionAnalysis(funnels: [funnel]).forEachCounted(
             c, from: "funnel_persons p",
             where: """
@@ -36,7 +37,7 @@ enum RetentionQuery {
                 AND ($3::date IS NULL OR (p.start_time AT TIME ZONE $4)::date <= $3::date)
                 """, [.text(funnel.name), .optional(from), .optional(to), .text(timeZone)]
         ) { _, start, completed, retained in
-            let day = CohortCalendar.day(of: start, in: TimeZone(identifier: timeZone) ?? .gmt)
+            let day = CohortCalendar.day(of: start, in: zone)
             days[day, default: RetentionCounts()].add(start: start, completed: completed, retainedDays: retained)
         }
         return RetentionReport(days: funnel.retention.days, cells: days.mapValues { $0.cells(days: funnel.retention.days, now: now) })

@@ -31,7 +31,8 @@ enum JSONReport {
     }
 
     static func funnel(_ r: FunnelReport) -> JSON {
-        .object([
+        let retentionByDay = Dictionary((r.retention?.cohorts ?? []).map { ($0.day, $0.days) }) { first, _ in first }
+        return .object([
             ("funnel", .string(r.funnel)),
             ("app", .string(r.app)),
             ("window_seconds", .number(Double(r.windowSeconds))),
@@ -82,8 +83,8 @@ enum JSONReport {
                             ("in_progress_persons", .number(Double(d.inProgressPersons))),
                             ("completion_rate", rate(d.completionRate)),
                         ]
-                        if let retention = r.retention {
-                            fields.append(("retention", .array((retention.cohorts.first { $0.day == d.day }?.days ?? []).map(retentionDay))))
+                        if r.retention != nil {
+                            fields.append(("retention", .array((retentionByDay[d.day] ?? []).map(retentionDay))))
                         }
                         return .object(fields)
                     })

@@ -105,6 +105,14 @@ struct ParameterTests {
         #expect(try row.decode(Double.self, "d") == 2.5)
         #expect(try row.decode(Int64.self, "i") == Int64.max)
         #expect(try row.decode(String.self, "k") == "v")
+        // Integer arrays: as an int8[] parameter, extremes and negatives exact, and an empty one.
+        let ints = try #require(
+            try await pool.query(
+                "SELECT $1 = ARRAY[-9223372036854775808, -1, 0, 9223372036854775807]::int8[] AS same, cardinality($2) AS n",
+                [.intArray([Int64.min, -1, 0, Int64.max]), .intArray([Int]())]
+            ).first)
+        #expect(try ints.decode(Bool.self, "same") == true)
+        #expect(try ints.decode(Int.self, "n") == 0)
         await pool.close()
         try await db.drop()
     }
