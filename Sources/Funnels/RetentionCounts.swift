@@ -26,6 +26,8 @@ public struct RetentionCounts: Sendable, Hashable {
     public var completers = Side()
     public var nonCompleters = Side()
 
+    public init() {}
+
     public init(completers: Side = Side(), nonCompleters: Side = Side()) {
         self.completers = completers
         self.nonCompleters = nonCompleters

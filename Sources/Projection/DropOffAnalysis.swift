@@ -23,17 +23,7 @@ struct DropOffAnalysis: PersonAnalysis {
     }
 
     /// One funnel day's counts.
-    struct Tally: AnalysisTally {
-        var counts = DropOffCounts()
-
-        mutating func merge(_ other: any AnalysisTally) {
-            if let other = other as? Tally { counts.merge(other.counts) }
-        }
-
-        mutating func subtract(_ other: any AnalysisTally) {
-            if let other = other as? Tally { counts.subtract(other.counts) }
-        }
-    }
+    typealias Tally = DayTally<DropOffCounts>
 
     /// A row when there is something to say (the person did not complete,
     /// or did something between steps); the day's tally counts the person

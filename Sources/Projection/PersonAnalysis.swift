@@ -33,6 +33,36 @@ extension AnalysisTally {
     }
 }
 
+/// What an analysis counts per funnel and cohort day, in the engine's terms
+/// (`DropOffCounts`, `RetentionCounts`): counts that add and subtract.
+protocol DayCounts: Sendable {
+    init()
+    mutating func merge(_ other: Self)
+    mutating func subtract(_ other: Self)
+}
+
+extension DropOffCounts: DayCounts {}
+extension RetentionCounts: DayCounts {}
+
+/// A day's counts as the job's workers carry and merge them.
+struct DayTally<Counts: DayCounts>: AnalysisTally {
+    var counts = Counts()
+
+    init() {}
+
+    init(counts: Counts) {
+        self.counts = counts
+    }
+
+    mutating func merge(_ other: any AnalysisTally) {
+        if let other = other as? Self { counts.merge(other.counts) }
+    }
+
+    mutating func subtract(_ other: any AnalysisTally) {
+        if let other = other as? Self { counts.subtract(other.counts) }
+    }
+}
+
 /// How an incremental run changes an analysis's stored days before it
 /// evaluates anyone: the touched persons' stored part leaves their days, and
 /// persons whose window closes in place join theirs.

@@ -28,17 +28,7 @@ struct RetentionAnalysis: PersonAnalysis {
     }
 
     /// One funnel day's start times.
-    struct Tally: AnalysisTally {
-        var counts = RetentionCounts()
-
-        mutating func merge(_ other: any AnalysisTally) {
-            if let other = other as? Tally { counts.merge(other.counts) }
-        }
-
-        mutating func subtract(_ other: any AnalysisTally) {
-            if let other = other as? Tally { counts.subtract(other.counts) }
-        }
-    }
+    typealias Tally = DayTally<RetentionCounts>
 
     /// A row for every started, not excluded person active on some retention
     /// day; the day's tally counts them once their window has closed.
