@@ -29,10 +29,13 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
     let ingest = IngestController(
         keys: WriteKeyStore(pool: pool), committer: committer,
         limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
-        policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, logger: logger)
+        policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, forwarding: configuration.forwarding, logger: logger)
+    var accessLogger = Logger(label: "onramp.access")
+    accessLogger.logLevel = logger.logLevel
     let router = buildRouter(
         ingest: ingest, health: HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator),
-        metrics: metrics)
+        metrics: metrics,
+        accessLog: configuration.accessLog ? AccessLogMiddleware(logger: accessLogger, forwarding: configuration.forwarding) : nil)
 
     let onRunning = configuration.onServerRunning
     var app = Application(
@@ -55,8 +58,12 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
 /// The API's routes over the controllers they are given: the server's (a
 /// database behind them), or a route test's (`IngestController` over an
 /// in-memory key lookup and event sink, no health routes).
-func buildRouter(ingest: IngestController, health: HealthController?, metrics: IngestMetrics) -> Router<BasicRequestContext> {
-    let router = Router(context: BasicRequestContext.self)
+func buildRouter(
+    ingest: IngestController, health: HealthController?, metrics: IngestMetrics, accessLog: AccessLogMiddleware? = nil
+) -> Router<IngestRequestContext> {
+    let router = Router(context: IngestRequestContext.self)
+    // Outermost, so its line has the status every other part settled on.
+    if let accessLog { router.add(middleware: accessLog) }
     router.add(middleware: StatusMetricsMiddleware(metrics: metrics))
     var routes = RouteTable()
     ingest.addRoutes(to: router, table: &routes)
@@ -71,7 +78,7 @@ struct StatusMetricsMiddleware: RouterMiddleware {
     let metrics: IngestMetrics
 
     func handle(
-        _ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response
+        _ request: Request, context: IngestRequestContext, next: (Request, IngestRequestContext) async throws -> Response
     ) async throws -> Response {
         do {
             let response = try await next(request, context)

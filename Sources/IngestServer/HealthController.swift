@@ -16,7 +16,7 @@ struct HealthController: Sendable {
     }
 
     /// Through `table`, which records them.
-    func addRoutes(to router: Router<BasicRequestContext>, table: inout RouteTable) {
+    func addRoutes(to router: Router<IngestRequestContext>, table: inout RouteTable) {
         table.on(.get, "/healthz", in: router) { _, _ in JSONBody.response(Status(status: "ok")) }
         table.on(.get, "/readyz", in: router) { _, _ in try await ready() }
         table.on(.get, "/metrics", in: router) { _, _ in

@@ -31,6 +31,10 @@ public struct IngestConfiguration: Sendable {
     public var migrationsDirectory: URL?
     /// How often partitions for coming months are ensured.
     public var partitionMaintenanceInterval: Duration = .seconds(86_400)
+    /// The public address and the proxies whose `X-Forwarded-*` headers are believed.
+    public var forwarding = Forwarding()
+    /// One `onramp.access` log line per request.
+    public var accessLog = true
     public var logger = Logger(label: "onramp.serve")
     /// Called with the bound port once the server listens.
     public var onServerRunning: (@Sendable (Int) async -> Void)?

@@ -15,6 +15,7 @@ struct IngestController: Sendable {
     let metrics: IngestMetrics
     let policy: IngestPolicy
     let maxBodyBytes: Int
+    let forwarding: Forwarding
     let logger: Logger
 
     /// Segment's one-letter aliases are accepted too (`/v1/t` = `/v1/track`, …).
@@ -23,25 +24,93 @@ struct IngestController: Sendable {
         ("page", .page), ("p", .page), ("group", .group), ("g", .group), ("alias", .alias), ("a", .alias),
     ]
 
-    /// Under `/v1`, through `table`, which records them.
-    func addRoutes(to router: Router<BasicRequestContext>, table: inout RouteTable) {
+    /// Under `/v1`, through `table`, which records them; each path also answers
+    /// CORS preflights (`OPTIONS`).
+    func addRoutes(to router: Router<IngestRequestContext>, table: inout RouteTable) {
         let batches: [(String, MessageType?)] = [("batch", nil), ("b", nil)]
         for (path, type) in batches + Self.singlePaths.map({ ($0.0, Optional($0.1)) }) {
-            table.on(.post, "/v1/" + path, in: router) { request, _ in try await ingest(request, single: type) }
+            table.on(.post, "/v1/" + path, in: router) { request, context in
+                try await answeringOrigin(request, context) { allowedOrigin throws(APIError) in
+                    try await ingest(request, context, single: type, allowedOrigin: &allowedOrigin)
+                }
+            }
+            table.on(.options, "/v1/" + path, in: router) { request, _ in try await preflight(request, methods: "POST", key: nil) }
         }
-        table.on(.get, "/v1/projects/:writeKey/settings", in: router) { request, context in
-            try await settings(request, key: context.parameters.get("writeKey") ?? "")
+        let settingsPath = "/v1/projects/:writeKey/settings"
+        table.on(.get, settingsPath, in: router) { request, context in
+            let key = context.parameters.get("writeKey") ?? ""
+            return try await answeringOrigin(request, context) { allowedOrigin throws(APIError) in
+                try await settings(request, context, key: key, allowedOrigin: &allowedOrigin)
+            }
         }
+        table.on(.options, settingsPath, in: router) { request, context in
+            try await preflight(request, methods: "GET", key: context.parameters.get("writeKey") ?? "")
+        }
+    }
+
+    /// Runs a route that sets `allowedOrigin` once its key allows the request's
+    /// `Origin`, and adds the CORS headers for it to the answer, error or not.
+    private func answeringOrigin(
+        _ request: Request, _ context: IngestRequestContext,
+        _ route: (inout String?) async throws(APIError) -> Response
+    ) async throws(APIError) -> Response {
+        var allowedOrigin: String?
+        do {
+            var response = try await route(&allowedOrigin)
+            if let allowedOrigin { response.headers.append(contentsOf: CrossOrigin.responseHeaders(origin: allowedOrigin)) }
+            return response
+        } catch {
+            var error = error
+            error.allowOrigin = allowedOrigin
+            throw error
+        }
+    }
+
+    /// Checks a request's `Origin` (if any; servers send none) against its key:
+    /// the origin to answer with CORS headers, or 403 before anything is stored.
+    private func checkOrigin(_ request: Request, grant: WriteKeyGrant) throws(APIError) -> String? {
+        guard let origin = request.headers[.origin] else { return nil }
+        guard grant.allows(origin: origin) else { throw CrossOrigin.notAllowed(origin, byKey: true) }
+        return origin
+    }
+
+    /// A CORS preflight: 204 with the CORS headers for an origin the path's
+    /// key (`key`) or, for the ingest paths, which carry no key, any live key
+    /// allows; 403 otherwise. Without `Origin` it is a plain `OPTIONS`: 204 with `Allow`.
+    func preflight(_ request: Request, methods: String, key: String?) async throws(APIError) -> Response {
+        guard let origin = request.headers[.origin] else {
+            return Response(status: .noContent, headers: [.allow: methods + ", OPTIONS"])
+        }
+        let allowed: Bool
+        do {
+            if let key {
+                allowed = try await keys.grant(forKey: key)?.allows(origin: origin) ?? false
+            } else {
+                allowed = try await keys.anyKeyAllows(origin: origin)
+            }
+        } catch {
+            throw Self.keysUnavailable
+        }
+        guard allowed else { throw CrossOrigin.notAllowed(origin, byKey: key != nil) }
+        return CrossOrigin.preflight(origin: origin, methods: methods + ", OPTIONS")
     }
 
     /// A batch (`single` nil) or one message of that type: stored, refused
     /// per message, or an `APIError` the router renders.
-    func ingest(_ request: Request, single: MessageType?) async throws(APIError) -> Response {
+    func ingest(
+        _ request: Request, _ context: IngestRequestContext, single: MessageType?, allowedOrigin: inout String?
+    ) async throws(APIError) -> Response {
         let receivedAt = Timestamps.microseconds(Date())
         var key = Self.key(fromAuthorization: request.headers[.authorization])
-        var app: String?
-        if let key { app = try await lookUp(key) }  // a bad header key fails before the body is read
+        var grant: WriteKeyGrant?
+        if let key {
+            // A bad header key, or a page the key does not allow, fails before the body is read.
+            let found = try await lookUp(key, context)
+            allowedOrigin = try checkOrigin(request, grant: found)
+            grant = found
+        }
         let body = try await RequestBodyReader.read(request, limit: maxBodyBytes)
+        context.access.update { $0.bodyBytes = body.count }
         let batch: IncomingBatch
         do {
             if let single {
@@ -52,11 +121,13 @@ struct IngestController: Sendable {
         } catch {
             throw APIError.badRequest(error.code, error.message, field: error.field)
         }
-        if key == nil {
-            key = batch.writeKey
-            if let key, !key.isEmpty { app = try await lookUp(key) }
+        if key == nil, let bodyKey = batch.writeKey, !bodyKey.isEmpty {
+            key = bodyKey
+            let found = try await lookUp(bodyKey, context)
+            allowedOrigin = try checkOrigin(request, grant: found)
+            grant = found
         }
-        guard let key, let app else {
+        guard let key, let app = grant?.app else {
             throw APIError(
                 status: .unauthorized, code: "missing_write_key",
                 message: "no write key: send HTTP Basic auth with the key as user name, a Bearer token, or \"writeKey\" in the body",
@@ -86,6 +157,11 @@ struct IngestController: Sendable {
             throw APIError(status: .internalServerError, code: "internal", message: "the events could not be stored")
         }
         let accepted = stored.filter { $0 }.count
+        context.access.update {
+            $0.accepted = accepted
+            $0.duplicates = stored.count - accepted
+            $0.rejected = outcome.rejections.count
+        }
         metrics.accepted.increment(by: accepted)
         metrics.duplicates.increment(by: stored.count - accepted)
         metrics.rejected.increment(by: outcome.rejections.count)
@@ -95,29 +171,40 @@ struct IngestController: Sendable {
                 rejected: outcome.rejections.map { .init(index: $0.index, messageId: $0.messageID, code: $0.code, message: $0.message) }))
     }
 
-    private func lookUp(_ key: String) async throws(APIError) -> String {
-        let app: String?
+    /// The grant of a live key (its prefix noted for the access log), 401 for
+    /// an unknown or revoked one, 503 when keys cannot be checked.
+    private func lookUp(_ key: String, _ context: IngestRequestContext) async throws(APIError) -> WriteKeyGrant {
+        context.access.update { $0.keyPrefix = WriteKeyStore.prefix(of: key) }
+        let grant: WriteKeyGrant?
         do {
-            app = try await keys.app(forKey: key)
+            grant = try await keys.grant(forKey: key)
         } catch {
-            throw APIError(
-                status: .serviceUnavailable, code: "database_unavailable", message: "write keys cannot be checked right now; retry later",
-                retryAfter: 1)
+            throw Self.keysUnavailable
         }
-        guard let app else {
+        guard let grant else {
             throw APIError(status: .unauthorized, code: "invalid_write_key", message: "the write key is unknown or revoked", field: "writeKey")
         }
-        return app
+        return grant
     }
 
-    /// The document Segment's SDKs fetch from their CDN host at start-up.
-    func settings(_ request: Request, key: String) async throws(APIError) -> Response {
-        _ = try await lookUp(key)
-        let host = request.head.authority ?? "127.0.0.1:8080"
+    static let keysUnavailable = APIError(
+        status: .serviceUnavailable, code: "database_unavailable", message: "write keys cannot be checked right now; retry later",
+        retryAfter: 1)
+
+    /// The document Segment's SDKs fetch from their CDN host at start-up. Its
+    /// `apiHost` is where they upload: the public address (`--public-url`, or
+    /// what a trusted proxy forwarded), never an internal one the proxy used.
+    func settings(
+        _ request: Request, _ context: IngestRequestContext, key: String, allowedOrigin: inout String?
+    ) async throws(APIError) -> Response {
+        let grant = try await lookUp(key, context)
+        allowedOrigin = try checkOrigin(request, grant: grant)
+        let base = forwarding.publicBase(of: request, peer: context.remoteAddress)
         let document: JSONValue = .object([
             "integrations": .object([
                 "Segment.io": .object([
-                    "apiKey": .string(key), "apiHost": .string(host + "/v1"), "unbundledIntegrations": .array([]),
+                    "apiKey": .string(key), "apiHost": .string(base.host + "/v1"), "protocol": .string(base.scheme),
+                    "unbundledIntegrations": .array([]),
                 ])
             ]),
             "plan": .object(["track": .object(["__default": .object(["enabled": .bool(true)])])]),

@@ -4,8 +4,10 @@ import EventLog
 /// cached) in the server; anything in a test that checks route behaviour
 /// without a database.
 protocol WriteKeyLookup: Sendable {
-    /// The app of a live key; nil for an unknown or revoked one; throws when it cannot be checked.
-    func app(forKey key: String) async throws -> String?
+    /// What a live key grants; nil for an unknown or revoked one; throws when it cannot be checked.
+    func grant(forKey key: String) async throws -> WriteKeyGrant?
+    /// Whether some live key allows this web origin (for CORS preflights, which carry no key).
+    func anyKeyAllows(origin: String) async throws -> Bool
 }
 
 /// Where the routes hand a request's events and rejected messages: the group

@@ -50,16 +50,19 @@ enum RequestBodyReader {
     }
 
     /// JSON only (`application/json`, with any parameters, or a `+json` type);
-    /// a missing Content-Type is taken as JSON.
+    /// a missing Content-Type is taken as JSON, and so is `text/plain`, which
+    /// browsers' SDKs send so that a post needs no CORS preflight.
     static func checkContentType(_ request: Request) throws(APIError) {
         guard let value = request.headers[.contentType] else { return }
         let mediaType = value.split(separator: ";", maxSplits: 1).first.map {
             $0.trimmingCharacters(in: .whitespaces).lowercased()
         } ?? ""
-        if mediaType == "application/json" || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) { return }
+        if mediaType == "application/json" || mediaType == "text/plain"
+            || (mediaType.hasPrefix("application/") && mediaType.hasSuffix("+json")) { return }
         throw APIError(
             status: .unsupportedMediaType, code: "unsupported_media_type",
-            message: "Content-Type '\(mediaType)' is not supported; send application/json", field: "Content-Type")
+            message: "Content-Type '\(mediaType)' is not supported; send application/json (or text/plain holding JSON)",
+            field: "Content-Type")
     }
 
     static func tooLarge(_ limit: Int, after: Bool) -> APIError {

@@ -40,6 +40,8 @@ struct APIError: HTTPResponseError, Sendable {
     var retryAfter: Int?
     /// For 405: the methods the path serves.
     var allow: String?
+    /// The web origin the request's key allows: the page may read this error.
+    var allowOrigin: String?
 
     static func badRequest(_ code: String, _ message: String, field: String) -> APIError {
         APIError(status: .badRequest, code: code, message: message, field: field)
@@ -59,6 +61,7 @@ struct APIError: HTTPResponseError, Sendable {
         var headers: HTTPFields = [.contentType: "application/json; charset=utf-8"]
         if let retryAfter { headers[.retryAfter] = String(retryAfter) }
         if let allow { headers[.allow] = allow }
+        if let allowOrigin { headers.append(contentsOf: CrossOrigin.responseHeaders(origin: allowOrigin)) }
         let body = ErrorBody(error: .init(code: code, message: message, field: field))
         return Response(status: status, headers: headers, body: .init(byteBuffer: JSONBody.encode(body)))
     }

@@ -11,8 +11,8 @@ struct RouteTable: Sendable {
     /// Adds `handler` for `method` at `path` (as the router spells it:
     /// `/v1/projects/:writeKey/settings`) to `router`, and records it.
     mutating func on(
-        _ method: HTTPRequest.Method, _ path: String, in router: Router<BasicRequestContext>,
-        use handler: @escaping @Sendable (Request, BasicRequestContext) async throws -> some ResponseGenerator
+        _ method: HTTPRequest.Method, _ path: String, in router: Router<IngestRequestContext>,
+        use handler: @escaping @Sendable (Request, IngestRequestContext) async throws -> some ResponseGenerator
     ) {
         router.on(RouterPath(path), method: method, use: handler)
         let segments = path.split(separator: "/")
@@ -38,7 +38,7 @@ struct UnmatchedRouteMiddleware: RouterMiddleware {
     let table: RouteTable
 
     func handle(
-        _ request: Request, context: BasicRequestContext, next: (Request, BasicRequestContext) async throws -> Response
+        _ request: Request, context: IngestRequestContext, next: (Request, IngestRequestContext) async throws -> Response
     ) async throws -> Response {
         do {
             return try await next(request, context)

@@ -37,9 +37,41 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a request waits for its commit to be confirmed before it gets 503 with Retry-After.")
     var commitTimeout = 30
 
+    @Option(help: ArgumentHelp(
+        "The URL clients reach this server at (e.g. https://onramp.example.com), advertised as apiHost in the SDK settings document.",
+        valueName: "url"))
+    var publicURL: String?
+
+    @Option(help: ArgumentHelp(
+        "A proxy (IP or CIDR, repeatable) whose X-Forwarded-For/-Host/-Proto headers are believed.", valueName: "cidr"))
+    var trustedProxy: [String] = []
+
+    @Flag(inversion: .prefixedNo, help: "One log line per request (onramp.access): method, path, status, key prefix, counts, bytes, duration, client.")
+    var accessLog = true
+
     func validate() throws {
+        _ = try forwarding()
         do { try IngestConfiguration.checkPool(writers: writers, poolSize: poolSize) } catch { throw ValidationError(error.description) }
         guard commitTimeout >= 1 else { throw ValidationError("--commit-timeout must be at least 1 second (got \(commitTimeout))") }
+    }
+
+    /// `--public-url` and `--trusted-proxy`, checked.
+    func forwarding() throws -> Forwarding {
+        var result = Forwarding()
+        if let publicURL {
+            guard let url = URL(string: publicURL), let scheme = url.scheme?.lowercased(), ["http", "https"].contains(scheme),
+                  url.host?.isEmpty == false, url.query == nil
+            else {
+                throw ValidationError("--public-url '\(publicURL)': expected http(s)://host[:port][/path], e.g. https://onramp.example.com")
+            }
+            result.publicURL = url
+        }
+        do {
+            result.trustedProxies = try trustedProxy.map { text throws(IngestConfigurationError) in try IPNetwork(text) }
+        } catch {
+            throw ValidationError(error.description)
+        }
+        return result
     }
 
     func run() async throws {
@@ -55,6 +87,8 @@ struct Serve: AsyncParsableCommand {
         configuration.commitTimeout = .seconds(commitTimeout)
         configuration.policy = IngestPolicy(funnels: try funnels.load())
         configuration.policy.horizonSeconds = Int64(horizonDays) * 86_400
+        configuration.forwarding = try forwarding()
+        configuration.accessLog = accessLog
         configuration.logger = logger
         let app = try await buildApplication(configuration: configuration)
         try await app.runService()  // SIGTERM/SIGINT: graceful shutdown, then exit 0

@@ -64,6 +64,43 @@ struct ServeAndKeysCommandTests {
         try await db.drop()
     }
 
+    @Test("keys create --allow-origin and keys allow-origin store origins as browsers send them; a bad origin is refused naming the option")
+    func keyOrigins() async throws {
+        let db = try await TestDatabase.create()
+        let created = try OnrampBinary.run([
+            "keys", "create", "--app", "forma", "--allow-origin", "HTTPS://App.Example.com:443", "--allow-origin", "http://localhost:3000",
+            "--database-url", db.url,
+        ])
+        #expect(created.status == 0, "\(created.stderr)")
+        let key = created.stdout.trimmingCharacters(in: .whitespacesAndNewlines)
+        let server = try OnrampBinary.run(["keys", "create", "--app", "forma", "--database-url", db.url])
+        #expect(server.status == 0)
+        var list = try OnrampBinary.run(["keys", "list", "--database-url", db.url])
+        #expect(list.stdout.contains("forma\t") && list.stdout.contains("https://app.example.com,http://localhost:3000"), "\(list.stdout)")
+        #expect(list.stdout.split(separator: "\n").last?.hasSuffix("\t-") == true, "the second key is server-only")
+
+        let allowed = try OnrampBinary.run(["keys", "allow-origin", "2", "https://shop.example.com/", "--database-url", db.url])
+        #expect(allowed.status == 0, "\(allowed.stderr)")
+        let again = try OnrampBinary.run(["keys", "allow-origin", "2", "https://shop.example.com", "--database-url", db.url])
+        #expect(again.status == 0, "allowing twice is harmless")
+        let removed = try OnrampBinary.run(["keys", "disallow-origin", String(key.prefix(12)), "http://localhost:3000", "--database-url", db.url])
+        #expect(removed.status == 0, "\(removed.stderr)")
+        list = try OnrampBinary.run(["keys", "list", "--database-url", db.url])
+        let rows = list.stdout.split(separator: "\n").dropFirst().map { $0.split(separator: "\t").last.map(String.init) }
+        #expect(rows == ["https://app.example.com", "https://shop.example.com"], "\(list.stdout)")
+
+        for (arguments, expected) in [
+            (["keys", "create", "--app", "forma", "--allow-origin", "ftp://files.example.com"], "--allow-origin: 'ftp://files.example.com' is not a web origin"),
+            (["keys", "create", "--app", "forma", "--allow-origin", "https://example.com/page"], "has more than an origin"),
+            (["keys", "allow-origin", "99", "https://example.com"], "no live key matches '99'"),
+        ] {
+            let refused = try OnrampBinary.run(arguments + ["--database-url", db.url])
+            #expect(refused.status != 0, "\(arguments)")
+            #expect(refused.stderr.contains(expected), "\(arguments): \(refused.stderr)")
+        }
+        try await db.drop()
+    }
+
     @Test("serve refuses more writers than its pool can spare, naming the flag, before it touches the database")
     func writersMustLeaveAConnection() throws {
         let refused = try OnrampBinary.run(

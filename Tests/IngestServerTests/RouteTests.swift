@@ -14,11 +14,15 @@ import Testing
 /// against PostgreSQL over real HTTP in the other suites.
 @Suite struct RouteTests {
     struct Keys: WriteKeyLookup {
-        var apps: [String: String] = ["ork_test": "yoked"]
+        var grants: [String: WriteKeyGrant] = ["ork_test": WriteKeyGrant(app: "yoked")]
         var failing = false
-        func app(forKey key: String) async throws -> String? {
+        func grant(forKey key: String) async throws -> WriteKeyGrant? {
             if failing { throw CommitUnavailable(reason: .databaseUnavailable, retryAfterSeconds: 1) }
-            return apps[key]
+            return grants[key]
+        }
+        func anyKeyAllows(origin: String) async throws -> Bool {
+            if failing { throw CommitUnavailable(reason: .databaseUnavailable, retryAfterSeconds: 1) }
+            return grants.values.contains { $0.allows(origin: origin) }
         }
     }
 
@@ -34,14 +38,22 @@ import Testing
         }
     }
 
-    func withRoutes(keys: Keys = Keys(), sink: Sink = Sink(), _ body: @Sendable (any TestClientProtocol) async throws -> Void) async throws {
+    /// The routes over `keys` and `sink`; `.live` (real loopback HTTP) when a
+    /// test needs the connection's peer address, as trusted proxies do.
+    func withRoutes(
+        keys: Keys = Keys(), sink: Sink = Sink(), forwarding: Forwarding = Forwarding(), accessLog: Logger? = nil,
+        over framework: TestingSetup = .router, _ body: @Sendable (any TestClientProtocol) async throws -> Void
+    ) async throws {
         var logger = Logger(label: "route-tests")
         logger.logLevel = .critical
         let ingest = IngestController(
             keys: keys, committer: sink, limiter: RateLimiter(rate: 1e6, burst: 1e6), metrics: IngestMetrics(),
-            policy: IngestPolicy(), maxBodyBytes: 512 * 1024, logger: logger)
-        let app = Application(router: buildRouter(ingest: ingest, health: nil, metrics: IngestMetrics()), logger: logger)
-        try await app.test(.router, body)
+            policy: IngestPolicy(), maxBodyBytes: 512 * 1024, forwarding: forwarding, logger: logger)
+        let router = buildRouter(
+            ingest: ingest, health: nil, metrics: IngestMetrics(),
+            accessLog: accessLog.map { AccessLogMiddleware(logger: $0, forwarding: forwarding) })
+        let app = Application(router: router, logger: logger)
+        try await app.test(framework, body)
     }
 
     static let auth: HTTPFields = [
