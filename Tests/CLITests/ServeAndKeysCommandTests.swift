@@ -109,6 +109,19 @@ struct ServeAndKeysCommandTests {
         #expect(refused.stderr.contains("--writers must be 1…3"))
     }
 
+    @Test("serve refuses a bad --public-url or --trusted-proxy, naming the flag and the form expected")
+    func proxyFlagsAreChecked() throws {
+        for (arguments, expected) in [
+            (["--public-url", "onramp.example.com"], "--public-url 'onramp.example.com': expected http(s)://host[:port][/path]"),
+            (["--trusted-proxy", "10.0.0.0/40"], "--trusted-proxy '10.0.0.0/40': the prefix length must be 0…32"),
+            (["--trusted-proxy", "proxy.internal"], "--trusted-proxy 'proxy.internal': expected an IP address or a CIDR network"),
+        ] {
+            let refused = try OnrampBinary.run(["serve"] + arguments + ["--database-url", "postgresql://nobody@127.0.0.1:1/none"])
+            #expect(refused.status != 0, "\(arguments)")
+            #expect(refused.stderr.contains(expected), "\(arguments): \(refused.stderr)")
+        }
+    }
+
     @Test("SIGTERM mid-load: every acknowledged message is stored, and the server exits 0")
     func sigtermIsGraceful() async throws {
         let db = try await TestDatabase.create()

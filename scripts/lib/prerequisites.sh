@@ -27,3 +27,9 @@ ensure_database_prerequisites() {
 ensure_browser() {
   ensure_packages chromium
 }
+
+# The proxy tests put real nginx (terminating TLS with a certificate openssl
+# makes) in front of the server.
+ensure_proxy() {
+  ensure_packages nginx openssl
+}
