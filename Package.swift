@@ -11,7 +11,10 @@ let strictness: [SwiftSetting] = [
 
 let package = Package(
     name: "onramp",
-    platforms: [.macOS(.v15)],
+    // The SDK (OnrampClient) uses iOS 16-generation APIs (Duration, Task.sleep(for:),
+    // Locale's BCP 47 identifier), so apps on iOS 16, tvOS 16, watchOS 9 and visionOS
+    // can add it; macOS 15 is what the server's targets need.
+    platforms: [.macOS(.v15), .iOS(.v16), .tvOS(.v16), .watchOS(.v9), .visionOS(.v1)],
     // What others may depend on: the product an operator runs, the tooling
     // beside it, and the client SDK. The modules behind them are not API.
     products: [
@@ -201,6 +204,10 @@ let package = Package(
             dependencies: [
                 "OnrampClient", "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Migrations", "onramp-client-probe",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],

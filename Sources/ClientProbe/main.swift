@@ -17,6 +17,7 @@ configuration.storageDirectory = URL(fileURLWithPath: arguments[3])
 configuration.flushAt = 25
 configuration.flushInterval = .milliseconds(50)
 configuration.log = { _ in }
+configuration.trackApplicationLifecycleEvents = false  // the ledger counts only its own events
 let client = try OnrampClient(configuration: configuration)
 for i in 0..<count {
     client.track("probe_event", properties: ["n": .number(Double(i))])

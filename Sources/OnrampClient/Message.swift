@@ -10,6 +10,10 @@ public struct Message: Codable, Sendable, Hashable {
     public var messageId: String
     public var anonymousId: String
     public var userId: String?
+    /// For `alias`: the id the user was known by until now.
+    public var previousId: String?
+    /// For `group`: the account or organization.
+    public var groupId: String?
     public var timestamp: String
     public var properties: [String: JSONValue]?
     public var traits: [String: JSONValue]?

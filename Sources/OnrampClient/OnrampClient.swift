@@ -4,20 +4,26 @@ public import FoundationNetworking
 #endif
 
 /// Onramp's client SDK: Segment's wire format, an on-disk queue, batched
-/// delivery with retries. Foundation only, for iOS, macOS and Linux apps.
+/// delivery with retries. Foundation only, for iOS, macOS, tvOS, watchOS and
+/// Linux apps.
 ///
 /// ```swift
 /// let analytics = try OnrampClient(configuration: .init(writeKey: "ork_…", host: URL(string: "https://onramp.example.com")!))
 /// analytics.track("otp_verified", properties: ["attempt": 1])
 /// analytics.identify(userId: "user-42")
-/// await analytics.flush()
 /// ```
 ///
-/// `track`, `screen` and `identify` persist the message before they return;
-/// delivery happens in the background when `flushAt` messages are queued, every
-/// `flushInterval`, and on `flush()`. Failed deliveries retry with exponential
-/// backoff and jitter, honouring `Retry-After`; messages the server rejects are
-/// dropped with a log line rather than retried forever.
+/// Every message carries the device's context (library, os, device, app,
+/// locale, timezone) unless the app turns it off; what the app sets in
+/// `Configuration.context` overrides it. Lifecycle events (`Application
+/// Installed`, `Updated`, `Opened`, `Backgrounded`) are sent unless turned off,
+/// and going to the background flushes.
+///
+/// Each call persists its message before it returns; delivery happens in the
+/// background when `flushAt` messages are queued, every `flushInterval`, and on
+/// `flush()`. Failed deliveries retry with exponential backoff and jitter,
+/// honouring `Retry-After`; a message the server rejects is dropped with a log
+/// line, never the batch it came in.
 public final class OnrampClient: Sendable {
     public struct Configuration: Sendable {
         public var writeKey: String
@@ -40,8 +46,17 @@ public final class OnrampClient: Sendable {
         public var maxAttemptsPerFlush: Int = 6
         /// The device's clock, used for timestamps and `sentAt` (a simulator may skew it).
         public var clock: @Sendable () -> Date = { Date() }
-        /// Merged into every message's `context` (e.g. `["app": ["version": "2.3.0"]]`).
+        /// Laid over every message's `context`, object by object: `["app": ["version": "2.3.0"]]`
+        /// replaces the automatic `app.version` and keeps the rest.
         public var context: [String: JSONValue] = [:]
+        /// Fill `library`, `os`, `device`, `app`, `locale` and `timezone` automatically.
+        public var automaticContext = true
+        /// The app's name, version, build and bundle id (default: from the main bundle).
+        public var application: ApplicationInfo = ApplicationInfo(bundle: .main)
+        /// Send Segment's application lifecycle events.
+        public var trackApplicationLifecycleEvents = true
+        /// Flush when the app goes to the background (where UIKit or AppKit say so).
+        public var flushOnBackground = true
         /// Use this anonymous id instead of the stored or a new one.
         public var anonymousId: String?
         public var session: URLSession = .shared
@@ -56,23 +71,37 @@ public final class OnrampClient: Sendable {
         }
     }
 
+    /// The SDK's version, sent as `context.library.version`.
+    public static let version = "1.1.0"
+
     /// Delivery counters, for tests and diagnostics.
     public struct Statistics: Sendable, Equatable {
         public var queued: Int
         public var delivered: Int
         public var rejected: Int
+        /// Dropped because the queue was full (the oldest first).
         public var dropped: Int
         public var failedAttempts: Int
+        /// Queue files that could not be read or decoded, moved to `queue/set-aside/`.
+        public var setAside: Int
+        /// Messages whose write to disk failed, held in memory until a write succeeds.
+        public var inMemory: Int
     }
 
     public let configuration: Configuration
-    public let anonymousId: String
+    private let directory: URL
     private let queue: DiskQueue
-    private let state = Locked(State())
+    private let state: Locked<State>
     private let flushLock = FlushGate()
+    /// The automatic context with the app's laid over it, made once.
+    private let context: [String: JSONValue]
+    private let observers = Locked<[ObserverToken]>([])
 
     private struct State {
+        var anonymousId: String
         var userId: String?
+        var traits: [String: JSONValue] = [:]
+        var enabled = true
         var delivered = 0
         var rejected = 0
         var failedAttempts = 0
@@ -82,21 +111,29 @@ public final class OnrampClient: Sendable {
 
     public init(configuration: Configuration) throws {
         self.configuration = configuration
-        let directory = configuration.storageDirectory ?? Self.defaultDirectory(writeKey: configuration.writeKey)
-        queue = try DiskQueue(directory: directory.appendingPathComponent("queue"), maxCount: configuration.maxQueueSize)
-        let idFile = directory.appendingPathComponent("anonymous-id")
+        directory = configuration.storageDirectory ?? Self.defaultDirectory(writeKey: configuration.writeKey)
+        queue = try DiskQueue(directory: directory.appendingPathComponent("queue"), maxCount: configuration.maxQueueSize, log: configuration.log)
+        let automatic = configuration.automaticContext ? AutomaticContext.collect(application: configuration.application) : [:]
+        context = automatic.merging(overrides: configuration.context)
+        let anonymousId: String
         if let given = configuration.anonymousId {
             anonymousId = given
-        } else if let stored = try? String(contentsOf: idFile, encoding: .utf8), !stored.isEmpty {
+        } else if let stored = Self.readText(directory, .anonymousId) {
             anonymousId = stored
         } else {
             anonymousId = UUID().uuidString.lowercased()
-            try anonymousId.write(to: idFile, atomically: true, encoding: .utf8)
+            try anonymousId.write(to: directory.appendingPathComponent(StoredFile.anonymousId.rawValue), atomically: true, encoding: .utf8)
         }
-        let userFile = directory.appendingPathComponent("user-id")
-        if let user = try? String(contentsOf: userFile, encoding: .utf8), !user.isEmpty {
-            state.withLock { $0.userId = user }
+        var initial = State(anonymousId: anonymousId)
+        initial.userId = Self.readText(directory, .userId)
+        if let data = try? Data(contentsOf: directory.appendingPathComponent(StoredFile.traits.rawValue)),
+           let traits = try? JSONDecoder().decode([String: JSONValue].self, from: data) {
+            initial.traits = traits
         }
+        initial.enabled = !FileManager.default.fileExists(atPath: directory.appendingPathComponent(StoredFile.optedOut.rawValue).path)
+        state = Locked(initial)
+        if configuration.trackApplicationLifecycleEvents { trackLaunch() }
+        observeLifecycle()
         if let interval = configuration.flushInterval {
             let timer = Task { [weak self] in
                 while !Task.isCancelled {
@@ -111,52 +148,177 @@ public final class OnrampClient: Sendable {
 
     deinit {
         state.withLock { $0.timer?.cancel() }
+        for observer in observers.withLock({ $0 }) { NotificationCenter.default.removeObserver(observer.token) }
+    }
+
+    // MARK: Identity
+
+    /// The device's anonymous id; `reset()` starts a new one.
+    public var anonymousId: String { state.withLock { $0.anonymousId } }
+
+    /// The user `identify` or `alias` named, until `reset()`.
+    public var userId: String? { state.withLock { $0.userId } }
+
+    /// The user's traits as `identify` calls accumulated them, until `reset()`.
+    public var traits: [String: JSONValue] { state.withLock { $0.traits } }
+
+    /// Whether the client collects and sends. Set to false when the user opts
+    /// out: calls record nothing and nothing queued is sent until it is set to
+    /// true again. Kept across launches.
+    public var isEnabled: Bool {
+        get { state.withLock { $0.enabled } }
+        set {
+            state.withLock { $0.enabled = newValue }
+            let file = directory.appendingPathComponent(StoredFile.optedOut.rawValue)
+            if newValue {
+                try? FileManager.default.removeItem(at: file)
+            } else {
+                _ = FileManager.default.createFile(atPath: file.path, contents: Data())
+            }
+        }
     }
 
     // MARK: Tracking
 
     /// Records a named event (`otp_verified`).
     public func track(_ event: String, properties: [String: JSONValue] = [:], timestamp: Date? = nil) {
-        enqueue(type: "track", event: event, name: nil, properties: properties, traits: nil, timestamp: timestamp)
+        enqueue(type: "track", event: event, properties: properties, timestamp: timestamp)
     }
 
     /// Records a screen view (`welcome`).
     public func screen(_ name: String, properties: [String: JSONValue] = [:], timestamp: Date? = nil) {
-        enqueue(type: "screen", event: nil, name: name, properties: properties, traits: nil, timestamp: timestamp)
+        enqueue(type: "screen", name: name, properties: properties, timestamp: timestamp)
     }
 
-    /// Links this device to a user; later messages carry the user id too.
+    /// Links this device to a user; later messages carry the user id too. Traits
+    /// accumulate across calls (a later value for a key replaces the earlier).
     public func identify(userId: String, traits: [String: JSONValue] = [:], timestamp: Date? = nil) {
-        state.withLock { $0.userId = userId }
-        let directory = queue.directory.deletingLastPathComponent()
-        try? userId.write(to: directory.appendingPathComponent("user-id"), atomically: true, encoding: .utf8)
-        enqueue(type: "identify", event: nil, name: nil, properties: nil, traits: traits, timestamp: timestamp)
+        guard isEnabled else { return }
+        let all = state.withLock { s -> [String: JSONValue] in
+            s.userId = userId
+            s.traits.merge(traits) { $1 }
+            return s.traits
+        }
+        store(userId: userId, traits: all)
+        enqueue(type: "identify", traits: traits, timestamp: timestamp)
+    }
+
+    /// Tells the server that `newId` is the same user as the current one (the
+    /// user id, else the anonymous id); later messages carry `newId`.
+    public func alias(_ newId: String, timestamp: Date? = nil) {
+        guard isEnabled else { return }
+        let previous = state.withLock { $0.userId ?? $0.anonymousId }
+        enqueue(type: "alias", previousId: previous, userId: newId, timestamp: timestamp)
+        state.withLock { $0.userId = newId }
+        store(userId: newId, traits: traits)
+    }
+
+    /// Associates the user with a group (an account, a team) and its traits.
+    public func group(_ groupId: String, traits: [String: JSONValue] = [:], timestamp: Date? = nil) {
+        enqueue(type: "group", traits: traits, groupId: groupId, timestamp: timestamp)
+    }
+
+    /// Logout: forgets the user id and traits and starts a new anonymous id, so
+    /// the next person on this device is someone else. Queued messages keep
+    /// the ids they were recorded with.
+    public func reset() {
+        let fresh = UUID().uuidString.lowercased()
+        state.withLock { s in
+            s.anonymousId = fresh
+            s.userId = nil
+            s.traits = [:]
+        }
+        try? fresh.write(to: directory.appendingPathComponent(StoredFile.anonymousId.rawValue), atomically: true, encoding: .utf8)
+        for file in [StoredFile.userId, .traits] { try? FileManager.default.removeItem(at: directory.appendingPathComponent(file.rawValue)) }
     }
 
     public var statistics: Statistics {
         state.withLock {
             Statistics(
                 queued: queue.count, delivered: $0.delivered, rejected: $0.rejected, dropped: queue.dropped,
-                failedAttempts: $0.failedAttempts)
+                failedAttempts: $0.failedAttempts, setAside: queue.setAside, inMemory: queue.inMemory)
         }
     }
 
     private func enqueue(
-        type: String, event: String?, name: String?, properties: [String: JSONValue]?, traits: [String: JSONValue]?,
+        type: String, event: String? = nil, name: String? = nil, properties: [String: JSONValue]? = nil,
+        traits: [String: JSONValue]? = nil, previousId: String? = nil, userId: String? = nil, groupId: String? = nil,
         timestamp: Date?
     ) {
-        var context = configuration.context
-        context["library"] = ["name": "onramp-swift", "version": "1.0.0"]
+        guard let ids = state.withLock({ s in s.enabled ? (s.anonymousId, userId ?? s.userId) : nil }) else { return }
         let message = Message(
-            type: type, event: event, name: name, messageId: UUID().uuidString.lowercased(), anonymousId: anonymousId,
-            userId: state.withLock { $0.userId }, timestamp: ISO8601.string(timestamp ?? configuration.clock()),
+            type: type, event: event, name: name, messageId: UUID().uuidString.lowercased(), anonymousId: ids.0,
+            userId: ids.1, previousId: previousId, groupId: groupId, timestamp: ISO8601.string(timestamp ?? configuration.clock()),
             properties: properties, traits: traits, context: context)
-        do {
-            try queue.append(message)
-        } catch {
-            configuration.log("could not persist a \(type) message: \(error)")
-        }
+        queue.append(message)
         if queue.count >= configuration.flushAt { scheduleFlush() }
+    }
+
+    /// The files beside the queue that keep the client's identity and switches across launches.
+    private enum StoredFile: String {
+        case anonymousId = "anonymous-id"
+        case userId = "user-id"
+        case traits = "traits.json"
+        case optedOut = "opted-out"
+        case appVersion = "app-version.json"
+    }
+
+    private static func readText(_ directory: URL, _ file: StoredFile) -> String? {
+        guard let text = try? String(contentsOf: directory.appendingPathComponent(file.rawValue), encoding: .utf8), !text.isEmpty else {
+            return nil
+        }
+        return text
+    }
+
+    private func store(userId: String, traits: [String: JSONValue]) {
+        try? userId.write(to: directory.appendingPathComponent(StoredFile.userId.rawValue), atomically: true, encoding: .utf8)
+        if let data = try? JSONEncoder().encode(traits) {
+            try? data.write(to: directory.appendingPathComponent(StoredFile.traits.rawValue), options: [.atomic])
+        }
+    }
+
+    // MARK: Lifecycle
+
+    /// `Application Installed` or `Updated`, then `Opened`, against the stored version and build.
+    private func trackLaunch() {
+        let current = Lifecycle.Record(version: configuration.application.version, build: configuration.application.build)
+        let file = directory.appendingPathComponent(StoredFile.appVersion.rawValue)
+        for event in Lifecycle.launchEvents(previous: Lifecycle.load(file), current: current) {
+            track(event.name, properties: event.properties)
+        }
+        Lifecycle.store(current, file)
+    }
+
+    /// The app left the foreground: `Application Backgrounded`, then a flush
+    /// (each switchable). Called by the platform's notification; an app
+    /// without UIKit or AppKit may call it itself.
+    public func applicationDidEnterBackground() {
+        if configuration.trackApplicationLifecycleEvents { track("Application Backgrounded") }
+        if configuration.flushOnBackground { scheduleFlush() }
+    }
+
+    /// The app came back: `Application Opened` with `from_background: true`.
+    public func applicationWillEnterForeground() {
+        guard configuration.trackApplicationLifecycleEvents else { return }
+        var properties = Lifecycle.properties(.init(version: configuration.application.version, build: configuration.application.build))
+        properties["from_background"] = true
+        track("Application Opened", properties: properties)
+    }
+
+    private func observeLifecycle() {
+        guard configuration.trackApplicationLifecycleEvents || configuration.flushOnBackground else { return }
+        var tokens: [ObserverToken] = []
+        for name in Lifecycle.backgroundNotifications {
+            tokens.append(ObserverToken(token: NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { [weak self] _ in
+                self?.applicationDidEnterBackground()
+            }))
+        }
+        for name in Lifecycle.foregroundNotifications {
+            tokens.append(ObserverToken(token: NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { [weak self] _ in
+                self?.applicationWillEnterForeground()
+            }))
+        }
+        observers.withLock { $0 = tokens }
     }
 
     private func scheduleFlush() {
@@ -180,7 +342,7 @@ public final class OnrampClient: Sendable {
     private func deliverQueued() async {
         var attempt = 0
         var batchSize = configuration.maxBatchSize
-        while true {
+        while isEnabled {
             let items = queue.peek(batchSize)
             guard !items.isEmpty else { return }
             switch await send(items.map(\.1)) {
@@ -194,10 +356,15 @@ public final class OnrampClient: Sendable {
                     $0.rejected += rejected.count
                 }
                 attempt = 0
+            case .refused(let reason) where items.count > 1:
+                // One bad message must not cost the others: halve until the one refused is alone.
+                configuration.log("server refused a batch of \(items.count) (\(reason)); sending it in smaller batches")
+                batchSize = max(1, items.count / 2)
             case .refused(let reason):
-                configuration.log("server refused a batch of \(items.count) (\(reason)); dropping it")
+                configuration.log("server refused message \(items[0].1.messageId) (\(reason)); dropping it")
                 queue.remove(items.map(\.0))
-                state.withLock { $0.rejected += items.count }
+                state.withLock { $0.rejected += 1 }
+                batchSize = configuration.maxBatchSize
             case .tooLarge:
                 if batchSize == 1 {
                     configuration.log("a single message is larger than the server accepts; dropping it")

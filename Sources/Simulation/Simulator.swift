@@ -117,6 +117,9 @@ public enum Simulator {
         configuration.flushInterval = nil
         configuration.anonymousId = "sim-\(options.seed)-\(plan.index)"
         configuration.context = plan.journey.context
+        // A simulated device is not this machine, and its onboarding is exactly its journey.
+        configuration.automaticContext = false
+        configuration.trackApplicationLifecycleEvents = false
         configuration.clock = { Date().addingTimeInterval(skew) }
         configuration.retryBaseDelay = .milliseconds(200)
         configuration.maxAttemptsPerFlush = 10

@@ -94,6 +94,7 @@ struct ClientDeliveryTests {
             let before = try await pool.query("SELECT count(*) FROM events").scalar(Int.self)
             // A new instance of the app finds the queue on disk and delivers it.
             var configuration = OnrampClient.Configuration(writeKey: key, host: server)
+            configuration.trackApplicationLifecycleEvents = false
             configuration.storageDirectory = storage
             configuration.flushInterval = nil
             configuration.log = { _ in }
@@ -135,6 +136,7 @@ struct ClientDeliveryTests {
             let storage = FileManager.default.temporaryDirectory.appendingPathComponent("client-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: storage) }
             var configuration = OnrampClient.Configuration(writeKey: key, host: server)
+            configuration.trackApplicationLifecycleEvents = false
             configuration.storageDirectory = storage
             configuration.flushInterval = nil
             configuration.flushAt = 10_000
@@ -167,13 +169,14 @@ struct ClientDeliveryTests {
         }
     }
 
-    @Test("a batch the server rejects as a whole is dropped with a log line, not retried forever; a full queue drops the oldest")
+    @Test("a message the server rejects is dropped with a log line, not retried forever, and its batch delivered; a full queue drops the oldest")
     func rejectionsAndBoundedQueue() async throws {
         let db = try await TestDatabase.create()
         try await Self.withServer(databaseURL: db.url) { server, key in
             let storage = FileManager.default.temporaryDirectory.appendingPathComponent("client-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: storage) }
             var configuration = OnrampClient.Configuration(writeKey: key, host: server)
+            configuration.trackApplicationLifecycleEvents = false
             configuration.storageDirectory = storage
             configuration.flushInterval = nil
             configuration.flushAt = 10_000
