@@ -35,18 +35,32 @@ public struct WriteKeyGrant: Sendable, Hashable {
 
 /// Write keys: created at random, stored only as SHA-256, looked up by hash.
 ///
-/// Lookups are cached for a few seconds (positive and negative), so a hot
-/// client costs no query per request, and a revoke takes effect within `cacheTTL`.
+/// Lookups read an in-memory snapshot of every live key (hash → grant), loaded
+/// with one query and reloaded once it is `cacheTTL` old, so a revoke or an
+/// origin change takes effect within `cacheTTL`. A key the snapshot lacks
+/// reloads it, at most once a `missReloadInterval` (waiting for that if need
+/// be), so a key created a moment ago works within a second, and a flood of
+/// made-up keys costs at most one query a second however many there are.
+/// One reload runs at a time; the others wait for it.
 public final class WriteKeyStore: Sendable {
     // A pthread lock: ThreadSanitizer cannot see Synchronization.Mutex on Linux and reports false races.
     private let pool: ConnectionPool
     private let cacheTTL: Duration
-    private let cache = NIOLockedValueBox<[Data: (grant: WriteKeyGrant?, until: ContinuousClock.Instant)]>([:])
-    private let anyKeyOrigins = NIOLockedValueBox<(origins: Set<String>, until: ContinuousClock.Instant)?>(nil)
+    private let missReloadInterval: Duration
+    private let snapshot = NIOLockedValueBox<Snapshot?>(nil)
+    private let reloading = NIOLockedValueBox<Task<Snapshot, any Error>?>(nil)
 
-    public init(pool: ConnectionPool, cacheTTL: Duration = .seconds(5)) {
+    private struct Snapshot: Sendable {
+        var grants: [Data: WriteKeyGrant]
+        /// Every origin some live key allows.
+        var origins: Set<String>
+        var loadedAt: ContinuousClock.Instant
+    }
+
+    public init(pool: ConnectionPool, cacheTTL: Duration = .seconds(5), missReloadInterval: Duration = .seconds(1)) {
         self.pool = pool
         self.cacheTTL = cacheTTL
+        self.missReloadInterval = min(missReloadInterval, cacheTTL)
     }
 
     /// The part of a key that is stored in the clear, listed and logged: `ork_` and 8 hex digits.
@@ -72,22 +86,12 @@ public final class WriteKeyStore: Sendable {
     /// What a live key grants; nil for an unknown or revoked key.
     public func grant(forKey key: String) async throws -> WriteKeyGrant? {
         let hash = Self.hash(key)
-        let now = ContinuousClock.now
-        if let hit = cache.withLockedValue({ $0[hash] }), hit.until > now { return hit.grant }
-        let bytes = [UInt8](hash)
-        let grant = try await pool.withConnection { connection -> WriteKeyGrant? in
-            guard let row = try connection.query(
-                "SELECT app, to_json(allowed_origins)::text FROM write_keys WHERE key_hash = $1 AND revoked_at IS NULL", [.bytes(bytes)]
-            ).first else { return nil }
-            return WriteKeyGrant(app: try row.decode(String.self, at: 0), allowedOrigins: Set(try Self.origins(row.decode(String.self, at: 1))))
-        }
-        let ttl = cacheTTL
-        cache.withLockedValue { entries in
-            // Bounded: a flood of made-up keys costs one query each at most once per TTL, and never unbounded memory.
-            if entries.count > 10_000 { entries.removeAll() }
-            entries[hash] = (grant, now + ttl)
-        }
-        return grant
+        let current = try await fresh()
+        if let grant = current.grants[hash] { return grant }
+        // Not there: perhaps created since. Reload, but not more often than missReloadInterval.
+        let age = ContinuousClock.now - current.loadedAt
+        if age < missReloadInterval { try await Task.sleep(for: missReloadInterval - age) }
+        return try await reload(after: current.loadedAt).grants[hash]
     }
 
     /// Whether some live key allows `origin`: a CORS preflight carries no key,
@@ -95,15 +99,55 @@ public final class WriteKeyStore: Sendable {
     /// is checked against its own key.
     public func anyKeyAllows(origin: String) async throws -> Bool {
         guard let normalized = try? WebOrigin.normalize(origin) else { return false }
+        return try await fresh().origins.contains(normalized)
+    }
+
+    /// The snapshot, reloaded first when it is `cacheTTL` old.
+    private func fresh() async throws -> Snapshot {
         let now = ContinuousClock.now
-        if let hit = anyKeyOrigins.withLockedValue({ $0 }), hit.until > now { return hit.origins.contains(normalized) }
-        let origins = try await pool.withConnection { connection in
-            Set(try connection.query(
-                "SELECT DISTINCT unnest(allowed_origins) FROM write_keys WHERE revoked_at IS NULL"
-            ).rows.map { try $0.decode(String.self, at: 0) })
+        if let current = snapshot.withLockedValue({ $0 }), now - current.loadedAt < cacheTTL { return current }
+        return try await reload(after: snapshot.withLockedValue { $0?.loadedAt })
+    }
+
+    /// A snapshot loaded after `after`: the one another caller's reload made since, or a new one.
+    private func reload(after: ContinuousClock.Instant?) async throws -> Snapshot {
+        let task = reloading.withLockedValue { running -> Task<Snapshot, any Error>? in
+            if let running { return running }
+            if let current = snapshot.withLockedValue({ $0 }), let after, current.loadedAt > after { return nil }
+            let started = Task { try await self.load() }
+            running = started
+            return started
         }
-        anyKeyOrigins.withLockedValue { $0 = (origins, now + cacheTTL) }
-        return origins.contains(normalized)
+        guard let task else { return try await fresh() }
+        do {
+            let loaded = try await task.value
+            snapshot.withLockedValue { current in
+                if let current, current.loadedAt >= loaded.loadedAt { return }
+                current = loaded
+            }
+            reloading.withLockedValue { if $0 == task { $0 = nil } }
+            return loaded
+        } catch {
+            reloading.withLockedValue { if $0 == task { $0 = nil } }
+            throw error
+        }
+    }
+
+    private func load() async throws -> Snapshot {
+        let rows = try await pool.withConnection { connection in
+            try connection.query(
+                "SELECT key_hash, app, to_json(allowed_origins)::text FROM write_keys WHERE revoked_at IS NULL"
+            ).rows.map { row in
+                (Data(try row.decode(PostgresBytes.self, at: 0).bytes), try row.decode(String.self, at: 1), try Self.origins(row.decode(String.self, at: 2)))
+            }
+        }
+        var grants: [Data: WriteKeyGrant] = [:]
+        var origins = Set<String>()
+        for (hash, app, allowed) in rows {
+            grants[hash] = WriteKeyGrant(app: app, allowedOrigins: Set(allowed))
+            origins.formUnion(allowed)
+        }
+        return Snapshot(grants: grants, origins: origins, loadedAt: .now)
     }
 
     public func list() async throws -> [WriteKeyInfo] {
@@ -155,7 +199,6 @@ public final class WriteKeyStore: Sendable {
     }
 
     private func forgetCached() {
-        cache.withLockedValue { $0.removeAll() }
-        anyKeyOrigins.withLockedValue { $0 = nil }
+        snapshot.withLockedValue { $0 = nil }
     }
 }

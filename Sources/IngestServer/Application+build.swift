@@ -26,10 +26,11 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
         return (try? MigrationFile.locateDirectory()).flatMap { try? Migrator(directory: $0) }
     }()
 
-    let ingest = IngestController(
+    var ingest = IngestController(
         keys: WriteKeyStore(pool: pool), committer: committer,
         limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
         policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, forwarding: configuration.forwarding, logger: logger)
+    ingest.bodyTimeout = configuration.bodyTimeout
     var accessLogger = Logger(label: "onramp.access")
     accessLogger.logLevel = logger.logLevel
     let router = buildRouter(
@@ -40,6 +41,7 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
     let onRunning = configuration.onServerRunning
     var app = Application(
         router: router,
+        server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000 + configuration.idleTimeout.components.attoseconds / 1_000_000_000))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "onramp"),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port

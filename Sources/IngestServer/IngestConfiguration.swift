@@ -16,6 +16,10 @@ public struct IngestConfiguration: Sendable {
     public var policy = IngestPolicy()
     /// Largest request body, before and after gzip decompression.
     public var maxBodyBytes = 512 * 1024
+    /// A connection must send a whole request head within this, and may stay idle between requests this long.
+    public var idleTimeout: Duration = .seconds(30)
+    /// A request's whole body must arrive within this (else 408).
+    public var bodyTimeout: Duration = .seconds(30)
     /// Requests that may wait for a commit before new ones get 503.
     public var maxQueuedRequests = 4_096
     /// Per-key token bucket: requests a second and burst size.

@@ -15,6 +15,7 @@ struct IngestController: Sendable {
     let metrics: IngestMetrics
     let policy: IngestPolicy
     let maxBodyBytes: Int
+    var bodyTimeout: Duration = .seconds(30)
     let forwarding: Forwarding
     let logger: Logger
 
@@ -109,7 +110,7 @@ struct IngestController: Sendable {
             allowedOrigin = try checkOrigin(request, grant: found)
             grant = found
         }
-        let body = try await RequestBodyReader.read(request, limit: maxBodyBytes)
+        let body = try await RequestBodyReader.read(request, limit: maxBodyBytes, timeout: bodyTimeout)
         context.access.update { $0.bodyBytes = body.count }
         let batch: IncomingBatch
         do {

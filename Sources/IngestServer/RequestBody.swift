@@ -7,9 +7,11 @@ import NIOCore
 /// Reads a request body within the limits: the raw body and, for
 /// `Content-Encoding: gzip`, the inflated body may each be at most `limit`
 /// bytes; inflating stops as soon as the output passes the limit, so a gzip
-/// bomb never inflates in memory.
+/// bomb never inflates in memory. The whole body must arrive within
+/// `timeout`: a client trickling it a byte at a time gets 408, not a request
+/// handler for as long as it likes.
 enum RequestBodyReader {
-    static func read(_ request: Request, limit: Int) async throws(APIError) -> Data {
+    static func read(_ request: Request, limit: Int, timeout: Duration = .seconds(30)) async throws(APIError) -> Data {
         try checkContentType(request)
         let encoding = request.headers[.contentEncoding]?.trimmingCharacters(in: .whitespaces).lowercased() ?? "identity"
         guard ["identity", "gzip", "x-gzip", ""].contains(encoding) else {
@@ -20,12 +22,32 @@ enum RequestBodyReader {
         if let length = request.headers[.contentLength].flatMap({ Int($0) }), length > limit {
             throw tooLarge(limit, after: false)
         }
-        var buffer = ByteBuffer()
+        var buffer: ByteBuffer
         do {
-            for try await chunk in request.body {
-                guard buffer.readableBytes + chunk.readableBytes <= limit else { throw tooLarge(limit, after: false) }
-                var chunk = chunk
-                buffer.writeBuffer(&chunk)
+            let body = request.body
+            buffer = try await withThrowingTaskGroup(of: ByteBuffer?.self) { group in
+                group.addTask {
+                    var collected = ByteBuffer()
+                    for try await chunk in body {
+                        try Task.checkCancellation()
+                        guard collected.readableBytes + chunk.readableBytes <= limit else { throw tooLarge(limit, after: false) }
+                        var chunk = chunk
+                        collected.writeBuffer(&chunk)
+                    }
+                    return collected
+                }
+                group.addTask {
+                    try await Task.sleep(for: timeout)
+                    return nil
+                }
+                let first = try await group.next()
+                group.cancelAll()
+                guard let whole = first ?? nil else {
+                    throw APIError(
+                        status: .requestTimeout, code: "body_timeout",
+                        message: "the body did not arrive within \(timeout.components.seconds) s", field: "body")
+                }
+                return whole
             }
         } catch let error as APIError {
             throw error

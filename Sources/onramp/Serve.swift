@@ -37,6 +37,12 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a request waits for its commit to be confirmed before it gets 503 with Retry-After.")
     var commitTimeout = 30
 
+    @Option(help: "Seconds a connection may take to send a request head, or stay idle between requests.")
+    var idleTimeout = 30
+
+    @Option(help: "Seconds a request's body may take to arrive (else 408).")
+    var bodyTimeout = 30
+
     @Option(help: ArgumentHelp(
         "The URL clients reach this server at (e.g. https://onramp.example.com), advertised as apiHost in the SDK settings document.",
         valueName: "url"))
@@ -52,6 +58,9 @@ struct Serve: AsyncParsableCommand {
     func validate() throws {
         _ = try forwarding()
         do { try IngestConfiguration.checkPool(writers: writers, poolSize: poolSize) } catch { throw ValidationError(error.description) }
+        guard idleTimeout >= 1, bodyTimeout >= 1 else {
+            throw ValidationError("--idle-timeout and --body-timeout must be at least 1 second")
+        }
         guard commitTimeout >= 1 else { throw ValidationError("--commit-timeout must be at least 1 second (got \(commitTimeout))") }
     }
 
@@ -87,6 +96,8 @@ struct Serve: AsyncParsableCommand {
         configuration.commitTimeout = .seconds(commitTimeout)
         configuration.policy = IngestPolicy(funnels: try funnels.load())
         configuration.policy.horizonSeconds = Int64(horizonDays) * 86_400
+        configuration.idleTimeout = .seconds(idleTimeout)
+        configuration.bodyTimeout = .seconds(bodyTimeout)
         configuration.forwarding = try forwarding()
         configuration.accessLog = accessLog
         configuration.logger = logger

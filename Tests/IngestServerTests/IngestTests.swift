@@ -42,8 +42,8 @@ import Testing
     @Test func aMethodAPathDoesNotServeIs405WithAllowAndAnUnknownPathIs404() async throws {
         try await withServer { h in
             for (method, path, allow) in [
-                (HTTPMethod.GET, "/v1/batch", "POST"), (.DELETE, "/v1/track", "POST"), (.PUT, "/healthz", "GET"),
-                (.POST, "/metrics", "GET"), (.PATCH, "/v1/projects/any-key/settings", "GET"),
+                (HTTPMethod.GET, "/v1/batch", "POST, OPTIONS"), (.DELETE, "/v1/track", "POST, OPTIONS"), (.PUT, "/healthz", "GET"),
+                (.POST, "/metrics", "GET"), (.PATCH, "/v1/projects/any-key/settings", "GET, OPTIONS"),
             ] {
                 let reply = try await h.send(method, path)
                 #expect(reply.status == 405, "\(method) \(path)")
