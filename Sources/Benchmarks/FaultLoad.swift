@@ -33,6 +33,9 @@ public struct FaultLoad: Sendable {
         /// Longest time without any acknowledgement, and acknowledged messages per second.
         public var longestStallSeconds: Double
         public var acknowledgedPerSecond: Double
+        /// Time of the attempt the server acknowledged, median and 99th percentile.
+        public var p50Milliseconds: Double
+        public var p99Milliseconds: Double
     }
 
     public var url: String
@@ -73,6 +76,7 @@ public struct FaultLoad: Sendable {
         var acked = 0
         var lastAck = ContinuousClock.now
         var longestStall: Duration = .zero
+        var latencies: [Double] = []
     }
 
     public func run() async throws -> Summary {
@@ -106,10 +110,13 @@ public struct FaultLoad: Sendable {
         ackedLedger.close()
         let seconds = (ContinuousClock.now - started).seconds
         return shared.state.withLockedValue { s in
-            Summary(
+            let sorted = s.latencies.sorted()
+            func percentile(_ p: Double) -> Double { sorted.isEmpty ? 0 : sorted[min(sorted.count - 1, Int(p * Double(sorted.count)))] }
+            return Summary(
                 clients: clients, batchSize: batchSize, seconds: seconds, messagesSent: s.sent, messagesAcknowledged: s.acked,
                 requests: s.requests, retries: s.retries, failures: s.failures, rejected: s.rejected, abandonedBatches: s.abandoned,
-                longestStallSeconds: s.longestStall.seconds, acknowledgedPerSecond: Double(s.acked) / seconds)
+                longestStallSeconds: s.longestStall.seconds, acknowledgedPerSecond: Double(s.acked) / seconds,
+                p50Milliseconds: percentile(0.5), p99Milliseconds: percentile(0.99))
         }
     }
 
@@ -134,12 +141,14 @@ public struct FaultLoad: Sendable {
             var attempt = 0
             var drainDeadline: ContinuousClock.Instant?
             while true {
+                let attemptStarted = ContinuousClock.now
                 let outcome = await send(body, authorization: authorization, client: client)
                 shared.state.withLockedValue { $0.requests += 1 }
                 if case .acknowledged(let rejected) = outcome {
                     acked.write(lines)
                     let now = ContinuousClock.now
                     shared.state.withLockedValue { s in
+                        s.latencies.append((now - attemptStarted).seconds * 1_000)
                         s.acked += items.count
                         s.rejected += rejected
                         s.longestStall = max(s.longestStall, now - s.lastAck)
@@ -192,6 +201,8 @@ public struct FaultLoad: Sendable {
                 return .acknowledged(rejected: rejected)
             }
             let after = response.headers.first(name: "Retry-After").flatMap(Double.init).map { Duration.milliseconds(Int($0 * 1_000)) }
+            // A 503 must say when to come back; one that does not is counted apart.
+            if status == 503 && after == nil { return .retry("http 503 without Retry-After", nil) }
             // Anything else is retried too: 429/503/5xx/408 as the SDK does, and a 4xx
             // here would be a bug the ledger comparison then shows as a stall.
             return .retry("http \(status)", after)

@@ -195,7 +195,10 @@ final class GroupCommitter: Service, Sendable {
                 offset += pending.events.count
                 pending.answer.resume(with: .success(slice))
             }
-        } catch let error as PostgresError where error.isConnectionFailure || error.code == .poolTimeout || error.code == .poolClosed {
+        } catch let error as PostgresError
+            where error.isConnectionFailure || error.isResourceShortage || error.code == .poolTimeout || error.code == .poolClosed
+        {
+            // Unavailable (or out of disk, memory, connections) for everyone, not this request's fault: 503 and back off.
             logger.warning("commit failed: database unavailable", metadata: ["error": "\(error)", "requests": "\(group.count)"])
             let retry = max(1, Int(backoff.components.seconds))
             let until = ContinuousClock.now + backoff

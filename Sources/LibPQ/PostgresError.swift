@@ -48,6 +48,13 @@ public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible
         self.constraint = constraint
     }
 
+    /// True when the server cannot take writes for a while through no fault of
+    /// the request: insufficient resources (class 53: disk full, out of memory,
+    /// too many connections) or an I/O error. Retrying later can succeed.
+    public var isResourceShortage: Bool {
+        sqlState?.hasPrefix("53") == true || sqlState == "58030"
+    }
+
     /// True for failures after which the connection cannot be used again.
     public var isConnectionFailure: Bool {
         code == .connectionFailed || code == .connectionLost

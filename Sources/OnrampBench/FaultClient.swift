@@ -6,7 +6,7 @@ import Foundation
 struct FaultClient: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fault-client", abstract: "Load with a ledger of acknowledgements, and its check (scripts/faults).",
-        subcommands: [Load.self, Verify.self])
+        subcommands: [Load.self, Verify.self, Hostile.self])
 
     struct Load: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Send batches, retrying as the SDK does, until --stop-file appears.")
@@ -32,6 +32,28 @@ struct FaultClient: AsyncParsableCommand {
                 url: url, keys: pairs, clients: clients, batchSize: batchSize, idPrefix: idPrefix,
                 ledgerDirectory: URL(fileURLWithPath: ledger), stopFile: stopFile.map { URL(fileURLWithPath: $0) },
                 maxDuration: .milliseconds(Int(maxSeconds * 1_000)), drainTimeout: .milliseconds(Int(drainSeconds * 1_000)))
+            let summary = try await load.run()
+            let encoder = JSONEncoder()
+            encoder.outputFormatting = [.sortedKeys]
+            print(String(decoding: try encoder.encode(summary), as: UTF8.self))
+        }
+    }
+
+    struct Hostile: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Traffic that is not a well-behaved SDK, for a bounded time: unknown-keys, garbage or slow.")
+
+        @Option(help: "Server base URL.") var url: String
+        @Option(help: "unknown-keys, garbage or slow.") var kind: String
+        @Option(help: "Concurrent requests, or slow connections.") var concurrency = 64
+        @Option(help: "How long.") var seconds: Double = 10
+        @Option(help: "The write key garbage is sent with (none: unauthenticated).") var key: String?
+
+        func run() async throws {
+            guard let kind = HostileLoad.Kind(rawValue: kind) else {
+                throw ValidationError("--kind must be one of \(HostileLoad.Kind.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+            let load = HostileLoad(url: url, kind: kind, concurrency: concurrency, duration: .milliseconds(Int(seconds * 1_000)), key: key)
             let summary = try await load.run()
             let encoder = JSONEncoder()
             encoder.outputFormatting = [.sortedKeys]
