@@ -151,7 +151,16 @@ let package = Package(
         // A stand-in app process for the SDK's kill tests.
         .executableTarget(name: "onramp-client-probe", dependencies: ["OnrampClient"], path: "Sources/ClientProbe", swiftSettings: strictness),
         // Helpers shared by the test targets (running the built CLI).
-        .target(name: "TestSupport", dependencies: ["LibPQ", "Funnels"], swiftSettings: strictness),
+        .target(
+            name: "TestSupport",
+            dependencies: [
+                "LibPQ", "Funnels",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
         // `onramp-bench`: the benchmarks and the fault suite's client; tooling the product does not link.
         .executableTarget(
             name: "onramp-bench",
@@ -202,7 +211,7 @@ let package = Package(
         .testTarget(
             name: "OnrampClientTests",
             dependencies: [
-                "OnrampClient", "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Migrations", "onramp-client-probe",
+                "OnrampClient", "EventLog", "IngestServer", "LibPQ", "LocalPostgres", "Migrations", "TestSupport", "onramp-client-probe",
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),

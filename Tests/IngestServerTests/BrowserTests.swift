@@ -2,10 +2,8 @@ import EventLog
 import Foundation
 import Hummingbird
 import LibPQ
-import Logging
 import NIOConcurrencyHelpers
 import NIOHTTP1
-import ServiceLifecycle
 import TestSupport
 import Testing
 
@@ -123,24 +121,5 @@ func withPageServer(_ page: NIOLockedPage, _ body: @Sendable (Int) async throws 
     router.get("/") { _, _ in
         Response(status: .ok, headers: [.contentType: "text/html; charset=utf-8"], body: .init(byteBuffer: .init(string: page.html)))
     }
-    let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
-    var logger = Logger(label: "page-server")
-    logger.logLevel = .critical
-    let app = Application(
-        router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-        onServerRunning: { channel in
-            portSink.yield(channel.localAddress?.port ?? 0)
-            portSink.finish()
-        }, logger: logger)
-    let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
-    let outcome: Result<Void, any Error> = await withTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try? await group.run() }
-        var port = 0
-        for await p in ports { port = p }
-        let result: Result<Void, any Error>
-        do { result = .success(try await body(port)) } catch { result = .failure(error) }
-        await group.triggerGracefulShutdown()
-        return result
-    }
-    try outcome.get()
+    try await withLoopbackServer(router, body)
 }

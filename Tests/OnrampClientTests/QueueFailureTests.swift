@@ -3,12 +3,11 @@ import Foundation
 import Hummingbird
 import LibPQ
 import LocalPostgres
-import Logging
 import NIOConcurrencyHelpers
 import NIOCore
 import NIOHTTP1
 @testable import OnrampClient
-import ServiceLifecycle
+import TestSupport
 import Testing
 #if canImport(Glibc)
 import Glibc
@@ -228,28 +227,12 @@ func withRelay(
         if case .forwardThenFail(let status) = action { return Response(status: .init(code: status)) }
         return Response(status: .init(code: Int(answer.status.code)), headers: [.contentType: "application/json"], body: .init(byteBuffer: answerBody))
     }
-    let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
-    var logger = Logger(label: "relay")
-    logger.logLevel = .critical
-    let app = Application(
-        router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-        onServerRunning: { channel in
-            portSink.yield(channel.localAddress?.port ?? 0)
-            portSink.finish()
-        }, logger: logger)
-    let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
-    let outcome: Result<Void, any Error> = await withTaskGroup(of: Void.self) { tasks in
-        tasks.addTask { try? await group.run() }
-        var port = 0
-        for await p in ports { port = p }
-        let result: Result<Void, any Error>
-        do {
-            result = .success(try await body(try #require(URL(string: "http://127.0.0.1:\(port)"))))
-        } catch {
-            result = .failure(error)
-        }
-        await group.triggerGracefulShutdown()
-        return result
+    let outcome: Result<Void, any Error>
+    do {
+        try await withLoopbackServer(router) { port in try await body(try #require(URL(string: "http://127.0.0.1:\(port)"))) }
+        outcome = .success(())
+    } catch {
+        outcome = .failure(error)
     }
     try await client.shutdown()
     try outcome.get()
