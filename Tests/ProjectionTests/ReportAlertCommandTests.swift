@@ -3,9 +3,7 @@ import Funnels
 import Hummingbird
 import LibPQ
 import LocalPostgres
-import Logging
 import NIOConcurrencyHelpers
-import ServiceLifecycle
 import Simulation
 import TestSupport
 import Testing
@@ -115,7 +113,6 @@ final class WebhookReceiver: Sendable {
     }
 
     static func with(_ body: @Sendable (WebhookReceiver) async throws -> Void) async throws {
-        let (ports, sink) = AsyncStream.makeStream(of: Int.self)
         let receiver = NIOLockedValueBox<WebhookReceiver?>(nil)
         let router = Router()
         router.post("hook") { request, _ -> Response in
@@ -123,28 +120,10 @@ final class WebhookReceiver: Sendable {
             let status = receiver.withLockedValue { $0 }?.answer(String(buffer: bytes)) ?? 500
             return Response(status: .init(code: status))
         }
-        let logger = Logger(label: "webhook-receiver")
-        let app = Application(
-            router: router, configuration: .init(address: .hostname("127.0.0.1", port: 0)),
-            onServerRunning: { channel in
-                sink.yield(channel.localAddress?.port ?? 0)
-                sink.finish()
-            }, logger: logger)
-        let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
-        try await withThrowingTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try await group.run() }
-            var port = 0
-            for await p in ports { port = p }
+        try await withLoopbackServer(router) { port in
             let hook = WebhookReceiver(port: port)
             receiver.withLockedValue { $0 = hook }
-            do {
-                try await body(hook)
-            } catch {
-                await group.triggerGracefulShutdown()
-                throw error
-            }
-            await group.triggerGracefulShutdown()
-            try await tasks.waitForAll()
+            try await body(hook)
         }
     }
 }
