@@ -31,15 +31,20 @@ struct SlowClientTests {
             let body = try #require(RawConnection(port: port))
             let basic = Data("\(h.key):".utf8).base64EncodedString()
             _ = body.send("POST /v1/batch HTTP/1.1\r\nHost: x\r\nAuthorization: Basic \(basic)\r\nContent-Type: application/json\r\nContent-Length: 5000\r\n\r\n{")
+            // The server answers 408 and closes. Its close can reset the connection
+            // before the answer is read (the trickled bytes are unread on its side),
+            // so either outcome shows the body was cut off.
             let bodyStarted = ContinuousClock.now
             var answer = ""
-            while answer.isEmpty, ContinuousClock.now - bodyStarted < .seconds(120) {
-                _ = body.send(" ")
+            var closed = false
+            while answer.isEmpty, !closed, ContinuousClock.now - bodyStarted < .seconds(120) {
+                closed = !body.send(" ")
                 answer = body.available()
+                closed = closed || (answer.isEmpty && body.closedByPeer())
                 try await Task.sleep(for: .milliseconds(200))
             }
-            #expect(answer.hasPrefix("HTTP/1.1 408"), "\(answer)")
-            #expect(answer.contains("body_timeout"), "\(answer)")
+            #expect(answer.hasPrefix("HTTP/1.1 408") || (answer.isEmpty && closed), "\(answer)")
+            if !answer.isEmpty { #expect(answer.contains("body_timeout"), "\(answer)") }
             // The server still serves everyone else.
             #expect(try await h.post(json: Fixtures.batch([Fixtures.track("after-slow")])).status == 200)
         }
