@@ -26,11 +26,11 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
         return (try? MigrationFile.locateDirectory()).flatMap { try? Migrator(directory: $0) }
     }()
 
-    var ingest = IngestController(
+    let ingest = IngestController(
         keys: WriteKeyStore(pool: pool), committer: committer,
         limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
-        policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, forwarding: configuration.forwarding, logger: logger)
-    ingest.bodyTimeout = configuration.bodyTimeout
+        policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, bodyTimeout: configuration.bodyTimeout,
+        forwarding: configuration.forwarding, logger: logger)
     var accessLogger = Logger(label: "onramp.access")
     accessLogger.logLevel = logger.logLevel
     let router = buildRouter(

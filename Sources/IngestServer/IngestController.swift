@@ -15,7 +15,7 @@ struct IngestController: Sendable {
     let metrics: IngestMetrics
     let policy: IngestPolicy
     let maxBodyBytes: Int
-    var bodyTimeout: Duration = .seconds(30)
+    let bodyTimeout: Duration
     let forwarding: Forwarding
     let logger: Logger
 
@@ -67,14 +67,6 @@ struct IngestController: Sendable {
         }
     }
 
-    /// Checks a request's `Origin` (if any; servers send none) against its key:
-    /// the origin to answer with CORS headers, or 403 before anything is stored.
-    private func checkOrigin(_ request: Request, grant: WriteKeyGrant) throws(APIError) -> String? {
-        guard let origin = request.headers[.origin] else { return nil }
-        guard grant.allows(origin: origin) else { throw CrossOrigin.notAllowed(origin, byKey: true) }
-        return origin
-    }
-
     /// A CORS preflight: 204 with the CORS headers for an origin the path's
     /// key (`key`) or, for the ingest paths, which carry no key, any live key
     /// allows; 403 otherwise. Without `Origin` it is a plain `OPTIONS`: 204 with `Allow`.
@@ -106,9 +98,7 @@ struct IngestController: Sendable {
         var grant: WriteKeyGrant?
         if let key {
             // A bad header key, or a page the key does not allow, fails before the body is read.
-            let found = try await lookUp(key, context)
-            allowedOrigin = try checkOrigin(request, grant: found)
-            grant = found
+            (grant, allowedOrigin) = try await admit(key, request, context)
         }
         let body = try await RequestBodyReader.read(request, limit: maxBodyBytes, timeout: bodyTimeout)
         context.access.update { $0.bodyBytes = body.count }
@@ -124,9 +114,7 @@ struct IngestController: Sendable {
         }
         if key == nil, let bodyKey = batch.writeKey, !bodyKey.isEmpty {
             key = bodyKey
-            let found = try await lookUp(bodyKey, context)
-            allowedOrigin = try checkOrigin(request, grant: found)
-            grant = found
+            (grant, allowedOrigin) = try await admit(bodyKey, request, context)
         }
         guard let key, let app = grant?.app else {
             throw APIError(
@@ -172,9 +160,13 @@ struct IngestController: Sendable {
                 rejected: outcome.rejections.map { .init(index: $0.index, messageId: $0.messageID, code: $0.code, message: $0.message) }))
     }
 
-    /// The grant of a live key (its prefix noted for the access log), 401 for
-    /// an unknown or revoked one, 503 when keys cannot be checked.
-    private func lookUp(_ key: String, _ context: IngestRequestContext) async throws(APIError) -> WriteKeyGrant {
+    /// The grant of a live key (its prefix noted for the access log) and the
+    /// request's `Origin` when the key allows it (servers send none); 401 for
+    /// an unknown or revoked key, 403 for an origin it does not allow (before
+    /// anything is stored), 503 when keys cannot be checked.
+    private func admit(
+        _ key: String, _ request: Request, _ context: IngestRequestContext
+    ) async throws(APIError) -> (WriteKeyGrant, allowedOrigin: String?) {
         context.access.update { $0.keyPrefix = WriteKeyStore.prefix(of: key) }
         let grant: WriteKeyGrant?
         do {
@@ -185,7 +177,9 @@ struct IngestController: Sendable {
         guard let grant else {
             throw APIError(status: .unauthorized, code: "invalid_write_key", message: "the write key is unknown or revoked", field: "writeKey")
         }
-        return grant
+        guard let origin = request.headers[.origin] else { return (grant, nil) }
+        guard grant.allows(origin: origin) else { throw CrossOrigin.notAllowed(origin, byKey: true) }
+        return (grant, origin)
     }
 
     static let keysUnavailable = APIError(
@@ -198,8 +192,7 @@ struct IngestController: Sendable {
     func settings(
         _ request: Request, _ context: IngestRequestContext, key: String, allowedOrigin: inout String?
     ) async throws(APIError) -> Response {
-        let grant = try await lookUp(key, context)
-        allowedOrigin = try checkOrigin(request, grant: grant)
+        (_, allowedOrigin) = try await admit(key, request, context)
         let base = forwarding.publicBase(of: request, peer: context.remoteAddress)
         let document: JSONValue = .object([
             "integrations": .object([

@@ -38,30 +38,37 @@ struct Keys: AsyncParsableCommand {
     /// `keys allow-origin KEY ORIGIN`.
     struct AllowOrigin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Let pages from a web origin post with a key (by full key, prefix or id).")
-        @OptionGroup var database: DatabaseOptions
-        @Argument(help: "The key, its prefix as `keys list` shows it, or its id.") var key: String
-        @Argument(help: "The origin, scheme://host[:port], e.g. https://app.example.com.") var origin: String
+        @OptionGroup var target: OriginTarget
 
         func run() async throws {
-            let normalized = try Keys.origins([origin], option: "ORIGIN")[0]
-            let count = try await Keys.withStore(database) { try await $0.setOrigin(normalized, allowed: true, forKey: key) }
-            guard count > 0 else { throw ValidationError("no live key matches '\(key)'") }
-            Console.info("pages from \(normalized) may post with \(count) key(s) (servers pick it up within 5 s)")
+            let (origin, count) = try await target.set(allowed: true)
+            Console.info("pages from \(origin) may post with \(count) key(s) (servers pick it up within 5 s)")
         }
     }
 
     /// `keys disallow-origin KEY ORIGIN`.
     struct DisallowOrigin: AsyncParsableCommand {
         static let configuration = CommandConfiguration(abstract: "Stop pages from a web origin posting with a key.")
-        @OptionGroup var database: DatabaseOptions
-        @Argument(help: "The key, its prefix as `keys list` shows it, or its id.") var key: String
-        @Argument(help: "The origin, scheme://host[:port].") var origin: String
+        @OptionGroup var target: OriginTarget
 
         func run() async throws {
+            let (origin, count) = try await target.set(allowed: false)
+            Console.info("pages from \(origin) may no longer post with \(count) key(s) (servers pick it up within 5 s)")
+        }
+    }
+
+    /// The key and the origin `allow-origin` and `disallow-origin` change.
+    struct OriginTarget: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+        @Argument(help: "The key, its prefix as `keys list` shows it, or its id.") var key: String
+        @Argument(help: "The origin, scheme://host[:port], e.g. https://app.example.com.") var origin: String
+
+        /// Allows or disallows the origin (as browsers send it) for the matching live keys: the origin and how many keys.
+        func set(allowed: Bool) async throws -> (String, Int) {
             let normalized = try Keys.origins([origin], option: "ORIGIN")[0]
-            let count = try await Keys.withStore(database) { try await $0.setOrigin(normalized, allowed: false, forKey: key) }
+            let count = try await Keys.withStore(database) { try await $0.setOrigin(normalized, allowed: allowed, forKey: key) }
             guard count > 0 else { throw ValidationError("no live key matches '\(key)'") }
-            Console.info("pages from \(normalized) may no longer post with \(count) key(s) (servers pick it up within 5 s)")
+            return (normalized, count)
         }
     }
 
