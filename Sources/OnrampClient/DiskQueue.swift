@@ -153,7 +153,7 @@ final class DiskQueue: Sendable {
     private func persistPending() {
         let pending = state.withLock { s in s.entries.filter { $0.pending != nil } }
         for entry in pending {
-            guard let message = entry.pending, let file = writeQuietly(message, sequence: entry.sequence) else { return }
+            guard let message = entry.pending, let file = write(message, sequence: entry.sequence) else { return }
             let kept = state.withLock { s -> Bool in
                 guard let i = s.entries.firstIndex(where: { $0.sequence == entry.sequence }) else { return false }
                 s.entries[i].file = file
@@ -163,12 +163,6 @@ final class DiskQueue: Sendable {
             // Delivered while it was being written: the file is not needed.
             if !kept { try? FileManager.default.removeItem(at: file) }
         }
-    }
-
-    private func writeQuietly(_ message: Message, sequence: UInt64) -> URL? {
-        let file = fileURL(sequence)
-        guard let data = try? JSONEncoder().encode(message), (try? data.write(to: file, options: [.atomic])) != nil else { return nil }
-        return file
     }
 
     /// The message in `file`; nil when the file is gone (another flush

@@ -51,23 +51,13 @@ enum Lifecycle {
     /// The platform's notifications for leaving and re-entering the
     /// foreground, by their stable raw names, so no UI framework is imported
     /// (and nothing here is tied to the main actor). None exist on Linux.
-    static var backgroundNotifications: [Notification.Name] {
+    static var notifications: (background: Notification.Name, foreground: Notification.Name)? {
         #if canImport(UIKit)
-        [Notification.Name("UIApplicationDidEnterBackgroundNotification")]
+        (Notification.Name("UIApplicationDidEnterBackgroundNotification"), Notification.Name("UIApplicationWillEnterForegroundNotification"))
         #elseif canImport(AppKit)
-        [Notification.Name("NSApplicationDidResignActiveNotification")]
+        (Notification.Name("NSApplicationDidResignActiveNotification"), Notification.Name("NSApplicationDidBecomeActiveNotification"))
         #else
-        []
-        #endif
-    }
-
-    static var foregroundNotifications: [Notification.Name] {
-        #if canImport(UIKit)
-        [Notification.Name("UIApplicationWillEnterForegroundNotification")]
-        #elseif canImport(AppKit)
-        [Notification.Name("NSApplicationDidBecomeActiveNotification")]
-        #else
-        []
+        nil
         #endif
     }
 }

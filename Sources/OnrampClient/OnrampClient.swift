@@ -306,18 +306,18 @@ public final class OnrampClient: Sendable {
     }
 
     private func observeLifecycle() {
-        guard configuration.trackApplicationLifecycleEvents || configuration.flushOnBackground else { return }
-        var tokens: [ObserverToken] = []
-        for name in Lifecycle.backgroundNotifications {
-            tokens.append(ObserverToken(token: NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { [weak self] _ in
+        guard configuration.trackApplicationLifecycleEvents || configuration.flushOnBackground,
+              let names = Lifecycle.notifications
+        else { return }
+        let center = NotificationCenter.default
+        let tokens = [
+            ObserverToken(token: center.addObserver(forName: names.background, object: nil, queue: nil) { [weak self] _ in
                 self?.applicationDidEnterBackground()
-            }))
-        }
-        for name in Lifecycle.foregroundNotifications {
-            tokens.append(ObserverToken(token: NotificationCenter.default.addObserver(forName: name, object: nil, queue: nil) { [weak self] _ in
+            }),
+            ObserverToken(token: center.addObserver(forName: names.foreground, object: nil, queue: nil) { [weak self] _ in
                 self?.applicationWillEnterForeground()
-            }))
-        }
+            }),
+        ]
         observers.withLock { $0 = tokens }
     }
 

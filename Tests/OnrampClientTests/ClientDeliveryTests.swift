@@ -49,14 +49,20 @@ struct ClientDeliveryTests {
         try outcome.get()
     }
 
+    /// A fresh database with the server over it for the body's duration; the database is dropped afterwards.
+    static func withDatabaseAndServer(_ body: @Sendable (TestDatabase, URL, String) async throws -> Void) async throws {
+        let db = try await TestDatabase.create()
+        try await withServer(databaseURL: db.url) { server, key in try await body(db, server, key) }
+        try await db.drop()
+    }
+
     static var probe: URL {
         URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent().appendingPathComponent("onramp-client-probe")
     }
 
     @Test("an app killed with events queued: a new client instance delivers every tracked event exactly once")
     func killedAppDeliversExactlyOnce() async throws {
-        let db = try await TestDatabase.create()
-        try await Self.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             let storage = FileManager.default.temporaryDirectory.appendingPathComponent("probe-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: storage) }
             // The app tracks events while its background flushes run; it is killed part way,
@@ -112,7 +118,6 @@ struct ClientDeliveryTests {
             #expect(before > 0, "the killed app had delivered nothing: the test did not exercise a kill mid-delivery")
             await pool.close()
         }
-        try await db.drop()
     }
 
     @Test("the server answers 503 while the database is down; the client backs off, retries, and delivers everything")
@@ -171,8 +176,7 @@ struct ClientDeliveryTests {
 
     @Test("a message the server rejects is dropped with a log line, not retried forever, and its batch delivered; a full queue drops the oldest")
     func rejectionsAndBoundedQueue() async throws {
-        let db = try await TestDatabase.create()
-        try await Self.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             let storage = FileManager.default.temporaryDirectory.appendingPathComponent("client-\(UUID().uuidString)")
             defer { try? FileManager.default.removeItem(at: storage) }
             var configuration = OnrampClient.Configuration(writeKey: key, host: server)
@@ -202,7 +206,6 @@ struct ClientDeliveryTests {
             #expect(try await pool.query("SELECT count(*) FROM quarantine").scalar(Int.self) == 1)
             await pool.close()
         }
-        try await db.drop()
     }
 }
 

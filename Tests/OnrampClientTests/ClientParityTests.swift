@@ -24,8 +24,7 @@ struct ClientParityTests {
 
     @Test("with no context set by the app, a stored message carries library, os, device, locale and timezone; app values override, object by object")
     func automaticContext() async throws {
-        let db = try await TestDatabase.create()
-        try await ClientDeliveryTests.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             let storage = Self.storage()
             defer { try? FileManager.default.removeItem(at: storage) }
             let plain = try Self.client(server, key, storage: storage) { $0.trackApplicationLifecycleEvents = false }
@@ -70,13 +69,11 @@ struct ClientParityTests {
             #expect((second["campaign"] as? [String: Any])?["name"] as? String == "spring")
             await pool.close()
         }
-        try await db.drop()
     }
 
     @Test("lifecycle: Installed and Opened on a first launch, Opened on the next, Updated with the previous version after an upgrade; Backgrounded flushes")
     func lifecycleEvents() async throws {
-        let db = try await TestDatabase.create()
-        try await ClientDeliveryTests.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             let storage = Self.storage()
             defer { try? FileManager.default.removeItem(at: storage) }
             func launch(_ version: String, _ build: String) throws -> OnrampClient {
@@ -118,13 +115,11 @@ struct ClientParityTests {
             #expect(updated["previous_build"] as? String == "230")
             await pool.close()
         }
-        try await db.drop()
     }
 
     @Test("identify, alias, group, reset and opting out, as the server stores them")
     func identityCalls() async throws {
-        let db = try await TestDatabase.create()
-        try await ClientDeliveryTests.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             let storage = Self.storage()
             defer { try? FileManager.default.removeItem(at: storage) }
             let client = try Self.client(server, key, storage: storage) { $0.trackApplicationLifecycleEvents = false }
@@ -168,7 +163,6 @@ struct ClientParityTests {
             #expect(rows[3][4].contains("\"seats\": 5"), "the group's traits: \(rows[3][4])")
             await pool.close()
         }
-        try await db.drop()
     }
 }
 

@@ -26,8 +26,7 @@ struct QueueFailureTests {
 
     @Test("a half-written file, a file of garbage and one that is not a file are set aside, counted and logged; the rest is delivered")
     func unreadableFilesAreSetAside() async throws {
-        let db = try await TestDatabase.create()
-        try await ClientDeliveryTests.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             let storage = ClientParityTests.storage()
             defer { try? FileManager.default.removeItem(at: storage) }
             let app = try ClientParityTests.client(server, key, storage: storage) { $0.trackApplicationLifecycleEvents = false }
@@ -60,13 +59,11 @@ struct QueueFailureTests {
             #expect(try await Self.count(db, "SELECT count(*) FROM events") == 3)
             print("queue: set aside \(statistics.setAside) (\(aside.sorted().joined(separator: ", "))), delivered \(statistics.delivered); log: \(log.lines)")
         }
-        try await db.drop()
     }
 
     @Test("writes that fail (a queue directory turned read-only) keep messages in memory, in order, delivered and written again once possible; nothing is lost or stored twice")
     func failingWritesStayInMemory() async throws {
-        let db = try await TestDatabase.create()
-        try await ClientDeliveryTests.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             let storage = ClientParityTests.storage()
             defer { try? FileManager.default.removeItem(at: storage) }
             let queue = storage.appendingPathComponent("queue")
@@ -105,13 +102,11 @@ struct QueueFailureTests {
             #expect(try await Self.count(db, "SELECT count(*) FROM events e1 JOIN events e2 ON e2.seq > e1.seq AND e2.event < e1.event") == 0,
                     "stored in the order tracked")
         }
-        try await db.drop()
     }
 
     @Test("a batch refused for one message is split until that message is alone; only it is dropped")
     func oneRefusedMessageNeverDropsItsBatch() async throws {
-        let db = try await TestDatabase.create()
-        try await ClientDeliveryTests.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             try await withRelay(to: server, { body, _ in body.contains("poison") ? .refuse(400) : .forward }) { relay in
                 let storage = ClientParityTests.storage()
                 defer { try? FileManager.default.removeItem(at: storage) }
@@ -129,13 +124,11 @@ struct QueueFailureTests {
                 #expect(try await Self.count(db, "SELECT count(*) FROM events WHERE event LIKE 'step_%'") == 8)
             }
         }
-        try await db.drop()
     }
 
     @Test("an answer lost after the server committed: the batch is sent again with the same messageIds and stored once")
     func lostAnswerIsADuplicate() async throws {
-        let db = try await TestDatabase.create()
-        try await ClientDeliveryTests.withServer(databaseURL: db.url) { server, key in
+        try await ClientDeliveryTests.withDatabaseAndServer { db, server, key in
             // The first two batches reach the server and commit; the proxy then loses the answer (502, as nginx says).
             try await withRelay(to: server, { _, attempt in attempt <= 2 ? .forwardThenFail(502) : .forward }) { relay in
                 let storage = ClientParityTests.storage()
@@ -153,7 +146,6 @@ struct QueueFailureTests {
                 #expect(try await Self.count(db, "SELECT count(DISTINCT message_id) FROM events") == 30)
             }
         }
-        try await db.drop()
     }
 }
 
