@@ -49,12 +49,13 @@ enum TouchedPersons {
         // Persons who lost an anonymous id to a (new or earlier) user, if they
         // have outcomes stored: losing events cannot make a person enter a
         // funnel. Most relinks are a new device's first sign-in, whose
-        // anonymous self never had any.
+        // anonymous self never had any. One index probe per relink, as in
+        // `linkedUsers`: as EXISTS, the planner hashed every stored outcome.
         if !relinks.isEmpty {
             for row in try c.query(
                 """
                 SELECT r.app, r.person FROM unnest($1::text[], $2::text[]) AS r(app, person)
-                WHERE EXISTS (SELECT 1 FROM funnel_persons f WHERE f.app = r.app AND f.person_id = r.person)
+                CROSS JOIN LATERAL (SELECT 1 FROM funnel_persons f WHERE f.app = r.app AND f.person_id = r.person LIMIT 1) f
                 """,
                 [.textArray(relinks.map(\.app)), .textArray(relinks.map(\.previousPerson))]
             ).rows {
@@ -68,7 +69,7 @@ enum TouchedPersons {
         for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
-        let activity = try activityOnly(c, day: day, recomputed: &persons, windows: windows)
+        let activity = try activityOnly(c, day: day, recomputed: &persons, windows: windows, reader: reader)
 
         let touched = Self.sorted(persons)
         // Each person is a key of its own (as a user id, and as an anonymous
@@ -103,7 +104,7 @@ enum TouchedPersons {
     /// the others with stored outcomes are returned. Persons with none are
     /// left alone: activity cannot start a funnel.
     private static func activityOnly(
-        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, windows: [String: Int64]
+        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, windows: [String: Int64], reader: Connection
     ) throws -> [PersonActivity] {
         var events = day.userActivity.filter { !recomputed.contains($0.key) }
         let anonymous = Self.sorted(day.anonymousActivity.keys)
@@ -114,7 +115,7 @@ enum TouchedPersons {
         }
         let persons = Self.sorted(events.keys)
         var activity: [PersonActivity] = []
-        for (person, starts) in try PersonActivity.starts(c, of: persons, windows: windows) {
+        for (person, starts) in try PersonActivity.starts(c, beside: reader, of: persons, windows: windows) {
             let personEvents = events[person] ?? []
             let inWindow = starts.contains { start, windowEnd in
                 personEvents.contains { $0.timestamp >= start.start && $0.timestamp <= windowEnd }
