@@ -39,8 +39,8 @@ struct PersonActivity: Sendable {
     ///
     /// A day of a live app has about as many active persons as a tenth of
     /// everyone stored, and these lookups are PostgreSQL's work on one
-    /// session while the job waits: the second half of the keys goes to
-    /// `reader` meanwhile, on a thread of its own. Both sessions see the same
+    /// session while the job waits: the keys are split in two halves, looked
+    /// up side by side on the run's session and on `reader`. Both see the same
     /// stored outcomes: the run has changed none yet, and the reader shares
     /// its snapshot (`SnapshotReader`). At 1 M events a day's 8,051 active
     /// persons took 128 ms on one session, about 95 ms on two.
@@ -49,20 +49,14 @@ struct PersonActivity: Sendable {
     ) throws -> Found {
         guard reader !== c, persons.count > 1 else { return try starts(c, of: persons[...], windows: windows) }
         let half = persons.count / 2
-        let second = NIOLockedValueBox<Result<Found, any Error>?>(nil)
-        let done = DispatchGroup()
-        let keys = Array(persons[half...])
-        DispatchQueue.global().async(group: done) {
-            let result = Result { try starts(reader, of: keys[...], windows: windows) }
-            second.withLockedValue { $0 = result }
+        let halves = [(c, persons[..<half]), (reader, persons[half...])]
+        let results = NIOLockedValueBox([Result<Found, any Error>](repeating: .success([:]), count: halves.count))
+        DispatchQueue.concurrentPerform(iterations: halves.count) { i in
+            let result = Result { try starts(halves[i].0, of: halves[i].1, windows: windows) }
+            results.withLockedValue { $0[i] = result }
         }
-        let first = Result { try starts(c, of: persons[..<half], windows: windows) }
-        done.wait()
-        var found = try first.get()
-        guard let rest = second.withLockedValue({ $0 }) else {
-            throw PostgresError(.unexpectedResult, message: "the reader's half of the activity lookups did not finish")
-        }
-        found.merge(try rest.get()) { mine, _ in mine }
+        var found: Found = [:]
+        for result in results.withLockedValue({ $0 }) { found.merge(try result.get()) { mine, _ in mine } }
         return found
     }
 
