@@ -41,7 +41,7 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
     let onRunning = configuration.onServerRunning
     var app = Application(
         router: router,
-        server: .http1(configuration: .init(idleTimeout: .nanoseconds(Int64(configuration.idleTimeout.components.seconds) * 1_000_000_000 + configuration.idleTimeout.components.attoseconds / 1_000_000_000))),
+        server: .http1(configuration: .init(idleTimeout: TimeAmount(configuration.idleTimeout))),
         configuration: .init(address: .hostname(configuration.host, port: configuration.port), serverName: "onramp"),
         onServerRunning: { channel in
             let port = channel.localAddress?.port ?? configuration.port
