@@ -30,6 +30,7 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
         keys: WriteKeyStore(pool: pool), committer: committer,
         limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
         policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, bodyTimeout: configuration.bodyTimeout,
+        refusalPause: configuration.refusalPause,
         forwarding: configuration.forwarding, logger: logger)
     var accessLogger = Logger(label: "onramp.access")
     accessLogger.logLevel = logger.logLevel

@@ -20,6 +20,9 @@ public struct IngestConfiguration: Sendable {
     public var idleTimeout: Duration = .seconds(30)
     /// A request's whole body must arrive within this (else 408).
     public var bodyTimeout: Duration = .seconds(30)
+    /// A request the ingest routes refuse (a 4xx other than 429) is answered
+    /// no sooner than this after it arrived: see `IngestController.pacingRefusals`.
+    public var refusalPause: Duration = .seconds(1)
     /// Requests that may wait for a commit before new ones get 503.
     public var maxQueuedRequests = 4_096
     /// Per-key token bucket: requests a second and burst size.

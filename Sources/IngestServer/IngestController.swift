@@ -16,6 +16,7 @@ struct IngestController: Sendable {
     let policy: IngestPolicy
     let maxBodyBytes: Int
     let bodyTimeout: Duration
+    let refusalPause: Duration
     let forwarding: Forwarding
     let logger: Logger
 
@@ -31,8 +32,10 @@ struct IngestController: Sendable {
         let batches: [(String, MessageType?)] = [("batch", nil), ("b", nil)]
         for (path, type) in batches + Self.singlePaths.map({ ($0.0, Optional($0.1)) }) {
             table.on(.post, "/v1/" + path, in: router) { request, context in
-                try await answeringOrigin(request, context) { allowedOrigin throws(APIError) in
-                    try await ingest(request, context, single: type, allowedOrigin: &allowedOrigin)
+                try await pacingRefusals { () async throws(APIError) -> Response in
+                    try await answeringOrigin(request, context) { allowedOrigin throws(APIError) in
+                        try await ingest(request, context, single: type, allowedOrigin: &allowedOrigin)
+                    }
                 }
             }
             table.on(.options, "/v1/" + path, in: router) { request, _ in try await preflight(request, methods: "POST", key: nil) }
@@ -46,6 +49,28 @@ struct IngestController: Sendable {
         }
         table.on(.options, settingsPath, in: router) { request, context in
             try await preflight(request, methods: "GET", key: context.parameters.get("writeKey") ?? "")
+        }
+    }
+
+    /// Runs an ingest route, holding back a refusal (a 4xx other than 429:
+    /// an unreadable, oversized or unauthorised request) until `refusalPause`
+    /// after the request arrived. A well-behaved SDK never meets one, and
+    /// drops the batch when it does; a client that loops on refused requests
+    /// (garbage, oversized bodies, guessed keys) gets at most one answer a
+    /// pause per connection, so it costs the server little, as an unknown
+    /// key's wait for its 401 already did. Nothing is held meanwhile but the
+    /// request's task: the body read so far is released, and the rest is
+    /// left unread, so the client's upload stalls on TCP's flow control.
+    /// 429 and 503 say when to come back and are answered at once.
+    private func pacingRefusals(_ route: () async throws(APIError) -> Response) async throws(APIError) -> Response {
+        let arrived = ContinuousClock.now
+        do {
+            return try await route()
+        } catch {
+            if (400..<500).contains(error.status.code), error.status != .tooManyRequests {
+                try? await Task.sleep(until: arrived + refusalPause, clock: .continuous)
+            }
+            throw error
         }
     }
 

@@ -43,6 +43,9 @@ struct Serve: AsyncParsableCommand {
     @Option(help: "Seconds a request's body may take to arrive (else 408).")
     var bodyTimeout = 30
 
+    @Option(help: "Seconds after its arrival before a refused ingest request (a 4xx other than 429) is answered; 0 answers at once.")
+    var refusalPause = 1.0
+
     @Option(help: ArgumentHelp(
         "The URL clients reach this server at (e.g. https://onramp.example.com), advertised as apiHost in the SDK settings document.",
         valueName: "url"))
@@ -60,6 +63,9 @@ struct Serve: AsyncParsableCommand {
         do { try IngestConfiguration.checkPool(writers: writers, poolSize: poolSize) } catch { throw ValidationError(error.description) }
         guard idleTimeout >= 1, bodyTimeout >= 1 else {
             throw ValidationError("--idle-timeout and --body-timeout must be at least 1 second")
+        }
+        guard refusalPause >= 0, refusalPause <= 60 else {
+            throw ValidationError("--refusal-pause must be between 0 and 60 seconds (got \(refusalPause))")
         }
         guard commitTimeout >= 1 else { throw ValidationError("--commit-timeout must be at least 1 second (got \(commitTimeout))") }
     }
@@ -98,6 +104,7 @@ struct Serve: AsyncParsableCommand {
         configuration.policy.horizonSeconds = Int64(horizonDays) * 86_400
         configuration.idleTimeout = .seconds(idleTimeout)
         configuration.bodyTimeout = .seconds(bodyTimeout)
+        configuration.refusalPause = .milliseconds(Int64((refusalPause * 1000).rounded()))
         configuration.forwarding = try forwarding()
         configuration.accessLog = accessLog
         configuration.logger = logger

@@ -112,6 +112,8 @@ func withServer(
     configuration.port = 0
     configuration.logger = harnessLogger
     configuration.migrationsDirectory = try TestDatabase.migrationsDirectory
+    // The suite sends refused requests by the hundred; the pause has its own test.
+    configuration.refusalPause = .zero
     configuration.onServerRunning = { port in
         portSink.yield(port)
         portSink.finish()

@@ -48,7 +48,7 @@ import Testing
         logger.logLevel = .critical
         let ingest = IngestController(
             keys: keys, committer: sink, limiter: RateLimiter(rate: 1e6, burst: 1e6), metrics: IngestMetrics(),
-            policy: IngestPolicy(), maxBodyBytes: 512 * 1024, bodyTimeout: .seconds(30), forwarding: forwarding, logger: logger)
+            policy: IngestPolicy(), maxBodyBytes: 512 * 1024, bodyTimeout: .seconds(30), refusalPause: .zero, forwarding: forwarding, logger: logger)
         let router = buildRouter(
             ingest: ingest, health: nil, metrics: IngestMetrics(),
             accessLog: accessLog.map { AccessLogMiddleware(logger: $0, forwarding: forwarding) })
