@@ -25,12 +25,17 @@ struct IncrementalStart {
     var personCount: Int { touched.values.reduce(0) { $0 + $1.count } }
 
     /// Updates the links from the day's events and collects the touched
-    /// persons, with their keys on `reader`: enough to start reading their histories.
+    /// persons, with their keys on `reader`: enough to start reading their
+    /// histories. Meanwhile the reader looks up the user ids' stored outcomes.
     static func collect(_ c: Connection, day: NewEvents, windows: [String: Int64], reader: Connection) throws -> IncrementalStart {
         var start = IncrementalStart()
+        let prefetch = reader === c ? nil : PersonActivity.Prefetch(on: reader, of: TouchedPersons.sorted(day.userActivity.keys), windows: windows)
+        // Whatever happens below, the reader is not used again until the lookup is over.
+        defer { _ = try? prefetch?.wait() }
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(c, newLinks: day.links)
-        (start.touched, start.activity) = try TouchedPersons.collect(c, day: day, relinks: relinks, windows: windows, reader: reader)
+        (start.touched, start.activity) = try TouchedPersons.collect(
+            c, day: day, relinks: relinks, windows: windows, reader: reader, prefetched: prefetch)
         return start
     }
 

@@ -13,7 +13,7 @@ import LibPQ
 /// Built in SQL, the tables took 1.5 s at 10 M events, most of it B-tree
 /// inserts and `ON CONFLICT` checks into temp tables kept unique by index.
 enum TouchedPersons {
-    private typealias Key = NewEvents.Key
+    typealias Key = NewEvents.Key
 
     /// Deletes the touched persons' rows of `table` (which has `app` and
     /// `person_id`), aliased `f`; `returning` lists what comes back. Each
@@ -33,7 +33,8 @@ enum TouchedPersons {
     /// activity only (`PersonActivity`), given the configured funnels'
     /// windows (funnel -> microseconds).
     static func collect(
-        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], windows: [String: Int64], reader: Connection
+        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], windows: [String: Int64], reader: Connection,
+        prefetched: PersonActivity.Prefetch?
     ) throws -> (touched: [String: Set<String>], activity: [PersonActivity]) {
         // Persons with new events that may change an outcome (identity
         // already updated for them): each user id is one; each anonymous id
@@ -69,7 +70,7 @@ enum TouchedPersons {
         for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
-        let activity = try activityOnly(c, day: day, recomputed: &persons, windows: windows, reader: reader)
+        let activity = try activityOnly(c, day: day, recomputed: &persons, windows: windows, reader: reader, prefetched: prefetched)
 
         let touched = Self.sorted(persons)
         // Each person is a key of its own (as a user id, and as an anonymous
@@ -104,7 +105,8 @@ enum TouchedPersons {
     /// the others with stored outcomes are returned. Persons with none are
     /// left alone: activity cannot start a funnel.
     private static func activityOnly(
-        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, windows: [String: Int64], reader: Connection
+        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, windows: [String: Int64], reader: Connection,
+        prefetched: PersonActivity.Prefetch?
     ) throws -> [PersonActivity] {
         var events = day.userActivity.filter { !recomputed.contains($0.key) }
         let anonymous = Self.sorted(day.anonymousActivity.keys)
@@ -113,10 +115,13 @@ enum TouchedPersons {
             guard !recomputed.contains(person) else { continue }
             events[person, default: []] += day.anonymousActivity[key] ?? []
         }
-        let persons = Self.sorted(events.keys)
+        // The user ids' stored outcomes were looked up meanwhile; the rest now.
+        var found = try prefetched?.wait() ?? [:]
+        let rest = Self.sorted(events.keys.filter { prefetched?.keys.contains($0) != true })
+        found.merge(try PersonActivity.starts(c, beside: reader, of: rest, windows: windows)) { prefetched, _ in prefetched }
         var activity: [PersonActivity] = []
-        for (person, starts) in try PersonActivity.starts(c, beside: reader, of: persons, windows: windows) {
-            let personEvents = events[person] ?? []
+        for (person, starts) in found {
+            guard let personEvents = events[person] else { continue }  // prefetched, then recomputed
             let inWindow = starts.contains { start, windowEnd in
                 personEvents.contains { $0.timestamp >= start.start && $0.timestamp <= windowEnd }
             }
@@ -134,7 +139,7 @@ enum TouchedPersons {
     /// by) then touch neighbouring index pages, where hash order had each
     /// one read a page of its own. At 10 M events this took the stored
     /// outcomes of a day's hundred thousand active persons from 2.4 s to 1.6 s.
-    private static func sorted(_ keys: some Sequence<Key>) -> [Key] {
+    static func sorted(_ keys: some Sequence<Key>) -> [Key] {
         keys.sorted { ($0.app, $0.id) < ($1.app, $1.id) }
     }
 

@@ -121,7 +121,7 @@ struct PersonHistoryReaderTests {
                 var day = NewEvents()
                 day.users = [.init(app: "ops", id: user)]
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
-                #expect(try TouchedPersons.collect(c, day: day, relinks: [], windows: [:], reader: reads).touched == ["ops": [user, "other\\device"]])
+                #expect(try TouchedPersons.collect(c, day: day, relinks: [], windows: [:], reader: reads, prefetched: nil).touched == ["ops": [user, "other\\device"]])
                 return try timelines(try reader.spill(reads, scope: .touched, partitions: 5, spillBuffer: 64))
             }
         }
