@@ -91,30 +91,33 @@ struct PersonActivity: Sendable {
     private static func starts(_ c: Connection, of persons: ArraySlice<NewEvents.Key>, windows: [String: Int64]) throws -> Found {
         var found: Found = [:]
         guard !persons.isEmpty else { return found }
+        // Each row names its key by its position in the arrays (a number, where
+        // the key's text would be one more string to make per row).
         try c.forEachRow(
             """
-            SELECT t.app, t.person, p.funnel, p.cohort_day::text, p.start_time, p.chain_start_time, p.open_until,
+            SELECT t.n, p.funnel, p.cohort_day::text, p.start_time, p.chain_start_time, p.open_until,
                    p.completed, p.in_progress, p.excluded, p.level, r.retained_days
-            FROM unnest($1::text[], $2::text[]) AS t(app, person)
+            FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(app, person, n)
             CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
             LEFT JOIN funnel_person_retention r ON r.app = p.app AND r.person_id = p.person_id AND r.funnel = p.funnel
             """, [.textArray(persons.map(\.app)), .textArray(persons.map(\.id))]
         ) { row in
-            let funnel = try row.decode(String.self, at: 2)
-            let start = try row.decode(PostgresTimestamp.self, at: 4).microseconds
-            let chainStart = try row.decode(PostgresTimestamp?.self, at: 5)?.microseconds ?? start
+            let n = try row.decode(Int.self, at: 0)
+            guard n >= 1, n <= persons.count else { throw PostgresError(.unexpectedResult, message: "outcome lookup returned key \(n)") }
+            let funnel = try row.decode(String.self, at: 1)
+            let start = try row.decode(PostgresTimestamp.self, at: 3).microseconds
+            let chainStart = try row.decode(PostgresTimestamp?.self, at: 4)?.microseconds ?? start
             // Every event a stored fact looked at is before the latest chain's
             // window ends, or before the open window's end (a window no longer
             // configured ends at once: the funnel is not read).
             let (end, overflow) = max(start, chainStart).addingReportingOverflow(windows[funnel] ?? 0)
-            let windowEnd = max(overflow ? Int64.max : end, try row.decode(PostgresTimestamp?.self, at: 6)?.microseconds ?? Int64.min)
-            let key = NewEvents.Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))
-            found[key, default: []].append((
+            let windowEnd = max(overflow ? Int64.max : end, try row.decode(PostgresTimestamp?.self, at: 5)?.microseconds ?? Int64.min)
+            found[persons[persons.startIndex + n - 1], default: []].append((
                 Start(
-                    funnel: funnel, cohortDay: try row.decode(String.self, at: 3), start: start,
-                    completed: try row.decode(Bool.self, at: 7), inProgress: try row.decode(Bool.self, at: 8),
-                    excluded: try row.decode(Bool.self, at: 9), level: try row.decode(Int.self, at: 10),
-                    retainedDays: try RetentionAnalysis.retainedDays(row, at: 11)),
+                    funnel: funnel, cohortDay: try row.decode(String.self, at: 2), start: start,
+                    completed: try row.decode(Bool.self, at: 6), inProgress: try row.decode(Bool.self, at: 7),
+                    excluded: try row.decode(Bool.self, at: 8), level: try row.decode(Int.self, at: 9),
+                    retainedDays: try RetentionAnalysis.retainedDays(row, at: 10)),
                 windowEnd
             ))
         }
