@@ -22,7 +22,9 @@ public enum NightlyRun {
             outcome = .success(
                 try await pool.withConnection { c -> Outcome in
                     let summary = try job.run(c, mode: mode, now: now)
-                    let results = try query.results(c, configuration: job.configuration, now: now)
+                    // A second session, when one can be had, to read the report's funnels side by side.
+                    let second = try? c.sibling()
+                    let results = try query.results(c, beside: second, configuration: job.configuration, now: now)
                     // Only a report over every day, cut as the job cuts them, speaks for the funnel.
                     if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
                         try c.transaction { c in try RegressionTable.write(c, reports: results.map(\.report), configured: job.configuration.funnels.map(\.name), now: now) }

@@ -1,6 +1,8 @@
+import Dispatch
 import Foundation
 public import Funnels
 public import LibPQ
+import NIOConcurrencyHelpers
 
 /// Builds the reports `onramp report` renders from the stored per-person
 /// outcomes (not from the log), for a range of cohort days.
@@ -23,8 +25,14 @@ public struct ReportQuery: Sendable {
         public var secondsToComplete: [Double]
     }
 
-    /// One result per selected funnel, in configuration order.
-    public func results(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelResult] {
+    /// One result per selected funnel, in configuration order. With `second`,
+    /// another session on the same database, the funnels are shared out
+    /// between the two and worked on side by side: a funnel's report is
+    /// partly reads and partly decoding and statistics on this side, and on
+    /// one session one of the two always waits for the other.
+    public func results(
+        _ c: Connection, beside second: Connection? = nil, configuration: FunnelConfiguration, now: Int64
+    ) throws -> [FunnelResult] {
         let selected = funnels.isEmpty ? configuration.funnels : try funnels.map { name in
             guard let funnel = configuration.funnel(named: name) else {
                 let known = configuration.funnels.map(\.name).joined(separator: ", ")
@@ -32,27 +40,43 @@ public struct ReportQuery: Sendable {
             }
             return funnel
         }
-        return try selected.map { funnel in
-            let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
-            let zone = TimeZone(identifier: zoneName) ?? .gmt
-            let stored = try TallyStore.days(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
-            let days = try stored ?? outcomeTallies(c, funnel: funnel, zone: zone)
-            var tally = FunnelTally(funnel: funnel)
-            for day in days.values { tally.merge(day) }
-            // Sorted once here rather than by each reader of the lists.
-            tally = tally.normalized()
-            var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
-            report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))
-            // The same persons as the tally: the stored days, or when those were
-            // cut in another zone, the persons whose start falls in the range there.
-            let counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil)
-            report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
-            report.retention = try RetentionQuery.report(
-                c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil, now: now)
-            report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
-            let durations = tally.durations.map { Double($0) / 1_000_000 }
-            return FunnelResult(report: report, secondsToComplete: durations)
+        guard let second, second !== c, selected.count > 1 else {
+            return try selected.map { try result(c, funnel: $0, configuration: configuration, now: now) }
         }
+        // Alternate funnels to each session, so the large ones are not all on one.
+        let sessions = [c, second]
+        let results = NIOLockedValueBox([Result<FunnelResult, any Error>?](repeating: nil, count: selected.count))
+        DispatchQueue.concurrentPerform(iterations: sessions.count) { side in
+            for index in stride(from: side, to: selected.count, by: sessions.count) {
+                let result = Result { try self.result(sessions[side], funnel: selected[index], configuration: configuration, now: now) }
+                results.withLockedValue { $0[index] = result }
+            }
+        }
+        // Every index was given to one side: each slot is filled.
+        return try results.withLockedValue { $0 }.compactMap { try $0?.get() }
+    }
+
+    /// One funnel's result, read on `c`.
+    private func result(_ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64) throws -> FunnelResult {
+        let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
+        let zone = TimeZone(identifier: zoneName) ?? .gmt
+        let stored = try TallyStore.days(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
+        let days = try stored ?? outcomeTallies(c, funnel: funnel, zone: zone)
+        var tally = FunnelTally(funnel: funnel)
+        for day in days.values { tally.merge(day) }
+        // Sorted once here rather than by each reader of the lists.
+        tally = tally.normalized()
+        var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
+        report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))
+        // The same persons as the tally: the stored days, or when those were
+        // cut in another zone, the persons whose start falls in the range there.
+        let counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil)
+        report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
+        report.retention = try RetentionQuery.report(
+            c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil, now: now)
+        report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
+        let durations = tally.durations.map { Double($0) / 1_000_000 }
+        return FunnelResult(report: report, secondsToComplete: durations)
     }
 
     /// The newest cohort day the regression check compares: closed at `now`,

@@ -87,6 +87,13 @@ import Testing
         let incremental = try await pool.withConnection { try TableDump.dump($0) }
         let incrementalCells = try await pool.withConnection { try retentionRows($0) }
         let reports = try await pool.withConnection { c in try ReportQuery().results(c, configuration: configuration, now: now) }
+        // As `onramp report` reads them, the funnels shared out over two sessions: the same reports, in the same order.
+        let besides = try await pool.withConnection { c in
+            try ReportQuery().results(c, beside: try c.sibling(), configuration: configuration, now: now)
+        }
+        #expect(besides.map(\.report) == reports.map(\.report))
+        #expect(besides.map(\.secondsToComplete) == reports.map(\.secondsToComplete))
+        #expect(reports.count == configuration.funnels.count)
         _ = try await pool.withConnection { c in try configured.run(c, mode: .rebuild, now: now) }
         let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
         // Both at `now`: the cells are the clock's.
