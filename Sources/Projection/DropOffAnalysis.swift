@@ -49,15 +49,14 @@ struct DropOffAnalysis: PersonAnalysis {
         }
     }
 
+    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
+        var parts: [FunnelDay: any AnalysisTally] = [:]
+        try Self.forEachCounted(c, from: Self.touchedOutcomes, where: "NOT p.in_progress", [], shapes: shapes) { day, add in add(&parts[day]) }
+        return parts
+    }
+
     func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange {
         var change = StoredDayChange()
-        // The touched persons' stored rows that counted, found by key as they will be deleted.
-        try Self.forEachCounted(
-            c, from: """
-                touched t
-                CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
-                """, where: "NOT p.in_progress", [], shapes: shapes
-        ) { day, add in add(&change.removed[day]) }
         // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
         try Self.forEachCounted(
             c, from: "funnel_persons p",

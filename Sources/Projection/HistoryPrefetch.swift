@@ -6,20 +6,27 @@ import NIOConcurrencyHelpers
 /// background thread and on the snapshot reader's session, while the run's
 /// own session deletes and closes the stored outcomes and then COPYs the
 /// new ones. On one session these took turns: at 10 M events, 3 s of
-/// history reads queued behind 2 s of deletes and window closes.
-final class HistoryPrefetch: Sendable {
+/// history reads queued behind 2 s of deletes and window closes. What the
+/// run needs of the reader only later (`then`, its result `afterwards`)
+/// runs there after the histories, while the run's session still deletes.
+final class HistoryPrefetch<Afterwards: Sendable>: Sendable {
     private struct State {
         var spilled: [Result<SpilledHistory, any Error>] = []
         var taken = 0
         var stopped = false
+        var afterwards: Result<Afterwards, any Error>?
     }
 
     private let group = DispatchGroup()
     private let ready = DispatchSemaphore(value: 0)
     private let state = NIOLockedValueBox(State())
 
-    /// Starts reading the apps of `readers`, in that order, on `connection`.
-    init(_ readers: [PersonHistoryReader], on connection: Connection, partitions: Int, spillBuffer: Int) {
+    /// Starts reading the apps of `readers`, in that order, on `connection`,
+    /// then runs `then` there.
+    init(
+        _ readers: [PersonHistoryReader], on connection: Connection, partitions: Int, spillBuffer: Int,
+        then: @escaping @Sendable (Connection) throws -> Afterwards
+    ) {
         let state = self.state, ready = self.ready
         DispatchQueue.global().async(group: group) {
             for reader in readers {
@@ -31,7 +38,19 @@ final class HistoryPrefetch: Sendable {
                 ready.signal()
                 if case .failure = result { return }
             }
+            if state.withLockedValue({ $0.stopped }) { return }
+            let afterwards = Result { try then(connection) }
+            state.withLockedValue { $0.afterwards = afterwards }
         }
+    }
+
+    /// What `then` returned, once every history was read and it ran.
+    func afterwards() throws -> Afterwards {
+        group.wait()
+        guard let result = state.withLockedValue({ $0.afterwards }) else {
+            throw ProjectionError(code: .spill, description: "the incremental run's reader stopped before it finished")
+        }
+        return try result.get()
     }
 
     /// The next app's history, in the order the readers were given; waits

@@ -105,10 +105,17 @@ protocol PersonAnalysis: Sendable {
     /// Tables it keeps per funnel and cohort day (what reports add up), emptied by a rebuild.
     var dayTables: [String] { get }
     /// Incremental runs: read before the touched persons' rows are deleted
-    /// and windows are closed in place (`touched` is filled). `activity`
+    /// and windows are closed in place (`touched` is filled): what the
+    /// windows closing in place add to their days (`added`). `activity`
     /// holds the persons not recomputed whose new events are activity only:
     /// an analysis that reads events past the windows updates their rows here.
     func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange
+    /// Incremental runs: what the touched persons' stored rows counted in
+    /// their days (`StoredDayChange.removed`), read on a session that sees
+    /// them as the run found them and has them in a `touched` temp table:
+    /// the snapshot reader, after the histories (its own work, while the
+    /// run's session deletes), or the run's session before it deletes.
+    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally]
     /// Cohort days of `funnel` to rewrite although the run changed nothing
     /// in them: what the clock alone changes.
     func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String>
@@ -124,6 +131,7 @@ protocol PersonAnalysis: Sendable {
 extension PersonAnalysis {
     var dayTables: [String] { [] }
     func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange { StoredDayChange() }
+    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] { [:] }
     func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String> { [] }
     func rewriteDays(
         _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
@@ -153,6 +161,14 @@ extension PersonAnalysis {
         for table in dayTables {
             try c.query("DELETE FROM \(table) WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(days)])
         }
+    }
+
+    /// The touched persons' `funnel_persons p` rows, found by key as they will be deleted.
+    static var touchedOutcomes: String {
+        """
+        touched t
+        CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+        """
     }
 
     /// Deletes the rows of the persons an incremental run recomputes (the

@@ -22,8 +22,9 @@ protocol ProjectionPlan {
     mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory
 
     /// Called after every person was evaluated, before the cohort days are
-    /// rewritten: puts back what `prepare` set aside.
-    func finishEvaluation(_ run: ProjectionRun) throws
+    /// rewritten: puts back what `prepare` set aside, takes what it left to
+    /// the background.
+    mutating func finishEvaluation(_ run: ProjectionRun) throws
 
     /// The cohort days to rewrite, given what the evaluation touched.
     func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay>
@@ -149,7 +150,9 @@ struct IncrementalPlan: ProjectionPlan {
 
     let since: Checkpoint
     private var start = IncrementalStart()
-    private var prefetch: HistoryPrefetch?
+    /// The histories, then, on a second session, what the touched persons'
+    /// rows counted per analysis (nil: read before the deletes, on the one session).
+    private var prefetch: HistoryPrefetch<[[FunnelDay: any AnalysisTally]]?>?
     /// Per analysis, read before the stored outcomes are removed.
     private var dayChanges: [StoredDayChange] = []
 
@@ -172,10 +175,20 @@ struct IncrementalPlan: ProjectionPlan {
         // counting their events costs as much as reading them.
         let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1
         let readers = readers(run, sizes: day.counts)
-        let prefetch = HistoryPrefetch(readers, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer)
+        // What the touched persons' rows counted is read on the reader after
+        // their histories, while this session deletes them: it sees them as
+        // the run found them. At 10 M events the deletes and these reads on
+        // this session took longer than the histories on the reader.
+        let analyses = run.analyses, secondSession = run.reader !== c
+        let prefetch = HistoryPrefetch(
+            readers, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer
+        ) { reader in secondSession ? try analyses.map { try $0.touchedDayParts(reader) } : nil }
         run.onClose { prefetch.close() }
         self.prefetch = prefetch
         dayChanges = try run.analyses.map { try $0.storedDayChange(c, now: run.now, activity: start.activity) }
+        if !secondSession {
+            for (index, analysis) in run.analyses.enumerated() { dayChanges[index].removed = try analysis.touchedDayParts(c) }
+        }
         try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
         for analysis in run.analyses { try analysis.deleteRecomputed(c) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
@@ -190,7 +203,11 @@ struct IncrementalPlan: ProjectionPlan {
         return try prefetch.next()
     }
 
-    func finishEvaluation(_ run: ProjectionRun) throws {}
+    /// Takes what the reader read of the touched persons' rows after their histories.
+    mutating func finishEvaluation(_ run: ProjectionRun) throws {
+        guard let prefetch, let parts = try prefetch.afterwards() else { return }
+        for (index, removed) in parts.enumerated() where index < dayChanges.count { dayChanges[index].removed = removed }
+    }
 
     func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { start.affected.union(evaluated) }
 

@@ -56,15 +56,6 @@ struct RetentionAnalysis: PersonAnalysis {
         // First the activity, so that windows closing in place below count
         // their persons with it.
         try record(c, activity: activity, change: &change)
-        // The touched persons' stored rows that counted, found by key as they will be deleted.
-        try forEachCounted(
-            c, from: """
-                touched t
-                CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
-                """, where: "NOT p.in_progress", []
-        ) { day, start, completed, retained in
-            Tally.update(&change.removed[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
-        }
         // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
         try forEachCounted(
             c, from: "funnel_persons p",
@@ -76,6 +67,16 @@ struct RetentionAnalysis: PersonAnalysis {
             Tally.update(&change.added[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
         }
         return change
+    }
+
+    /// The touched persons are recomputed, so `record` never changes their
+    /// records: read before or after it, they are as the run found them.
+    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
+        var parts: [FunnelDay: any AnalysisTally] = [:]
+        try forEachCounted(c, from: Self.touchedOutcomes, where: "NOT p.in_progress", []) { day, start, completed, retained in
+            Tally.update(&parts[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
+        }
+        return parts
     }
 
     /// Adds the activity of persons not recomputed to their records (read

@@ -3,9 +3,10 @@ import LibPQ
 
 /// The persons an incremental run recomputes. They are worked out here, in
 /// sets, from the day's identities and key-by-key link lookups, and written
-/// once, unique, to two temp tables: `touched(app, person)` on the run's
-/// session, for the deletes, and `touched_keys(app, id, person)` on the
-/// reader's, for the history reads: every user id and anonymous id whose
+/// once, unique, to temp tables: `touched(app, person)` on the run's
+/// session, for the deletes (and on the reader's, for what it reads of their
+/// stored rows), and `touched_keys(app, id, person)` on the reader's, for
+/// the history reads: every user id and anonymous id whose
 /// events belong to a touched person, with the person an anonymous id's
 /// events belong to (its link's user, or itself). The reader sees neither the
 /// run's new links nor its temp tables, hence the persons resolved here.
@@ -93,6 +94,13 @@ enum TouchedPersons {
         try reader.executeScript("CREATE TEMP TABLE touched_keys (app text, id text, person text) ON COMMIT DROP")
         try reader.copyIn("COPY touched_keys FROM STDIN") { writer in
             for key in Self.sorted(keys.keys) { try writer.writeRow([.text(key.app), .text(key.id), .text(keys[key] ?? key.id)]) }
+        }
+        // The persons too, for what the reader reads of their stored rows (`PersonAnalysis.touchedDayParts`).
+        if reader !== c {
+            try reader.executeScript("CREATE TEMP TABLE touched (app text, person text) ON COMMIT DROP")
+            try reader.copyIn("COPY touched FROM STDIN") { writer in
+                for key in touched { try writer.writeRow([.text(key.app), .text(key.id)]) }
+            }
         }
         var result: [String: Set<String>] = [:]
         for key in touched { result[key.app, default: []].insert(key.id) }
