@@ -27,11 +27,14 @@ struct IncrementalStart {
     /// Updates the links from the day's events and collects the touched
     /// persons, with their keys on `reader`: enough to start reading their
     /// histories. Meanwhile the reader looks up the user ids' stored outcomes.
-    static func collect(_ c: Connection, day: NewEvents, windows: [String: Int64], reader: Connection) throws -> IncrementalStart {
+    static func collect(
+        _ c: Connection, day: NewEvents, windows: [String: Int64], reader: Connection, lookupChunk: Int
+    ) throws -> IncrementalStart {
         var start = IncrementalStart()
-        let prefetch = reader === c ? nil : PersonActivity.Prefetch(on: reader, of: TouchedPersons.sorted(day.userActivity.keys), windows: windows)
+        let prefetch = reader === c ? nil : PersonActivity.Prefetch(
+            on: reader, of: TouchedPersons.sorted(day.userActivity.keys), windows: windows, minimumChunk: lookupChunk)
         // Whatever happens below, the reader is not used again until the lookup is over.
-        defer { _ = try? prefetch?.wait() }
+        defer { prefetch?.stop() }
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(c, newLinks: day.links)
         (start.touched, start.activity) = try TouchedPersons.collect(

@@ -64,27 +64,60 @@ struct PersonActivity: Sendable {
     /// `reader`, on a background thread, while the run's session updates the
     /// identity links: a user id is its own person, so these keys need no
     /// link, and the reader sees the same stored outcomes (see `starts`).
-    /// Only the anonymous ids' persons are left to look up after the links.
-    /// At 1 M events the user ids are two thirds of the day's active persons.
+    /// The keys go in small chunks, and the run's session takes the chunks
+    /// still left once its own work is done (`wait(helpingOn:)`): at 10 M
+    /// events the lookup took 1.1 s on the reader and the links 0.7 s.
     final class Prefetch: Sendable {
         /// The keys looked up: those without stored outcomes are not in the result.
         let keys: Set<NewEvents.Key>
+        private let chunks: [ArraySlice<NewEvents.Key>]
+        private let windows: [String: Int64]
+        /// The next chunk to take, and each chunk's result.
+        private let state: NIOLockedValueBox<(next: Int, found: [Result<Found, any Error>?])>
         private let group = DispatchGroup()
-        private let result = NIOLockedValueBox<Result<Found, any Error>>(.success([:]))
 
-        init(on reader: Connection, of keys: [NewEvents.Key], windows: [String: Int64]) {
+        init(on reader: Connection, of keys: [NewEvents.Key], windows: [String: Int64], minimumChunk: Int) {
             self.keys = Set(keys)
-            let result = self.result
-            DispatchQueue.global().async(group: group) {
-                let found = Result { try PersonActivity.starts(reader, of: keys[...], windows: windows) }
-                result.withLockedValue { $0 = found }
+            self.windows = windows
+            let size = max(1, minimumChunk, keys.count / 32)
+            chunks = stride(from: 0, to: keys.count, by: size).map { keys[$0..<min($0 + size, keys.count)] }
+            state = NIOLockedValueBox((next: 0, found: Array(repeating: nil, count: chunks.count)))
+            DispatchQueue.global().async(group: group) { self.lookUp(on: reader) }
+        }
+
+        /// Looks up chunks on `c` until none is left (or one failed).
+        private func lookUp(on c: Connection) {
+            while true {
+                let index = state.withLockedValue { state -> Int? in
+                    guard state.next < chunks.count else { return nil }
+                    defer { state.next += 1 }
+                    return state.next
+                }
+                guard let index else { return }
+                let result = Result { try PersonActivity.starts(c, of: chunks[index], windows: windows) }
+                state.withLockedValue { $0.found[index] = result }
+                if case .failure = result { return }
             }
         }
 
-        /// Waits for the lookup: after it, the reader is free again.
-        func wait() throws -> Found {
+        /// Takes the chunks left on `c` (the run's session), waits for the
+        /// reader's, and returns everything found; after it, the reader is free.
+        func wait(helpingOn c: Connection) throws -> Found {
+            lookUp(on: c)
             group.wait()
-            return try result.withLockedValue { $0 }.get()
+            var found: Found = [:]
+            for result in state.withLockedValue({ $0.found }) {
+                guard let result else { continue }  // after a failure, which is thrown below
+                found.merge(try result.get()) { mine, _ in mine }
+            }
+            return found
+        }
+
+        /// Leaves the chunks not started and waits for the reader: a run
+        /// that fails part-way must not use the reader while it is busy.
+        func stop() {
+            state.withLockedValue { $0.next = chunks.count }
+            group.wait()
         }
     }
 

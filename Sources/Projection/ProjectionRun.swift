@@ -20,6 +20,9 @@ final class ProjectionRun {
         /// Whether the log is read on a second session; without one (or when it
         /// can't be had) the run's own session reads too, and tests check both.
         var secondSession = true
+        /// Keys per chunk of the active persons' lookup, at least (`PersonActivity.Prefetch`);
+        /// tests make it small, so that both sessions take chunks.
+        var lookupChunk = 256
         /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
         var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
     }

@@ -124,7 +124,7 @@ enum TouchedPersons {
             events[person, default: []] += day.anonymousActivity[key] ?? []
         }
         // The user ids' stored outcomes were looked up meanwhile; the rest now.
-        var found = try prefetched?.wait() ?? [:]
+        var found = try prefetched?.wait(helpingOn: c) ?? [:]
         let rest = Self.sorted(events.keys.filter { prefetched?.keys.contains($0) != true })
         found.merge(try PersonActivity.starts(c, beside: reader, of: rest, windows: windows)) { prefetched, _ in prefetched }
         var activity: [PersonActivity] = []

@@ -130,13 +130,14 @@ struct PersonHistoryReaderTests {
         try await db.drop()
     }
 
-    @Test("the job split into tiny partitions, or reading on its one session, gives the same tables, for a rebuild and the incremental run after it")
+    @Test("the job split into tiny partitions and lookups, or reading on its one session, gives the same tables, for a rebuild and the incremental run after it")
     func partitioningDoesNotChangeResults() async throws {
         let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 150, seed: 8)
         let half = events.count / 2
         var fine = ProjectionJob(configuration: Self.configuration, showProgress: false)
         fine.options.eventsPerPartition = 90
         fine.options.spillBuffer = 1024
+        fine.options.lookupChunk = 1
         var oneSession = fine
         oneSession.options.secondSession = false
         let whole = ProjectionJob(configuration: Self.configuration, showProgress: false)
