@@ -45,10 +45,13 @@ struct Harness: Sendable {
 
     /// A JSON POST authenticated the way Segment's SDKs do (Basic, key as user name).
     func post(_ path: String = "/v1/batch", json: String, key: String? = nil, extraHeaders: [(String, String)] = []) async throws -> Reply {
+        try await send(.POST, path, body: Array(json.utf8), headers: jsonHeaders(key: key) + extraHeaders)
+    }
+
+    /// JSON, and the key (`key`, else the harness's) as Segment's SDKs send it.
+    func jsonHeaders(key: String? = nil) -> [(String, String)] {
         let basic = Data(((key ?? self.key) + ":").utf8).base64EncodedString()
-        return try await send(
-            .POST, path, body: Array(json.utf8),
-            headers: [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")] + extraHeaders)
+        return [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")]
     }
 
     /// The value of an unlabelled Prometheus sample from `/metrics`.

@@ -19,6 +19,8 @@ struct ClientDeliveryTests {
         var configuration = IngestConfiguration(databaseURL: databaseURL)
         configuration.port = 0
         configuration.databaseBackoff = .milliseconds(200)
+        // Refusals answered at once: pacing them has its own test (RefusalPauseTests).
+        configuration.refusalPause = .zero
         var logger = Logger(label: "client-tests")
         logger.logLevel = .critical
         configuration.logger = logger
