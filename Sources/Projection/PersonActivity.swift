@@ -32,44 +32,24 @@ struct PersonActivity: Sendable {
 
     typealias Found = [NewEvents.Key: [(start: Start, windowEnd: Int64)]]
 
-    /// The stored outcomes of `persons` (app, person -> their activity), by
-    /// key, one index lookup each, with their retention records; with the end
-    /// of the latest window any of them still looks at (`windowEnd`, given a
-    /// funnel's window).
-    ///
-    /// A day of a live app has about as many active persons as a tenth of
-    /// everyone stored, and these lookups are PostgreSQL's work on one
-    /// session while the job waits: the keys are split in two halves, looked
-    /// up side by side on the run's session and on `reader`. Both see the same
+    /// The stored outcomes of some persons (`starts`), looked up on `reader`
+    /// on a background thread, and on the run's session once it has nothing
+    /// else to do (`wait(helpingOn:)`). A day of a live app has about as many
+    /// active persons as a tenth of everyone stored, and these lookups are
+    /// PostgreSQL's work while the job waits. Both sessions see the same
     /// stored outcomes: the run has changed none yet, and the reader shares
-    /// its snapshot (`SnapshotReader`). At 1 M events a day's 8,051 active
-    /// persons took 128 ms on one session, about 95 ms on two.
-    static func starts(
-        _ c: Connection, beside reader: Connection, of persons: [NewEvents.Key], windows: [String: Int64]
-    ) throws -> Found {
-        guard reader !== c, persons.count > 1 else { return try starts(c, of: persons[...], windows: windows) }
-        let half = persons.count / 2
-        let halves = [(c, persons[..<half]), (reader, persons[half...])]
-        let results = NIOLockedValueBox([Result<Found, any Error>](repeating: .success([:]), count: halves.count))
-        DispatchQueue.concurrentPerform(iterations: halves.count) { i in
-            let result = Result { try starts(halves[i].0, of: halves[i].1, windows: windows) }
-            results.withLockedValue { $0[i] = result }
-        }
-        var found: Found = [:]
-        for result in results.withLockedValue({ $0 }) { found.merge(try result.get()) { mine, _ in mine } }
-        return found
-    }
-
-    /// The stored outcomes of the day's user ids with activity, looked up on
-    /// `reader`, on a background thread, while the run's session updates the
-    /// identity links: a user id is its own person, so these keys need no
-    /// link, and the reader sees the same stored outcomes (see `starts`).
-    /// The keys go in small chunks, and the run's session takes the chunks
-    /// still left once its own work is done (`wait(helpingOn:)`): at 10 M
-    /// events the lookup took 1.1 s on the reader and the links 0.7 s.
+    /// its snapshot (`SnapshotReader`).
+    ///
+    /// The day's user ids go first, while the run's session updates the
+    /// identity links (a user id is its own person and needs no link); the
+    /// anonymous ids' persons after, on both sessions alike. The keys go in
+    /// chunks, taken by whichever session is free: at 10 M events the user
+    /// ids' lookup is 1.1 s of PostgreSQL's time, the links 0.7 s.
     final class Prefetch: Sendable {
         /// The keys looked up: those without stored outcomes are not in the result.
         let keys: Set<NewEvents.Key>
+        /// Keys per chunk, at least.
+        let minimumChunk: Int
         private let chunks: [ArraySlice<NewEvents.Key>]
         private let windows: [String: Int64]
         /// The next chunk to take, and each chunk's result.
@@ -79,6 +59,7 @@ struct PersonActivity: Sendable {
         init(on reader: Connection, of keys: [NewEvents.Key], windows: [String: Int64], minimumChunk: Int) {
             self.keys = Set(keys)
             self.windows = windows
+            self.minimumChunk = minimumChunk
             let size = max(1, minimumChunk, keys.count / 32)
             chunks = stride(from: 0, to: keys.count, by: size).map { keys[$0..<min($0 + size, keys.count)] }
             state = NIOLockedValueBox((next: 0, found: Array(repeating: nil, count: chunks.count)))
@@ -121,7 +102,11 @@ struct PersonActivity: Sendable {
         }
     }
 
-    private static func starts(_ c: Connection, of persons: ArraySlice<NewEvents.Key>, windows: [String: Int64]) throws -> Found {
+    /// The stored outcomes of `persons` (app, person -> their activity), by
+    /// key, one index lookup each, with their retention records; with the end
+    /// of the latest window any of them still looks at (`windowEnd`, given a
+    /// funnel's window).
+    static func starts(_ c: Connection, of persons: ArraySlice<NewEvents.Key>, windows: [String: Int64]) throws -> Found {
         var found: Found = [:]
         guard !persons.isEmpty else { return found }
         // Each row names its key by its position in the arrays (a number, where

@@ -87,20 +87,17 @@ enum TouchedPersons {
             keys[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))] = try row.decode(String.self, at: 2)
         }
 
-        try c.executeScript("CREATE TEMP TABLE touched (app text, person text) ON COMMIT DROP")
-        try c.copyIn("COPY touched FROM STDIN") { writer in
-            for key in touched { try writer.writeRow([.text(key.app), .text(key.id)]) }
+        // The persons on the run's session, for the deletes, and on the
+        // reader's, for what it reads of their stored rows (`PersonAnalysis.touchedDayParts`).
+        for session in reader === c ? [c] : [c, reader] {
+            try session.executeScript("CREATE TEMP TABLE touched (app text, person text) ON COMMIT DROP")
+            try session.copyIn("COPY touched FROM STDIN") { writer in
+                for key in touched { try writer.writeRow([.text(key.app), .text(key.id)]) }
+            }
         }
         try reader.executeScript("CREATE TEMP TABLE touched_keys (app text, id text, person text) ON COMMIT DROP")
         try reader.copyIn("COPY touched_keys FROM STDIN") { writer in
             for key in Self.sorted(keys.keys) { try writer.writeRow([.text(key.app), .text(key.id), .text(keys[key] ?? key.id)]) }
-        }
-        // The persons too, for what the reader reads of their stored rows (`PersonAnalysis.touchedDayParts`).
-        if reader !== c {
-            try reader.executeScript("CREATE TEMP TABLE touched (app text, person text) ON COMMIT DROP")
-            try reader.copyIn("COPY touched FROM STDIN") { writer in
-                for key in touched { try writer.writeRow([.text(key.app), .text(key.id)]) }
-            }
         }
         var result: [String: Set<String>] = [:]
         for key in touched { result[key.app, default: []].insert(key.id) }
@@ -123,10 +120,14 @@ enum TouchedPersons {
             guard !recomputed.contains(person) else { continue }
             events[person, default: []] += day.anonymousActivity[key] ?? []
         }
-        // The user ids' stored outcomes were looked up meanwhile; the rest now.
+        // The user ids' stored outcomes were looked up meanwhile; the rest
+        // now, on both sessions when there are two.
         var found = try prefetched?.wait(helpingOn: c) ?? [:]
         let rest = Self.sorted(events.keys.filter { prefetched?.keys.contains($0) != true })
-        found.merge(try PersonActivity.starts(c, beside: reader, of: rest, windows: windows)) { prefetched, _ in prefetched }
+        let restFound = try prefetched.map {
+            try PersonActivity.Prefetch(on: reader, of: rest, windows: windows, minimumChunk: $0.minimumChunk).wait(helpingOn: c)
+        } ?? PersonActivity.starts(c, of: rest[...], windows: windows)
+        found.merge(restFound) { prefetched, _ in prefetched }
         var activity: [PersonActivity] = []
         for (person, starts) in found {
             guard let personEvents = events[person] else { continue }  // prefetched, then recomputed
