@@ -39,35 +39,38 @@ struct NewEvents {
     var anonymousActivity: [Key: [Activity]] = [:]
 
     /// Reads the events written after `checkpoint` of the apps `outcomeEvents` has.
+    /// In COPY's binary form: the day's read is the job's per-event work on
+    /// both sides, and as text PostgreSQL printed every timestamp for the job
+    /// to parse it back.
     static func read(_ c: Connection, outcomeEvents: [String: OutcomeEvents], since checkpoint: Checkpoint) throws -> NewEvents {
         try checkpoint.bind(c)
         var day = NewEvents()
-        var fields: [String?] = []
+        var row = BinaryCopyFields()
         try c.copyOut(
             """
             COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event FROM events e
-                  WHERE \(Checkpoint.newEventsCondition)) TO STDOUT
+                  WHERE \(Checkpoint.newEventsCondition)) TO STDOUT (FORMAT binary)
             """
-        ) { line in
-            CopyText.fields(of: line, into: &fields)
-            guard fields.count == 6, let app = fields[0] else {
-                throw PostgresError(.unexpectedResult, message: "unreadable new event: \(fields)")
+        ) { message in
+            guard try row.read(message) else { return }
+            guard row.count == 6, let app = row.text(0) else {
+                throw PostgresError(.unexpectedResult, message: "unreadable new event: \(row.count) fields")
             }
             guard let relevance = outcomeEvents[app] else { return }
             day.counts[app, default: 0] += 1
-            guard let time = fields[3], let timestamp = Timestamps.parse(time),
-                  let type = fields[4], let kind = EventKind(rawValue: type) else {
-                throw PostgresError(.unexpectedResult, message: "unreadable timestamp or type on a new event: \(fields)")
+            guard let timestamp = row.timestamp(3), let type = row.text(4), let kind = EventKind(rawValue: type) else {
+                throw PostgresError(.unexpectedResult, message: "unreadable timestamp or type on a new event of \(app)")
             }
-            let outcome = relevance.mayChangeOutcome(kind: kind, name: fields[5])
-            let activity = outcome ? nil : Activity(timestamp: timestamp, kind: kind, name: fields[5])
-            if let user = fields[2] {
+            let name = row.text(5)
+            let outcome = relevance.mayChangeOutcome(kind: kind, name: name)
+            let activity = outcome ? nil : Activity(timestamp: timestamp, kind: kind, name: name)
+            if let user = row.text(2) {
                 let key = Key(app: app, id: user)
                 if let activity { day.userActivity[key, default: []].append(activity) } else { day.users.insert(key) }
-                guard let anonymous = fields[1] else { return }
+                guard let anonymous = row.text(1) else { return }
                 IdentityResolver.record(
                     IdentityObservation(anonymousId: anonymous, userId: user, timestamp: timestamp), into: &day.links[app, default: [:]])
-            } else if let anonymous = fields[1] {
+            } else if let anonymous = row.text(1) {
                 let key = Key(app: app, id: anonymous)
                 if let activity { day.anonymousActivity[key, default: []].append(activity) } else { day.anonymous.insert(key) }
             }

@@ -138,6 +138,50 @@ struct CopyTests {
         try await db.drop()
     }
 
+    @Test("binary COPY TO STDOUT reads back text, NULL and timestamps as stored, row by row, and stops at the end marker")
+    func binaryCopyOutRoundTrip() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let pool = db.pool(maxConnections: 1)
+        try await pool.query("CREATE TABLE stored (id int8 PRIMARY KEY, s text, ts timestamptz)")
+        let values: [(String?, Int64?)] = [
+            ("plain", 1_795_338_978_638_928), ("", 0), (nil, nil), ("tab\there\nand \\N", -1),  // before both epochs
+            ("ünï 北京 🚀", 946_684_800_000_000), ("\\N", Int64.max), ("late", Int64.min),
+        ]
+        try await pool.withConnection { c in
+            _ = try c.copyIn("COPY stored FROM STDIN") { writer in
+                for (i, (s, ts)) in values.enumerated() {
+                    let time: PostgresValue = switch ts {
+                    case Int64.max?: .text("infinity")
+                    case Int64.min?: .text("-infinity")
+                    case let ts?: .microseconds(ts)
+                    case nil: .null
+                    }
+                    try writer.writeRow([.int(Int64(i)), s.map { .text($0) } ?? .null, time])
+                }
+            }
+        }
+        let (read, ends) = try await pool.withConnection { c -> ([(String?, Int64?)], Int) in
+            var row = BinaryCopyFields()
+            var read: [(String?, Int64?)] = []
+            var ends = 0
+            try c.copyOut("COPY (SELECT s, ts, id FROM stored ORDER BY id) TO STDOUT (FORMAT binary)") { message in
+                guard try row.read(message) else {
+                    ends += 1
+                    return
+                }
+                #expect(row.count == 3)
+                read.append((row.text(0), row.timestamp(1)))
+                #expect(row.bytes(2)?.count == 8)
+            }
+            return (read, ends)
+        }
+        #expect(read.map(\.0) == values.map(\.0))
+        #expect(read.map(\.1) == values.map(\.1))
+        #expect(ends == 1)
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("binary COPY stores every type as PostgreSQL reads the same values from text, and refuses a NUL")
     func binaryCopyMatchesText() async throws {
         let db = try await TestDatabase.create(migrated: false)

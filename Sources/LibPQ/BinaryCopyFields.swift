@@ -1,0 +1,80 @@
+/// Reads the rows of `COPY … TO STDOUT (FORMAT binary)` as `Connection.copyOut`
+/// hands them over, one data message per call: each field's bytes as
+/// PostgreSQL's send functions write them, length-prefixed. Neither side
+/// formats, escapes or scans text: a timestamp is eight bytes, not 26
+/// characters to print and parse. `BinaryCopyRows` writes the same format.
+///
+/// The fields read point into the message: read them before the next one.
+public struct BinaryCopyFields {
+    /// Each field's offset in the message, and its length (-1: NULL).
+    private var offsets: [Int] = []
+    private var lengths: [Int] = []
+    private var message = UnsafeRawBufferPointer(start: nil, count: 0)
+    private var headerRead = false
+
+    private static let signature: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 13, 10, 0]
+    /// Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
+    private static let epochMicroseconds: Int64 = 946_684_800_000_000
+
+    public init() {}
+
+    /// Reads the row of one message (the first also holds the format's
+    /// header); false at the stream's end marker, which holds no row.
+    public mutating func read(_ message: UnsafeRawBufferPointer) throws(PostgresError) -> Bool {
+        var offset = 0
+        if !headerRead {
+            guard message.count >= 19, message.prefix(11).elementsEqual(Self.signature) else {
+                throw PostgresError(.unexpectedResult, message: "binary COPY output without its header")
+            }
+            offset = 19 + Int(Self.int32(message, at: 15))
+            headerRead = true
+        }
+        guard offset + 2 <= message.count else { throw Self.truncated }
+        let count = Int(Int16(bigEndian: message.loadUnaligned(fromByteOffset: offset, as: Int16.self)))
+        offset += 2
+        guard count >= 0 else { return false }
+        offsets.removeAll(keepingCapacity: true)
+        lengths.removeAll(keepingCapacity: true)
+        for _ in 0..<count {
+            guard offset + 4 <= message.count else { throw Self.truncated }
+            let length = Int(Self.int32(message, at: offset))
+            offset += 4
+            offsets.append(offset)
+            lengths.append(length)
+            offset += max(0, length)
+            guard offset <= message.count else { throw Self.truncated }
+        }
+        self.message = message
+        return true
+    }
+
+    /// Fields of the row read last.
+    public var count: Int { offsets.count }
+
+    /// A field's bytes; nil for NULL.
+    public func bytes(_ index: Int) -> UnsafeRawBufferPointer? {
+        guard index < count, lengths[index] >= 0 else { return nil }
+        return UnsafeRawBufferPointer(rebasing: message[offsets[index]..<offsets[index] + lengths[index]])
+    }
+
+    /// A `text` field; nil for NULL.
+    public func text(_ index: Int) -> String? {
+        bytes(index).map { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// A `timestamptz` field as microseconds since the Unix epoch (infinities
+    /// as `Int64.max` and `.min`, as `Timestamps.parse` reads them); nil for
+    /// NULL or a field of another size.
+    public func timestamp(_ index: Int) -> Int64? {
+        guard let field = bytes(index), field.count == 8 else { return nil }
+        let value = Int64(bigEndian: field.loadUnaligned(as: Int64.self))
+        guard value != .max, value != .min else { return value }
+        return value.addingReportingOverflow(Self.epochMicroseconds).overflow ? nil : value + Self.epochMicroseconds
+    }
+
+    private static func int32(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Int32 {
+        Int32(bigEndian: bytes.loadUnaligned(fromByteOffset: offset, as: Int32.self))
+    }
+
+    private static let truncated = PostgresError(.unexpectedResult, message: "binary COPY row cut short")
+}
