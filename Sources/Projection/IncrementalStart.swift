@@ -28,17 +28,17 @@ struct IncrementalStart {
     /// persons, with their keys on `reader`: enough to start reading their
     /// histories. Meanwhile the reader looks up the user ids' stored outcomes.
     static func collect(
-        _ c: Connection, day: NewEvents, windows: [String: Int64], reader: Connection, lookupChunk: Int
+        _ c: Connection, day: NewEvents, lookup: PersonActivity.Lookup, reader: Connection
     ) throws -> IncrementalStart {
         var start = IncrementalStart()
         let prefetch = reader === c ? nil : PersonActivity.Prefetch(
-            on: reader, of: TouchedPersons.sorted(day.userActivity.keys), windows: windows, minimumChunk: lookupChunk)
+            on: reader, of: TouchedPersons.sorted(day.userActivity.keys), lookup: lookup)
         // Whatever happens below, the reader is not used again until the lookup is over.
         defer { prefetch?.stop() }
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(c, newLinks: day.links)
         (start.touched, start.activity) = try TouchedPersons.collect(
-            c, day: day, relinks: relinks, windows: windows, reader: reader, prefetched: prefetch)
+            c, day: day, relinks: relinks, lookup: lookup, reader: reader, prefetched: prefetch)
         return start
     }
 

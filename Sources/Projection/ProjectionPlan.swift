@@ -170,7 +170,10 @@ struct IncrementalPlan: ProjectionPlan {
         })
         let day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
-        start = try IncrementalStart.collect(c, day: day, windows: windows, reader: run.reader, lookupChunk: run.options.lookupChunk)
+        let lookup = PersonActivity.Lookup(
+            windows: windows, minimumChunk: run.options.lookupChunk, storedOutcomes: try PersonActivity.Lookup.storedOutcomes(c),
+            scanShare: run.options.lookupScanShare)
+        start = try IncrementalStart.collect(c, day: day, lookup: lookup, reader: run.reader)
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.
         let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1

@@ -31,10 +31,9 @@ enum TouchedPersons {
     }
 
     /// The persons to recompute, by app, and those whose new events are
-    /// activity only (`PersonActivity`), given the configured funnels'
-    /// windows (funnel -> microseconds).
+    /// activity only (`PersonActivity`), their stored outcomes looked up as `lookup` says.
     static func collect(
-        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], windows: [String: Int64], reader: Connection,
+        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], lookup: PersonActivity.Lookup, reader: Connection,
         prefetched: PersonActivity.Prefetch?
     ) throws -> (touched: [String: Set<String>], activity: [PersonActivity]) {
         // Persons with new events that may change an outcome (identity
@@ -71,7 +70,7 @@ enum TouchedPersons {
         for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
-        let activity = try activityOnly(c, day: day, recomputed: &persons, windows: windows, reader: reader, prefetched: prefetched)
+        let activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, reader: reader, prefetched: prefetched)
 
         let touched = Self.sorted(persons)
         // Each person is a key of its own (as a user id, and as an anonymous
@@ -110,7 +109,7 @@ enum TouchedPersons {
     /// the others with stored outcomes are returned. Persons with none are
     /// left alone: activity cannot start a funnel.
     private static func activityOnly(
-        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, windows: [String: Int64], reader: Connection,
+        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, lookup: PersonActivity.Lookup, reader: Connection,
         prefetched: PersonActivity.Prefetch?
     ) throws -> [PersonActivity] {
         var events = day.userActivity.filter { !recomputed.contains($0.key) }
@@ -124,9 +123,9 @@ enum TouchedPersons {
         // now, on both sessions when there are two.
         var found = try prefetched?.wait(helpingOn: c) ?? [:]
         let rest = Self.sorted(events.keys.filter { prefetched?.keys.contains($0) != true })
-        let restFound = try prefetched.map {
-            try PersonActivity.Prefetch(on: reader, of: rest, windows: windows, minimumChunk: $0.minimumChunk).wait(helpingOn: c)
-        } ?? PersonActivity.starts(c, of: rest[...], windows: windows)
+        let restFound = try prefetched != nil
+            ? PersonActivity.Prefetch(on: reader, of: rest, lookup: lookup).wait(helpingOn: c)
+            : PersonActivity.starts(c, of: rest[...], windows: lookup.windows, byScan: lookup.byScan(keys: rest.count))
         found.merge(restFound) { prefetched, _ in prefetched }
         var activity: [PersonActivity] = []
         for (person, starts) in found {

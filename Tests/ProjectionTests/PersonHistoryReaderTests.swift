@@ -124,7 +124,9 @@ struct PersonHistoryReaderTests {
                 var day = NewEvents()
                 day.users = [.init(app: "ops", id: user)]
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
-                #expect(try TouchedPersons.collect(c, day: day, relinks: [], windows: [:], reader: reads, prefetched: nil).touched == ["ops": [user, "other\\device"]])
+                #expect(try TouchedPersons.collect(
+                    c, day: day, relinks: [],
+                    lookup: .init(windows: [:], minimumChunk: 1, storedOutcomes: 0, scanShare: 1), reader: reads, prefetched: nil).touched == ["ops": [user, "other\\device"]])
                 return try timelines(try reader.spill(reads, scope: .touched, partitions: 5, spillBuffer: 64))
             }
         }
@@ -133,7 +135,7 @@ struct PersonHistoryReaderTests {
         try await db.drop()
     }
 
-    @Test("the job split into tiny partitions and lookups, or reading on its one session, gives the same tables, for a rebuild and the incremental run after it")
+    @Test("the job split into tiny partitions and key-by-key lookups, or with lookups by scan, or reading on its one session, gives the same tables, for a rebuild and the incremental run after it")
     func partitioningDoesNotChangeResults() async throws {
         let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 150, seed: 8)
         let half = events.count / 2
@@ -141,11 +143,14 @@ struct PersonHistoryReaderTests {
         fine.options.eventsPerPartition = 90
         fine.options.spillBuffer = 1024
         fine.options.lookupChunk = 1
+        fine.options.lookupScanShare = .infinity
+        var scanned = fine
+        scanned.options.lookupScanShare = 0
         var oneSession = fine
         oneSession.options.secondSession = false
         let whole = ProjectionJob(configuration: Self.configuration, showProgress: false)
         var dumps: [[String: [String]]] = []
-        for job in [whole, fine, oneSession] {
+        for job in [whole, fine, oneSession, scanned] {
             let db = try await TestDatabase.create()
             let pool = db.pool(maxConnections: 1)
             try await pool.withConnection { c in try EventSeeder.insert(c, Array(events.prefix(half))) }
@@ -161,6 +166,7 @@ struct PersonHistoryReaderTests {
         for table in TableDump.queries.keys.sorted() {
             #expect(dumps[1][table] == dumps[0][table], "\(table)")
             #expect(dumps[2][table] == dumps[0][table], "\(table), one session")
+            #expect(dumps[3][table] == dumps[0][table], "\(table), lookups by scan")
         }
     }
 
