@@ -86,6 +86,16 @@ public struct BinaryCopyRows: Sendable {
         }
     }
 
+    /// A one-dimensional `bigint[]` without NULLs.
+    public mutating func append(int8Array values: [Int64]) {
+        put(Int32(Self.arrayHeaderSize(count: values.count) + 12 * values.count))
+        putArrayHeader(count: values.count, hasNulls: false, element: PostgresType.int8)
+        for value in values {
+            put(Int32(8))
+            put(value)
+        }
+    }
+
     /// A one-dimensional `integer[]`.
     public mutating func append(int4Array values: [Int32]) {
         put(Int32(Self.arrayHeaderSize(count: values.count) + 8 * values.count))

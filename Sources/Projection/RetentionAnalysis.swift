@@ -153,15 +153,30 @@ struct RetentionAnalysis: PersonAnalysis {
         try deleteDays(c, funnel: funnel, days: days)
         let head: [PostgresValue] = [.text(funnel.name), .text(funnel.app)]
         let retentionDays = settings[funnel.name]?.days ?? RetentionSettings.defaultDays
-        try c.copyIn("COPY funnel_retention_starts (funnel, app, cohort_day, completed, day_n, start_us) FROM STDIN") { w in
-            for (day, counts) in counts {
-                for (completed, side) in [(true, counts.completers), (false, counts.nonCompleters)] where !side.starts.isEmpty {
-                    try w.writeRow(head + [.text(day), .bool(completed), .int(-1), .intArray(side.starts.sorted())])
-                    for (n, starts) in side.retained where !starts.isEmpty {
-                        try w.writeRow(head + [.text(day), .bool(completed), .int(Int64(n)), .intArray(starts.sorted())])
+        // In COPY's binary form: a day's arrays hold every start time of the
+        // day, and as text PostgreSQL parsed each of them back.
+        var starts = BinaryCopyRows()
+        for (day, counts) in counts {
+            guard let dayNumber = CohortCalendar.dayNumber(ofText: day) else {
+                throw ProjectionError(code: .unwritable, description: "funnel \(funnel.name): cohort day \(day) is not a date")
+            }
+            for (completed, side) in [(true, counts.completers), (false, counts.nonCompleters)] where !side.starts.isEmpty {
+                for (n, values) in [(-1, side.starts)] + side.retained.sorted(by: { $0.key < $1.key }) where !values.isEmpty {
+                    starts.startRow(fields: 6)
+                    let written = starts.append(text: funnel.name) && starts.append(text: funnel.app)
+                    starts.append(date: dayNumber)
+                    starts.append(bool: completed)
+                    starts.append(int32: Int32(truncatingIfNeeded: n))
+                    starts.append(int8Array: values.sorted())
+                    guard written else {
+                        throw ProjectionError(code: .unwritable, description: "funnel \(funnel.name): its name or app holds a NUL byte")
                     }
                 }
             }
+        }
+        let rows = starts
+        try c.copyIn("COPY funnel_retention_starts (funnel, app, cohort_day, completed, day_n, start_us) FROM STDIN (FORMAT binary)") {
+            try $0.write(rows)
         }
         try c.copyIn(
             """
