@@ -88,22 +88,12 @@ public struct BinaryCopyRows: Sendable {
 
     /// A one-dimensional `bigint[]` without NULLs.
     public mutating func append(int8Array values: [Int64]) {
-        put(Int32(Self.arrayHeaderSize(count: values.count) + 12 * values.count))
-        putArrayHeader(count: values.count, hasNulls: false, element: PostgresType.int8)
-        for value in values {
-            put(Int32(8))
-            put(value)
-        }
+        putArray(values, element: PostgresType.int8)
     }
 
     /// A one-dimensional `integer[]`.
     public mutating func append(int4Array values: [Int32]) {
-        put(Int32(Self.arrayHeaderSize(count: values.count) + 8 * values.count))
-        putArrayHeader(count: values.count, hasNulls: false, element: PostgresType.int4)
-        for value in values {
-            put(Int32(4))
-            put(value)
-        }
+        putArray(values, element: PostgresType.int4)
     }
 
     /// A one-dimensional `text[]`; false (nothing written) if an element holds a NUL byte.
@@ -142,6 +132,17 @@ public struct BinaryCopyRows: Sendable {
 
     /// An empty array has no dimensions, as PostgreSQL stores '{}'.
     private static func arrayHeaderSize(count: Int) -> Int { count == 0 ? 12 : 20 }
+
+    /// An array of integers without NULLs, `element` their type.
+    private mutating func putArray<T: FixedWidthInteger>(_ values: [T], element: UInt32) {
+        let width = T.bitWidth / 8
+        put(Int32(Self.arrayHeaderSize(count: values.count) + (4 + width) * values.count))
+        putArrayHeader(count: values.count, hasNulls: false, element: element)
+        for value in values {
+            put(Int32(width))
+            put(value)
+        }
+    }
 
     private mutating func putArrayHeader(count: Int, hasNulls: Bool, element: UInt32) {
         put(Int32(count == 0 ? 0 : 1))  // dimensions
