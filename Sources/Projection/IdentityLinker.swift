@@ -18,25 +18,37 @@ enum IdentityLinker {
     /// Stores the new events' links (`NewEvents.links`) where they win over
     /// the stored ones; returns the anonymous ids that changed hands. Each
     /// candidate's stored link is looked up by its key, so the cost follows
-    /// the day and not all the links of the history.
-    static func update(_ c: Connection, newLinks: [String: [String: IdentityLink]]) throws -> [Relink] {
+    /// the day and not all the links of the history, or, when the candidates
+    /// are many against the stored links, by one scan of them
+    /// (`PersonActivity.Lookup`).
+    static func update(_ c: Connection, newLinks: [String: [String: IdentityLink]], byScan: Bool) throws -> [Relink] {
         try c.executeScript(
             "CREATE TEMP TABLE link_candidates (app text, anonymous_id text, user_id text, first_seen timestamptz) ON COMMIT DROP")
         try c.copyIn("COPY link_candidates FROM STDIN") { writer in
-            // In index order, as `TouchedPersons.sorted` says why.
-            for (app, links) in newLinks.sorted(by: { $0.key < $1.key }) {
-                for (anonymousId, link) in links.sorted(by: { $0.key < $1.key }) {
+            // Key by key, in index order, as `TouchedPersons.sorted` says why.
+            for (app, links) in byScan ? Array(newLinks) : newLinks.sorted(by: { $0.key < $1.key }) {
+                for (anonymousId, link) in byScan ? Array(links) : links.sorted(by: { $0.key < $1.key }) {
                     try writer.writeRow([.text(app), .text(anonymousId), .text(link.userId), .microseconds(link.firstSeen)])
                 }
             }
         }
+        // By key: LATERAL, kept apart by OFFSET 0, one probe per candidate.
+        // By scan: the links fenced off by OFFSET 0, so nothing can probe them.
+        let stored = byScan
+            ? """
+              LEFT JOIN (SELECT app, anonymous_id, user_id, first_seen FROM identity_links OFFSET 0) l
+                ON l.app = c.app AND l.anonymous_id = c.anonymous_id
+              """
+            : """
+              LEFT JOIN LATERAL (
+                  SELECT * FROM identity_links l WHERE l.app = c.app AND l.anonymous_id = c.anonymous_id OFFSET 0) l ON true
+              """
         let rows = try c.query(
             """
             WITH changed AS (
                 SELECT c.*, l.user_id AS old_user
                 FROM link_candidates c
-                LEFT JOIN LATERAL (
-                    SELECT * FROM identity_links l WHERE l.app = c.app AND l.anonymous_id = c.anonymous_id OFFSET 0) l ON true
+                \(stored)
                 WHERE l.user_id IS NULL OR (c.first_seen, c.user_id COLLATE "C") < (l.first_seen, l.user_id COLLATE "C")
             ), written AS (
                 INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)

@@ -32,11 +32,12 @@ struct IncrementalStart {
     ) throws -> IncrementalStart {
         var start = IncrementalStart()
         let prefetch = reader === c ? nil : PersonActivity.Prefetch(
-            on: reader, of: TouchedPersons.sorted(day.userActivity.keys), lookup: lookup)
+            on: reader, of: day.userActivity.keys, lookup: lookup)
         // Whatever happens below, the reader is not used again until the lookup is over.
         defer { prefetch?.stop() }
         // Every relink is needed up front to know whom to recompute.
-        let relinks = try IdentityLinker.update(c, newLinks: day.links)
+        let relinks = try IdentityLinker.update(
+            c, newLinks: day.links, byScan: lookup.byScan(links: day.links.values.reduce(0) { $0 + $1.count }))
         (start.touched, start.activity) = try TouchedPersons.collect(
             c, day: day, relinks: relinks, lookup: lookup, reader: reader, prefetched: prefetch)
         return start

@@ -32,36 +32,50 @@ struct PersonActivity: Sendable {
 
     typealias Found = [NewEvents.Key: [(start: Start, windowEnd: Int64)]]
 
-    /// How a run looks up its active persons' stored outcomes (`starts`).
-    ///
-    /// Key by key, each key costs an index probe into `funnel_persons` and
-    /// one into `funnel_person_retention` per row found: about 10 µs,
-    /// whatever the history's size, which keeps the run's cost following the
-    /// day. But a day of a live app has about as many active persons as a
-    /// fifth of everyone stored, and past one key in 16 stored outcomes one
-    /// scan of both tables, joined to the keys by hash, costs PostgreSQL less:
-    /// at 10 M events, the day's 100,000 user ids against 540,000 outcomes
-    /// took 0.79 s by scan, 1.3 s by key (in 32 chunks). PostgreSQL's
-    /// planner would pick by its estimates, which for keys in an array are
-    /// far off, so the run picks by the count; in a history many times
-    /// larger than the day's active persons it looks them up key by key.
+    /// How a run looks up keys in a stored table: key by key, one index probe
+    /// each, whatever the history's size, which keeps the run's cost
+    /// following the day; or by one scan of the table joined to the keys by
+    /// hash, which follows the table. A day of a live app has about as many
+    /// active persons as a fifth of everyone stored, and past one key in 16
+    /// rows the scan costs PostgreSQL less: at 10 M events, the day's
+    /// 100,000 user ids against 540,000 stored outcomes (`funnel_persons`
+    /// and `funnel_person_retention`) took 0.79 s by scan, 1.3 s by key (in
+    /// 32 chunks); its 67,000 link candidates against 312,000 links 0.21 s
+    /// against 0.33 s. PostgreSQL's planner would pick by its estimates,
+    /// which for keys in an array or a temp table are far off, so the run
+    /// picks by the count; in a history many times larger than the day's
+    /// keys it looks them up key by key.
     struct Lookup: Sendable {
         /// Funnel -> window, microseconds.
         let windows: [String: Int64]
         /// Keys per chunk, at least, looked up key by key.
         let minimumChunk: Int
-        /// `funnel_persons`' rows as PostgreSQL last counted them (negative: never counted).
+        /// `funnel_persons`' and `identity_links`' rows as PostgreSQL last
+        /// counted them (negative: never counted).
         let storedOutcomes: Int
-        /// Keys are looked up by scan when at least this share of the stored outcomes.
+        let storedLinks: Int
+        /// Keys are looked up by scan when at least this share of the rows.
         let scanShare: Double
 
-        func byScan(keys: Int) -> Bool {
-            storedOutcomes >= 0 && Double(keys) >= scanShare * Double(storedOutcomes)
+        init(_ c: Connection, windows: [String: Int64], minimumChunk: Int, scanShare: Double) throws {
+            self.windows = windows
+            self.minimumChunk = minimumChunk
+            self.scanShare = scanShare
+            let rows = try c.query(
+                "SELECT reltuples::int8 FROM pg_class WHERE oid IN ('funnel_persons'::regclass, 'identity_links'::regclass) ORDER BY oid = 'identity_links'::regclass"
+            ).rows
+            storedOutcomes = try rows.first?.decode(Int.self, at: 0) ?? -1
+            storedLinks = try rows.dropFirst().first?.decode(Int.self, at: 0) ?? -1
         }
 
-        /// `funnel_persons`' rows as the planner's statistics count them.
-        static func storedOutcomes(_ c: Connection) throws -> Int {
-            try c.query("SELECT reltuples::int8 FROM pg_class WHERE oid = 'funnel_persons'::regclass").scalar(Int.self)
+        /// Whether `keys` of the active persons' outcomes are looked up by scan.
+        func byScan(keys: Int) -> Bool { Self.byScan(keys: keys, rows: storedOutcomes, share: scanShare) }
+
+        /// Whether `candidates` new links are checked against the stored ones by scan.
+        func byScan(links candidates: Int) -> Bool { Self.byScan(keys: candidates, rows: storedLinks, share: scanShare) }
+
+        private static func byScan(keys: Int, rows: Int, share: Double) -> Bool {
+            rows >= 0 && Double(keys) >= share * Double(rows)
         }
     }
 
@@ -79,22 +93,22 @@ struct PersonActivity: Sendable {
     /// keys go in chunks, taken by whichever session is free: at 10 M events
     /// the user ids' lookup was 1.3 s of PostgreSQL's time, the links 0.55 s.
     final class Prefetch: Sendable {
-        /// The keys looked up: those without stored outcomes are not in the result.
-        let keys: Set<NewEvents.Key>
-        let lookup: Lookup
+        private let lookup: Lookup
         private let chunks: [ArraySlice<NewEvents.Key>]
         private let byScan: Bool
         /// The next chunk to take, and each chunk's result.
         private let state: NIOLockedValueBox<(next: Int, found: [Result<Found, any Error>?])>
         private let group = DispatchGroup()
 
-        /// By scan, the keys go in one chunk: a chunk costs a scan.
-        init(on reader: Connection, of keys: [NewEvents.Key], lookup: Lookup) {
-            self.keys = Set(keys)
+        /// Looks up `keys`, in any order: key by key they are put in the
+        /// index's order (`TouchedPersons.sorted`); by scan they go in one
+        /// chunk, since a chunk costs a scan, and unsorted.
+        init(on reader: Connection, of keys: some Collection<NewEvents.Key>, lookup: Lookup) {
             self.lookup = lookup
             byScan = lookup.byScan(keys: keys.count)
+            let ordered = byScan ? Array(keys) : TouchedPersons.sorted(keys)
             let size = byScan ? max(1, keys.count) : max(1, lookup.minimumChunk, keys.count / 32)
-            chunks = stride(from: 0, to: keys.count, by: size).map { keys[$0..<min($0 + size, keys.count)] }
+            chunks = stride(from: 0, to: ordered.count, by: size).map { ordered[$0..<min($0 + size, ordered.count)] }
             state = NIOLockedValueBox((next: 0, found: Array(repeating: nil, count: chunks.count)))
             DispatchQueue.global().async(group: group) { self.lookUp(on: reader) }
         }
@@ -122,7 +136,9 @@ struct PersonActivity: Sendable {
             var found: Found = [:]
             for result in state.withLockedValue({ $0.found }) {
                 guard let result else { continue }  // after a failure, which is thrown below
-                found.merge(try result.get()) { mine, _ in mine }
+                let part = try result.get()
+                // One chunk (a scan) is taken whole: merged, its 100,000 keys were hashed again.
+                if found.isEmpty { found = part } else { found.merge(part) { mine, _ in mine } }
             }
             return found
         }

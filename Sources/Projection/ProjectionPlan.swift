@@ -170,9 +170,8 @@ struct IncrementalPlan: ProjectionPlan {
         })
         let day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
-        let lookup = PersonActivity.Lookup(
-            windows: windows, minimumChunk: run.options.lookupChunk, storedOutcomes: try PersonActivity.Lookup.storedOutcomes(c),
-            scanShare: run.options.lookupScanShare)
+        let lookup = try PersonActivity.Lookup(
+            c, windows: windows, minimumChunk: run.options.lookupChunk, scanShare: run.options.lookupScanShare)
         start = try IncrementalStart.collect(c, day: day, lookup: lookup, reader: run.reader)
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.

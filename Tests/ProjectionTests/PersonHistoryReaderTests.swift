@@ -126,7 +126,7 @@ struct PersonHistoryReaderTests {
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
                 #expect(try TouchedPersons.collect(
                     c, day: day, relinks: [],
-                    lookup: .init(windows: [:], minimumChunk: 1, storedOutcomes: 0, scanShare: 1), reader: reads, prefetched: nil).touched == ["ops": [user, "other\\device"]])
+                    lookup: try .init(c, windows: [:], minimumChunk: 1, scanShare: 1), reader: reads, prefetched: nil).touched == ["ops": [user, "other\\device"]])
                 return try timelines(try reader.spill(reads, scope: .touched, partitions: 5, spillBuffer: 64))
             }
         }
