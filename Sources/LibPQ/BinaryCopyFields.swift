@@ -5,11 +5,15 @@
 /// characters to print and parse. `BinaryCopyRows` writes the same format.
 ///
 /// The fields read point into the message: read them before the next one.
+/// It holds no array (a field is found by walking the row's few length
+/// prefixes), so a copy of it, as a closure capturing it makes one for
+/// each field read, costs nothing to retain.
 public struct BinaryCopyFields {
-    /// Each field's offset in the message, and its length (-1: NULL).
-    private var offsets: [Int] = []
-    private var lengths: [Int] = []
     private var message = UnsafeRawBufferPointer(start: nil, count: 0)
+    /// Where the row's first field (its length) starts in the message.
+    private var fieldsStart = 0
+    /// Fields of the row read last.
+    public private(set) var count = 0
     private var headerRead = false
 
     private static let signature: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 13, 10, 0]
@@ -19,7 +23,8 @@ public struct BinaryCopyFields {
     public init() {}
 
     /// Reads the row of one message (the first also holds the format's
-    /// header); false at the stream's end marker, which holds no row.
+    /// header), checking that its fields fit; false at the stream's end
+    /// marker, which holds no row.
     public mutating func read(_ message: UnsafeRawBufferPointer) throws(PostgresError) -> Bool {
         var offset = 0
         if !headerRead {
@@ -33,28 +38,25 @@ public struct BinaryCopyFields {
         let count = Int(Int16(bigEndian: message.loadUnaligned(fromByteOffset: offset, as: Int16.self)))
         offset += 2
         guard count >= 0 else { return false }
-        offsets.removeAll(keepingCapacity: true)
-        lengths.removeAll(keepingCapacity: true)
+        fieldsStart = offset
         for _ in 0..<count {
             guard offset + 4 <= message.count else { throw Self.truncated }
-            let length = Int(Self.int32(message, at: offset))
-            offset += 4
-            offsets.append(offset)
-            lengths.append(length)
-            offset += max(0, length)
+            offset += 4 + max(0, Int(Self.int32(message, at: offset)))
             guard offset <= message.count else { throw Self.truncated }
         }
         self.message = message
+        self.count = count
         return true
     }
 
-    /// Fields of the row read last.
-    public var count: Int { offsets.count }
-
     /// A field's bytes; nil for NULL.
     public func bytes(_ index: Int) -> UnsafeRawBufferPointer? {
-        guard index < count, lengths[index] >= 0 else { return nil }
-        return UnsafeRawBufferPointer(rebasing: message[offsets[index]..<offsets[index] + lengths[index]])
+        guard index >= 0, index < count else { return nil }
+        var offset = fieldsStart
+        for _ in 0..<index { offset += 4 + max(0, Int(Self.int32(message, at: offset))) }
+        let length = Int(Self.int32(message, at: offset))
+        guard length >= 0 else { return nil }
+        return UnsafeRawBufferPointer(rebasing: message[offset + 4..<offset + 4 + length])
     }
 
     /// A `text` field; nil for NULL.
