@@ -46,6 +46,13 @@ struct NewEvents {
         try checkpoint.bind(c)
         var day = NewEvents()
         var row = BinaryCopyFields()
+        // Each row's app is found among the configured ones by its bytes,
+        // and counted and linked by position: three dictionary lookups by a
+        // hashed string per event, a tenth of the read's time at 10 M events.
+        let apps = outcomeEvents.sorted { $0.key < $1.key }
+        let appBytes = apps.map { Array($0.key.utf8) }
+        var counts = [Int](repeating: 0, count: apps.count)
+        var links = [[String: IdentityLink]](repeating: [:], count: apps.count)
         try c.copyOut(
             """
             COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event FROM events e
@@ -53,11 +60,12 @@ struct NewEvents {
             """
         ) { message in
             guard try row.read(message) else { return }
-            guard row.count == 6, let app = row.text(0) else {
+            guard row.count == 6, let appField = row.bytes(0) else {
                 throw PostgresError(.unexpectedResult, message: "unreadable new event: \(row.count) fields")
             }
-            guard let relevance = outcomeEvents[app] else { return }
-            day.counts[app, default: 0] += 1
+            guard let index = appBytes.firstIndex(where: { $0.elementsEqual(appField) }) else { return }
+            let (app, relevance) = apps[index]
+            counts[index] += 1
             guard let timestamp = row.timestamp(3), let type = row.text(4), let kind = EventKind(rawValue: type) else {
                 throw PostgresError(.unexpectedResult, message: "unreadable timestamp or type on a new event of \(app)")
             }
@@ -69,11 +77,15 @@ struct NewEvents {
                 if let activity { day.userActivity[key, default: []].append(activity) } else { day.users.insert(key) }
                 guard let anonymous = row.text(1) else { return }
                 IdentityResolver.record(
-                    IdentityObservation(anonymousId: anonymous, userId: user, timestamp: timestamp), into: &day.links[app, default: [:]])
+                    IdentityObservation(anonymousId: anonymous, userId: user, timestamp: timestamp), into: &links[index])
             } else if let anonymous = row.text(1) {
                 let key = Key(app: app, id: anonymous)
                 if let activity { day.anonymousActivity[key, default: []].append(activity) } else { day.anonymous.insert(key) }
             }
+        }
+        for (index, (app, _)) in apps.enumerated() {
+            if counts[index] > 0 { day.counts[app] = counts[index] }
+            if !links[index].isEmpty { day.links[app] = links[index] }
         }
         return day
     }
