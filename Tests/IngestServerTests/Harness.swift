@@ -44,14 +44,14 @@ struct Harness: Sendable {
     }
 
     /// A JSON POST authenticated the way Segment's SDKs do (Basic, key as user name).
-    func post(_ path: String = "/v1/batch", json: String, key: String? = nil, extraHeaders: [(String, String)] = []) async throws -> Reply {
-        try await send(.POST, path, body: Array(json.utf8), headers: jsonHeaders(key: key) + extraHeaders)
-    }
-
-    /// JSON, and the key (`key`, else the harness's) as Segment's SDKs send it.
-    func jsonHeaders(key: String? = nil) -> [(String, String)] {
+    func post(
+        _ path: String = "/v1/batch", json: String, key: String? = nil, extraHeaders: [(String, String)] = [],
+        timeout: TimeAmount = .seconds(120)
+    ) async throws -> Reply {
         let basic = Data(((key ?? self.key) + ":").utf8).base64EncodedString()
-        return [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")]
+        return try await send(
+            .POST, path, body: Array(json.utf8),
+            headers: [("Content-Type", "application/json"), ("Authorization", "Basic \(basic)")] + extraHeaders, timeout: timeout)
     }
 
     /// The value of an unlabelled Prometheus sample from `/metrics`.

@@ -2,7 +2,6 @@ import Foundation
 import IngestServer
 import LibPQ
 import NIOCore
-import NIOHTTP1
 import Testing
 
 /// A refused ingest request is answered no sooner than the refusal pause
@@ -48,13 +47,9 @@ struct RefusalPauseTests {
             $0.rateLimitBurst = 1
         }) { h in
             // The key's one token: stored, then the next is rate limited.
-            let stored = try await h.send(
-                .POST, "/v1/batch", body: Array(Fixtures.batch([Fixtures.track("p-stored")]).utf8), headers: h.jsonHeaders(),
-                timeout: .seconds(60))
+            let stored = try await h.post(json: Fixtures.batch([Fixtures.track("p-stored")]), timeout: .seconds(60))
             #expect(stored.status == 200, "\(stored.body)")
-            let limited = try await h.send(
-                .POST, "/v1/batch", body: Array(Fixtures.batch([Fixtures.track("p-limited")]).utf8), headers: h.jsonHeaders(),
-                timeout: .seconds(60))
+            let limited = try await h.post(json: Fixtures.batch([Fixtures.track("p-limited")]), timeout: .seconds(60))
             #expect(limited.status == 429, "\(limited.body)")
             #expect(limited.header("Retry-After") != nil)
             let ids = try await h.pool.query("SELECT message_id FROM events ORDER BY 1").rows.map { try $0.decode(String.self, at: 0) }
