@@ -61,11 +61,14 @@ struct PersonActivity: Sendable {
             self.windows = windows
             self.minimumChunk = minimumChunk
             self.scanShare = scanShare
-            let rows = try c.query(
-                "SELECT reltuples::int8 FROM pg_class WHERE oid IN ('funnel_persons'::regclass, 'identity_links'::regclass) ORDER BY oid = 'identity_links'::regclass"
-            ).rows
-            storedOutcomes = try rows.first?.decode(Int.self, at: 0) ?? -1
-            storedLinks = try rows.dropFirst().first?.decode(Int.self, at: 0) ?? -1
+            let counts = try c.query(
+                """
+                SELECT (SELECT reltuples FROM pg_class WHERE oid = 'funnel_persons'::regclass)::int8,
+                       (SELECT reltuples FROM pg_class WHERE oid = 'identity_links'::regclass)::int8
+                """
+            ).rows.first
+            storedOutcomes = try counts?.decode(Int.self, at: 0) ?? -1
+            storedLinks = try counts?.decode(Int.self, at: 1) ?? -1
         }
 
         /// Whether `keys` of the active persons' outcomes are looked up by scan.
@@ -77,15 +80,21 @@ struct PersonActivity: Sendable {
         private static func byScan(keys: Int, rows: Int, share: Double) -> Bool {
             rows >= 0 && Double(keys) >= share * Double(rows)
         }
+
+        /// The active persons' `keys` as `starts` takes them: by scan, as
+        /// they come; key by key, in the index's order (`TouchedPersons.sorted`).
+        func ordered(_ keys: some Collection<NewEvents.Key>) -> (keys: [NewEvents.Key], byScan: Bool) {
+            let byScan = byScan(keys: keys.count)
+            return (byScan ? Array(keys) : TouchedPersons.sorted(keys), byScan)
+        }
     }
 
     /// The stored outcomes of some persons (`starts`), looked up on `reader`
     /// on a background thread, and on the run's session once it has nothing
-    /// else to do (`wait(helpingOn:)`). A day of a live app has about as many
-    /// active persons as a tenth of everyone stored, and these lookups are
-    /// PostgreSQL's work while the job waits. Both sessions see the same
-    /// stored outcomes: the run has changed none yet, and the reader shares
-    /// its snapshot (`SnapshotReader`).
+    /// else to do (`wait(helpingOn:)`): these lookups are PostgreSQL's work
+    /// while the job waits. Both sessions see the same stored outcomes: the
+    /// run has changed none yet, and the reader shares its snapshot
+    /// (`SnapshotReader`).
     ///
     /// The day's user ids go first, while the run's session updates the
     /// identity links (a user id is its own person and needs no link); the
@@ -100,14 +109,13 @@ struct PersonActivity: Sendable {
         private let state: NIOLockedValueBox<(next: Int, found: [Result<Found, any Error>?])>
         private let group = DispatchGroup()
 
-        /// Looks up `keys`, in any order: key by key they are put in the
-        /// index's order (`TouchedPersons.sorted`); by scan they go in one
-        /// chunk, since a chunk costs a scan, and unsorted.
+        /// Looks up `keys`, in any order (`Lookup.ordered`); by scan they go
+        /// in one chunk, since a chunk costs a scan.
         init(on reader: Connection, of keys: some Collection<NewEvents.Key>, lookup: Lookup) {
             self.lookup = lookup
-            byScan = lookup.byScan(keys: keys.count)
-            let ordered = byScan ? Array(keys) : TouchedPersons.sorted(keys)
-            let size = byScan ? max(1, keys.count) : max(1, lookup.minimumChunk, keys.count / 32)
+            let ordered: [NewEvents.Key]
+            (ordered, byScan) = lookup.ordered(keys)
+            let size = byScan ? max(1, ordered.count) : max(1, lookup.minimumChunk, ordered.count / 32)
             chunks = stride(from: 0, to: ordered.count, by: size).map { ordered[$0..<min($0 + size, ordered.count)] }
             state = NIOLockedValueBox((next: 0, found: Array(repeating: nil, count: chunks.count)))
             DispatchQueue.global().async(group: group) { self.lookUp(on: reader) }

@@ -23,8 +23,9 @@ final class ProjectionRun {
         /// Keys per chunk of the active persons' lookup, at least (`PersonActivity.Prefetch`);
         /// tests make it small, so that both sessions take chunks.
         var lookupChunk = 256
-        /// Active persons are looked up by scan when at least this share of
-        /// the stored outcomes (`PersonActivity.Lookup`); tests pick one way.
+        /// Keys are looked up by scan when at least this share of the
+        /// table's rows (`PersonActivity.Lookup`): the active persons' stored
+        /// outcomes, the new links; tests pick one way.
         var lookupScanShare = 1.0 / 16
         /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
         var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))

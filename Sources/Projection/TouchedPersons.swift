@@ -128,10 +128,13 @@ enum TouchedPersons {
         let rest = prefetched != nil
             ? anonymousEvents.keys.filter { day.userActivity[$0] == nil }
             : Array(Set(day.userActivity.keys.filter { !recomputed.contains($0) }).union(anonymousEvents.keys))
-        let restFound = try prefetched != nil
-            ? PersonActivity.Prefetch(on: reader, of: rest, lookup: lookup).wait(helpingOn: c)
-            : PersonActivity.starts(
-                c, of: Self.sorted(rest)[...], windows: lookup.windows, byScan: lookup.byScan(keys: rest.count))
+        let restFound: PersonActivity.Found
+        if prefetched != nil {
+            restFound = try PersonActivity.Prefetch(on: reader, of: rest, lookup: lookup).wait(helpingOn: c)
+        } else {
+            let (keys, byScan) = lookup.ordered(rest)
+            restFound = try PersonActivity.starts(c, of: keys[...], windows: lookup.windows, byScan: byScan)
+        }
         found.merge(restFound) { prefetched, _ in prefetched }
         var activity: [PersonActivity] = []
         for (person, starts) in found where !recomputed.contains(person) {  // prefetched, then recomputed
