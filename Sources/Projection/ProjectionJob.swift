@@ -68,7 +68,11 @@ public struct ProjectionJob: Sendable {
             var settings = "SET LOCAL work_mem = '128MB'; SET LOCAL maintenance_work_mem = '256MB';"
             // The incremental run's key-by-key statements are estimated dear
             // enough to be JIT-compiled, which took longer than running them.
-            if mode == .incremental { settings += " SET LOCAL jit = off;" }
+            // Its joins of the day's keys with a whole stored table are meant
+            // as hash joins (`PersonActivity.Lookup`); on a temporary table's
+            // guessed size the planner took a merge join instead, sorting all
+            // the stored links by text key: four times the hash join.
+            if mode == .incremental { settings += " SET LOCAL jit = off; SET LOCAL enable_mergejoin = off;" }
             try c.executeScript(settings)
             SpilledHistory.removeAbandoned()
             let current = try Checkpoint.current(c)
