@@ -22,17 +22,19 @@ final class HistoryPrefetch<Afterwards: Sendable>: Sendable {
     private let state = NIOLockedValueBox(State())
 
     /// Starts reading the apps of `readers`, in that order, on `connection`,
-    /// then runs `then` there.
+    /// their anonymous events given the persons of `owners` (app ->
+    /// anonymous id -> person, `TouchedPersons`), then runs `then` there.
     init(
-        _ readers: [PersonHistoryReader], on connection: Connection, partitions: Int, spillBuffer: Int,
-        then: @escaping @Sendable (Connection) throws -> Afterwards
+        _ readers: [PersonHistoryReader], owners: [String: [String: String]], on connection: Connection, partitions: Int,
+        spillBuffer: Int, then: @escaping @Sendable (Connection) throws -> Afterwards
     ) {
         let state = self.state, ready = self.ready
         DispatchQueue.global().async(group: group) {
             for reader in readers {
                 if state.withLockedValue({ $0.stopped }) { return }
                 let result = Result {
-                    try reader.spill(connection, scope: .touched, partitions: partitions, spillBuffer: spillBuffer)
+                    try reader.spill(
+                        connection, scope: .touched(owners: owners[reader.app] ?? [:]), partitions: partitions, spillBuffer: spillBuffer)
                 }
                 state.withLockedValue { $0.spilled.append(result) }
                 ready.signal()

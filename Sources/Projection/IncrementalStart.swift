@@ -10,6 +10,9 @@ import LibPQ
 struct IncrementalStart {
     /// App -> the persons to recompute.
     var touched: [String: Set<String>] = [:]
+    /// App -> anonymous id -> the person its events belong to, where not
+    /// itself: what the history reads give anonymous events (`TouchedPersons`).
+    var owners: [String: [String: String]] = [:]
     /// Persons with new events, all activity, who are not recomputed.
     var activity: [PersonActivity] = []
     /// Funnel days whose tables change before any person is recomputed.
@@ -38,7 +41,7 @@ struct IncrementalStart {
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(
             c, newLinks: day.links, byScan: lookup.byScan(links: day.links.values.reduce(0) { $0 + $1.count }))
-        (start.touched, start.activity) = try TouchedPersons.collect(
+        (start.touched, start.owners, start.activity) = try TouchedPersons.collect(
             c, day: day, relinks: relinks, lookup: lookup, reader: reader, prefetched: prefetch)
         return start
     }

@@ -20,8 +20,10 @@ struct PersonHistoryReader {
         /// they stream in, where PostgreSQL would hash-join every event of the
         /// log against the links (a fifth of a history read).
         case all(links: [String: IdentityLink])
-        /// Persons listed in the `touched_keys` temp table (incremental).
-        case touched
+        /// Persons listed in the `touched_keys` temp table (incremental),
+        /// with the person an anonymous id's events belong to where it is not
+        /// the id itself (`TouchedPersons`), given to them the same way.
+        case touched(owners: [String: String])
     }
 
     let app: String
@@ -40,18 +42,13 @@ struct PersonHistoryReader {
         let count = max(1, partitions)
         var spill = SpillFiles(count: count, flushAt: min(spillBuffer, max(64 << 10, (48 << 20) / count)))
         do {
+            var persons: LinkedPersons
             switch scope {
-            case .all(let links):
-                var persons = LinkedPersons(links)
-                try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
-                    try persons.withPerson(of: line) { person, rest in
-                        try spill.append(person, rest, partition: Self.partition(of: person, count: spill.count))
-                    }
-                }
-            case .touched:
-                try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
-                    let person = CopyText.firstField(of: line)
-                    let rest = UnsafeRawBufferPointer(rebasing: line[person.count...])
+            case .all(let links): persons = LinkedPersons { links[$0]?.userId }
+            case .touched(let owners): persons = LinkedPersons { owners[$0] }
+            }
+            try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
+                try persons.withPerson(of: line) { person, rest in
                     try spill.append(person, rest, partition: Self.partition(of: person, count: spill.count))
                 }
             }
@@ -117,25 +114,27 @@ struct PersonHistoryReader {
         let columns = #"e.message_id, e.type, e.event, e."timestamp""# + attributes
         switch scope {
         case .all:
-            // The user and the anonymous id, for `LinkedPersons`.
+            // The user and the anonymous id, for `LinkedPersons`, as below.
             return "SELECT e.user_id, e.anonymous_id, \(columns) FROM events e WHERE e.app = \(app)"
         case .touched:
             // Two halves instead of one OR: events carrying a touched user id, and
-            // anonymous events of a touched (or linked) anonymous id, whose person
-            // `TouchedPersons` resolved once per key (this may be a second session,
-            // which sees neither the run's new links nor its identity table).
-            // The keys go to the index as one array (`= ANY`), each partition's
-            // index walked once in key order. Joined key by key (LATERAL) the
-            // reads took a fifth longer, each key visiting every partition;
-            // joined plainly, the planner, not seeing the app (a subquery's
-            // value), hash-joined every event of the app: 7 s instead of 1.
+            // anonymous events of a touched (or linked) anonymous id, which the
+            // job gives the person `TouchedPersons` resolved (this may be a
+            // second session, which sees neither the run's new links nor its
+            // identity table). The keys go to the index as one array (`= ANY`),
+            // each partition's index walked once in key order. Joined key by
+            // key (LATERAL) the reads took a fifth longer, each key visiting
+            // every partition; joined plainly, the planner, not seeing the app
+            // (a subquery's value), hash-joined every event of the app: 7 s
+            // instead of 1. Joined to the keys for the person, it guessed a
+            // handful of them, probed the index once per key and checked each
+            // row against the whole array: at 1 M events, four times the read.
             let keys = "ARRAY(SELECT k.id FROM touched_keys k WHERE k.app = \(app))"
             return """
-                SELECT e.user_id, \(columns) FROM events e
+                SELECT e.user_id, NULL, \(columns) FROM events e
                 WHERE e.app = \(app) AND e.user_id = ANY (\(keys))
                 UNION ALL
-                SELECT k.person, \(columns) FROM events e
-                JOIN touched_keys k ON k.app = e.app AND k.id = e.anonymous_id
+                SELECT NULL, e.anonymous_id, \(columns) FROM events e
                 WHERE e.app = \(app) AND e.anonymous_id = ANY (\(keys)) AND e.user_id IS NULL
                 """
         }
@@ -207,20 +206,21 @@ struct SpilledHistory: Sendable {
     }
 }
 
-/// Turns a rebuild's history row (`user id, anonymous id, rest…`) into the
-/// spilled line (`person, rest…`): the user; else the user the anonymous id
-/// is linked to; else the anonymous id. Persons stay in COPY's escaped form,
+/// Turns a history row (`user id, anonymous id, rest…`) into the spilled
+/// line (`person, rest…`): the user; else the person the anonymous id's
+/// events belong to; else the anonymous id. Persons stay in COPY's escaped form,
 /// and a linked user is escaped as PostgreSQL escapes it, so all of one
 /// person's rows carry the same bytes and land in the same partition.
 private struct LinkedPersons {
-    /// Anonymous id -> its link, as `IdentityLinker.rebuild` made them (no
-    /// second map: at 10 M events an app has ~350 k links).
-    private let links: [String: IdentityLink]
+    /// Anonymous id -> the person its events belong to, if not itself: read
+    /// from the rebuild's links in place (no second map: at 10 M events an
+    /// app has ~350 k links), or from the incremental run's owners.
+    private let owner: (String) -> String?
     /// The linked user of the row at hand, escaped.
     private var user: [UInt8] = []
 
-    init(_ links: [String: IdentityLink]) {
-        self.links = links
+    init(_ owner: @escaping (String) -> String?) {
+        self.owner = owner
     }
 
     mutating func withPerson(of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
@@ -229,9 +229,9 @@ private struct LinkedPersons {
         let anonymous = CopyText.firstField(of: afterUser)
         let rest = UnsafeRawBufferPointer(rebasing: afterUser[anonymous.count...])
         if !Self.isNull(userId) { return try body(userId, rest) }
-        if !Self.isNull(anonymous), let id = CopyText.field(anonymous), let link = links[id] {
+        if !Self.isNull(anonymous), let id = CopyText.field(anonymous), let person = owner(id) {
             user.removeAll(keepingCapacity: true)
-            if CopyText.appendEscaped(link.userId, to: &user) { return try user.withUnsafeBytes { try body($0, rest) } }
+            if CopyText.appendEscaped(person, to: &user) { return try user.withUnsafeBytes { try body($0, rest) } }
         }
         try body(anonymous, rest)
     }

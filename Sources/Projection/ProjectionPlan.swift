@@ -183,7 +183,7 @@ struct IncrementalPlan: ProjectionPlan {
         // this session took longer than the histories on the reader.
         let analyses = run.analyses, secondSession = run.reader !== c
         let prefetch = HistoryPrefetch(
-            readers, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer
+            readers, owners: start.owners, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer
         ) { reader in secondSession ? try analyses.map { try $0.touchedDayParts(reader) } : nil }
         run.onClose { prefetch.close() }
         self.prefetch = prefetch

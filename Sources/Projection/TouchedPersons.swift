@@ -5,11 +5,11 @@ import LibPQ
 /// sets, from the day's identities and key-by-key link lookups, and written
 /// once, unique, to temp tables: `touched(app, person)` on the run's
 /// session, for the deletes (and on the reader's, for what it reads of their
-/// stored rows), and `touched_keys(app, id, person)` on the reader's, for
-/// the history reads: every user id and anonymous id whose
-/// events belong to a touched person, with the person an anonymous id's
-/// events belong to (its link's user, or itself). The reader sees neither the
-/// run's new links nor its temp tables, hence the persons resolved here.
+/// stored rows), and `touched_keys(app, id)` on the reader's, for the
+/// history reads: every user id and anonymous id whose events belong to a
+/// touched person. The person an anonymous id's events belong to (its link's
+/// user, or itself) is returned (`owners`): the reader sees neither the run's
+/// new links nor its temp tables, hence the persons resolved here.
 ///
 /// Built in SQL, the tables took 1.5 s at 10 M events, most of it B-tree
 /// inserts and `ON CONFLICT` checks into temp tables kept unique by index.
@@ -30,12 +30,14 @@ enum TouchedPersons {
         """ + (returning.map { "\nRETURNING " + $0 } ?? "")
     }
 
-    /// The persons to recompute, by app, and those whose new events are
-    /// activity only (`PersonActivity`), their stored outcomes looked up as `lookup` says.
+    /// The persons to recompute, by app; by app, the anonymous ids among
+    /// their keys whose events belong to another person (anonymous id ->
+    /// person); and those whose new events are activity only
+    /// (`PersonActivity`), their stored outcomes looked up as `lookup` says.
     static func collect(
         _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], lookup: PersonActivity.Lookup, reader: Connection,
         prefetched: PersonActivity.Prefetch?
-    ) throws -> (touched: [String: Set<String>], activity: [PersonActivity]) {
+    ) throws -> (touched: [String: Set<String>], owners: [String: [String: String]], activity: [PersonActivity]) {
         // Persons with new events that may change an outcome (identity
         // already updated for them): each user id is one; each anonymous id
         // belongs to its linked user, or is one itself.
@@ -94,13 +96,15 @@ enum TouchedPersons {
                 for key in touched { try writer.writeRow([.text(key.app), .text(key.id)]) }
             }
         }
-        try reader.executeScript("CREATE TEMP TABLE touched_keys (app text, id text, person text) ON COMMIT DROP")
+        try reader.executeScript("CREATE TEMP TABLE touched_keys (app text, id text) ON COMMIT DROP")
         try reader.copyIn("COPY touched_keys FROM STDIN") { writer in
-            for key in Self.sorted(keys.keys) { try writer.writeRow([.text(key.app), .text(key.id), .text(keys[key] ?? key.id)]) }
+            for key in Self.sorted(keys.keys) { try writer.writeRow([.text(key.app), .text(key.id)]) }
         }
         var result: [String: Set<String>] = [:]
         for key in touched { result[key.app, default: []].insert(key.id) }
-        return (result, activity)
+        var owners: [String: [String: String]] = [:]
+        for (key, person) in keys where person != key.id { owners[key.app, default: [:]][key.id] = person }
+        return (result, owners, activity)
     }
 
     /// The persons of the day's activity not already `recomputed`: those
