@@ -45,13 +45,13 @@ enum CohortTables {
     /// Replaces the rows of `days` with those of `tallies` (a day without a
     /// tally, or with an empty one, has none).
     static func rewrite(
-        _ c: Connection, funnel: Funnel, days: Set<String>, tallies: [String: FunnelTally], now: Int64, timeZone: TimeZone,
+        _ writes: inout DayWrites, funnel: Funnel, days: Set<String>, tallies: [String: FunnelTally], now: Int64, timeZone: TimeZone,
         timeZoneName: String
     ) throws {
         guard !days.isEmpty else { return }
         let list = days.sorted()
-        try c.query("DELETE FROM funnel_daily WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(list)])
-        try c.query("DELETE FROM funnel_cohorts WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(list)])
+        writes.delete(from: "funnel_daily", funnel: funnel.name, days: list)
+        writes.delete(from: "funnel_cohorts", funnel: funnel.name, days: list)
         var stepRows: [[PostgresValue]] = []
         var cohortRows: [[PostgresValue]] = []
         for day in list {
@@ -74,20 +74,20 @@ enum CohortTables {
                 optional(report.timeToComplete.p90Seconds), .bool(windowOpen),
             ])
         }
-        try c.copyIn(
+        try writes.copy(
             """
             COPY funnel_daily (funnel, app, cohort_day, step_index, step_name, optional, persons, drop_off, in_progress,
                                conversion_from_previous, conversion_from_start, median_seconds_from_previous) FROM STDIN
             """
-        ) { writer in for row in stepRows { try writer.writeRow(row) } }
-        try c.copyIn(
+        ) { rows in for row in stepRows { try rows.append(row) } }
+        try writes.copy(
             """
             COPY funnel_cohorts (funnel, app, cohort_day, started, completed, in_progress_persons, excluded_persons,
                                  completion_rate, completion_ci_low, completion_ci_high, median_seconds_to_complete,
                                  p90_seconds_to_complete, in_progress) FROM STDIN
             """
-        ) { writer in for row in cohortRows { try writer.writeRow(row) } }
-        try TallyStore.rewrite(c, funnel: funnel, days: list, tallies: tallies, timeZone: timeZoneName)
+        ) { rows in for row in cohortRows { try rows.append(row) } }
+        try TallyStore.rewrite(&writes, funnel: funnel, days: list, tallies: tallies, timeZone: timeZoneName)
     }
 
     private static func optional(_ value: Double?) -> PostgresValue { value.map { .double($0) } ?? .null }

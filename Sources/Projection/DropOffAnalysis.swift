@@ -69,15 +69,15 @@ struct DropOffAnalysis: PersonAnalysis {
     }
 
     func rewriteDays(
-        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
-        now: Int64
+        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        change: StoredDayChange?, now: Int64
     ) throws {
         let stored = try change == nil ? [:] : Self.stored(c, funnel: funnel, where: "cohort_day = ANY($2::date[])", [.textArray(days)])
         let counts = dayTallies(
             stored.mapValues { Tally(counts: $0) }, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change
         ).mapValues(\.counts)
-        try deleteDays(c, funnel: funnel, days: days)
-        try Self.write(c, funnel: funnel, counts: counts)
+        deleteDays(&writes, funnel: funnel, days: days)
+        try Self.write(&writes, funnel: funnel, counts: counts)
     }
 
     /// Hands `body` each counted person (window closed or completed, not
@@ -161,34 +161,34 @@ struct DropOffAnalysis: PersonAnalysis {
     }
 
     /// Appends the day tables' rows of `counts` (cohort day -> counts).
-    static func write(_ c: Connection, funnel: Funnel, counts: [String: DropOffCounts]) throws {
+    static func write(_ writes: inout DayWrites, funnel: Funnel, counts: [String: DropOffCounts]) throws {
         let required = funnel.requiredStepIndices
         let next = Dictionary(uniqueKeysWithValues: zip(required, required.dropFirst()))
         func name(_ step: Int) -> PostgresValue { .text(funnel.steps.indices.contains(step) ? funnel.steps[step].name : "") }
         let head: [PostgresValue] = [.text(funnel.name), .text(funnel.app)]
-        try c.copyIn("COPY funnel_step_lingering (funnel, app, cohort_day, step_index, step_name, dropped, lingering_us) FROM STDIN") { w in
+        try writes.copy("COPY funnel_step_lingering (funnel, app, cohort_day, step_index, step_name, dropped, lingering_us) FROM STDIN") { w in
             for (day, counts) in counts {
                 for (step, values) in counts.lingering {
-                    try w.writeRow(head + [.text(day), .int(Int64(step + 1)), name(step), .int(Int64(values.count)),
+                    try w.append(head + [.text(day), .int(Int64(step + 1)), name(step), .int(Int64(values.count)),
                                           .intArray(values.sorted())])
                 }
             }
         }
-        try c.copyIn("COPY funnel_dropoff_next (funnel, app, cohort_day, step_index, step_name, label, persons) FROM STDIN") { w in
+        try writes.copy("COPY funnel_dropoff_next (funnel, app, cohort_day, step_index, step_name, label, persons) FROM STDIN") { w in
             for (day, counts) in counts {
                 for (step, labels) in counts.next {
                     for (label, persons) in labels {
-                        try w.writeRow(head + [.text(day), .int(Int64(step + 1)), name(step), .text(label), .int(Int64(persons))])
+                        try w.append(head + [.text(day), .int(Int64(step + 1)), name(step), .text(label), .int(Int64(persons))])
                     }
                 }
             }
         }
-        try c.copyIn(
+        try writes.copy(
             "COPY funnel_driver_counts (funnel, app, cohort_day, from_index, to_index, kind, dimension, value, converted, dropped) FROM STDIN"
         ) { w in
             func row(_ day: String, _ step: Int, _ kind: String, _ dimension: String, _ value: String, _ pair: DropOffCounts.Pair) throws {
                 guard let to = next[step] else { return }
-                try w.writeRow(head + [.text(day), .int(Int64(step + 1)), .int(Int64(to + 1)), .text(kind), .text(dimension), .text(value),
+                try w.append(head + [.text(day), .int(Int64(step + 1)), .int(Int64(to + 1)), .text(kind), .text(dimension), .text(value),
                                        .int(Int64(pair.converted)), .int(Int64(pair.dropped))])
             }
             for (day, counts) in counts {

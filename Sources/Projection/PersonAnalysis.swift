@@ -119,12 +119,13 @@ protocol PersonAnalysis: Sendable {
     /// Cohort days of `funnel` to rewrite although the run changed nothing
     /// in them: what the clock alone changes.
     func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String>
-    /// Rewrites its day tables' rows of `days` of `funnel` from what the run
-    /// `counted` (day -> tally), on top of the stored days less and plus
-    /// `change` for an incremental run (nil: a rebuild, which counted everyone).
+    /// Rewrites its day tables' rows of `days` of `funnel` (into `writes`)
+    /// from what the run `counted` (day -> tally), on top of the stored days
+    /// (read on `c`) less and plus `change` for an incremental run (nil: a
+    /// rebuild, which counted everyone).
     func rewriteDays(
-        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
-        now: Int64
+        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        change: StoredDayChange?, now: Int64
     ) throws
 }
 
@@ -134,8 +135,8 @@ extension PersonAnalysis {
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] { [:] }
     func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String> { [] }
     func rewriteDays(
-        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
-        now: Int64
+        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        change: StoredDayChange?, now: Int64
     ) throws {}
 
     /// The tallies `rewriteDays` writes for `days`: each day's `stored` one
@@ -157,10 +158,8 @@ extension PersonAnalysis {
     }
 
     /// Deletes `days` of `funnel` from every day table, before they are written again.
-    func deleteDays(_ c: Connection, funnel: Funnel, days: [String]) throws {
-        for table in dayTables {
-            try c.query("DELETE FROM \(table) WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(days)])
-        }
+    func deleteDays(_ writes: inout DayWrites, funnel: Funnel, days: [String]) {
+        for table in dayTables { writes.delete(from: table, funnel: funnel.name, days: days) }
     }
 
     /// The touched persons' `funnel_persons p` rows, found by key as they will be deleted.

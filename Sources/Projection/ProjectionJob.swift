@@ -98,12 +98,13 @@ public struct ProjectionJob: Sendable {
         let totals = try run.evaluate(&plan)
         let days = plan.cohortDays(evaluated: totals.affected)
         let daysByFunnel = Dictionary(grouping: days, by: \.funnel)
+        var writes = DayWrites()
         for funnel in configuration.funnels {
             let daySet = Set((daysByFunnel[funnel.name] ?? []).map(\.day))
             if !daySet.isEmpty {
                 let tallies = try plan.tallies(run, funnel: funnel, days: daySet, counted: totals.tallies[funnel.name] ?? [:])
                 try CohortTables.rewrite(
-                    run.session, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
+                    &writes, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
                     timeZoneName: run.timeZoneName(for: funnel))
             }
             for (index, analysis) in run.analyses.enumerated() {
@@ -120,9 +121,11 @@ public struct ProjectionJob: Sendable {
                     index < totals.analysisTallies.count
                         ? totals.analysisTallies[index][FunnelDay(funnel: funnel.name, day: day)].map { (day, $0) } : nil
                 })
-                try analysis.rewriteDays(run.session, funnel: funnel, days: days.sorted(), counted: counted, change: change, now: run.now)
+                try analysis.rewriteDays(
+                    run.session, into: &writes, funnel: funnel, days: days.sorted(), counted: counted, change: change, now: run.now)
             }
         }
+        try writes.write(run.session)
         try TargetTable.write(run.session, configuration: configuration)
         try current.save(run.session)
         return Summary(

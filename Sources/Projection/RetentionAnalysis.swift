@@ -143,42 +143,40 @@ struct RetentionAnalysis: PersonAnalysis {
     }
 
     func rewriteDays(
-        _ c: Connection, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?,
-        now: Int64
+        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        change: StoredDayChange?, now: Int64
     ) throws {
         let stored = try change == nil ? [:] : Self.stored(c, funnel: funnel, days: days)
         let counts = dayTallies(
             stored.mapValues { Tally(counts: $0) }, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change
         ).mapValues(\.counts)
-        try deleteDays(c, funnel: funnel, days: days)
+        deleteDays(&writes, funnel: funnel, days: days)
         let head: [PostgresValue] = [.text(funnel.name), .text(funnel.app)]
         let retentionDays = settings[funnel.name]?.days ?? RetentionSettings.defaultDays
         // In COPY's binary form: a day's arrays hold every start time of the
         // day, and as text PostgreSQL parsed each of them back.
-        var starts = BinaryCopyRows()
-        for (day, counts) in counts {
-            guard let dayNumber = CohortCalendar.dayNumber(ofText: day) else {
-                throw ProjectionError(code: .unwritable, description: "funnel \(funnel.name): cohort day \(day) is not a date")
-            }
-            for (completed, side) in [(true, counts.completers), (false, counts.nonCompleters)] where !side.starts.isEmpty {
-                for (n, values) in [(-1, side.starts)] + side.retained.sorted(by: { $0.key < $1.key }) where !values.isEmpty {
-                    starts.startRow(fields: 6)
-                    let written = starts.append(text: funnel.name) && starts.append(text: funnel.app)
-                    starts.append(date: dayNumber)
-                    starts.append(bool: completed)
-                    starts.append(int32: Int32(truncatingIfNeeded: n))
-                    starts.append(int8Array: values.sorted())
-                    guard written else {
-                        throw ProjectionError(code: .unwritable, description: "funnel \(funnel.name): its name or app holds a NUL byte")
+        let startsCopy = "COPY funnel_retention_starts (funnel, app, cohort_day, completed, day_n, start_us) FROM STDIN (FORMAT binary)"
+        try writes.copy(binary: startsCopy) { starts in
+            for (day, counts) in counts {
+                guard let dayNumber = CohortCalendar.dayNumber(ofText: day) else {
+                    throw ProjectionError(code: .unwritable, description: "funnel \(funnel.name): cohort day \(day) is not a date")
+                }
+                for (completed, side) in [(true, counts.completers), (false, counts.nonCompleters)] where !side.starts.isEmpty {
+                    for (n, values) in [(-1, side.starts)] + side.retained.sorted(by: { $0.key < $1.key }) where !values.isEmpty {
+                        starts.startRow(fields: 6)
+                        let written = starts.append(text: funnel.name) && starts.append(text: funnel.app)
+                        starts.append(date: dayNumber)
+                        starts.append(bool: completed)
+                        starts.append(int32: Int32(truncatingIfNeeded: n))
+                        starts.append(int8Array: values.sorted())
+                        guard written else {
+                            throw ProjectionError(code: .unwritable, description: "funnel \(funnel.name): its name or app holds a NUL byte")
+                        }
                     }
                 }
             }
         }
-        let rows = starts
-        try c.copyIn("COPY funnel_retention_starts (funnel, app, cohort_day, completed, day_n, start_us) FROM STDIN (FORMAT binary)") {
-            try $0.write(rows)
-        }
-        try c.copyIn(
+        try writes.copy(
             """
             COPY funnel_retention (funnel, app, cohort_day, day_n, completed, eligible, retained, pending, computed_at, next_eligible_after)
             FROM STDIN
@@ -186,7 +184,7 @@ struct RetentionAnalysis: PersonAnalysis {
         ) { w in
             for (day, counts) in counts where !counts.completers.starts.isEmpty || !counts.nonCompleters.starts.isEmpty {
                 for cell in counts.cells(days: retentionDays, now: now) {
-                    try w.writeRow(head + [
+                    try w.append(head + [
                         .text(day), .int(Int64(cell.day)), .bool(cell.completed), .int(Int64(cell.counts.eligible)),
                         .int(Int64(cell.counts.retained)), .int(Int64(cell.counts.pending)), .microseconds(now),
                         cell.nextEligibleAfter.map(PostgresValue.microseconds) ?? .null,

@@ -4,12 +4,12 @@ import LibPQ
 /// Reads and writes `funnel_tallies`: one `FunnelTally` per funnel and cohort day.
 enum TallyStore {
     /// Replaces the tallies of `days` (a day missing from `tallies` keeps none).
-    static func rewrite(_ c: Connection, funnel: Funnel, days: [String], tallies: [String: FunnelTally], timeZone: String) throws {
-        try c.query("DELETE FROM funnel_tallies WHERE funnel = $1 AND cohort_day = ANY($2::date[])", [.text(funnel.name), .textArray(days)])
-        try c.copyIn("COPY funnel_tallies (funnel, cohort_day, time_zone, tally) FROM STDIN") { writer in
+    static func rewrite(_ writes: inout DayWrites, funnel: Funnel, days: [String], tallies: [String: FunnelTally], timeZone: String) throws {
+        writes.delete(from: "funnel_tallies", funnel: funnel.name, days: days)
+        try writes.copy("COPY funnel_tallies (funnel, cohort_day, time_zone, tally) FROM STDIN") { rows in
             for day in days {
                 guard let tally = tallies[day], !tally.isEmpty else { continue }
-                try writer.writeRow([.text(funnel.name), .text(day), .text(timeZone), .bytes(TallyEncoding.encode(tally))])
+                try rows.append([.text(funnel.name), .text(day), .text(timeZone), .bytes(TallyEncoding.encode(tally))])
             }
         }
     }
