@@ -43,17 +43,23 @@ public struct ReportQuery: Sendable {
         guard let second, second !== c, selected.count > 1 else {
             return try selected.map { try result(c, funnel: $0, configuration: configuration, now: now) }
         }
-        // Alternate funnels to each session, so the large ones are not all on one.
+        // Each session takes the next funnel as it is free: handed out in
+        // turn, the 1 M bench's three of five on one session took twice as
+        // long as the other's two.
         let sessions = [c, second]
-        let results = NIOLockedValueBox([Result<FunnelResult, any Error>?](repeating: nil, count: selected.count))
+        let state = NIOLockedValueBox((next: 0, results: [Result<FunnelResult, any Error>?](repeating: nil, count: selected.count)))
         DispatchQueue.concurrentPerform(iterations: sessions.count) { side in
-            for index in stride(from: side, to: selected.count, by: sessions.count) {
+            while let index = state.withLockedValue({ s -> Int? in
+                guard s.next < selected.count else { return nil }
+                defer { s.next += 1 }
+                return s.next
+            }) {
                 let result = Result { try self.result(sessions[side], funnel: selected[index], configuration: configuration, now: now) }
-                results.withLockedValue { $0[index] = result }
+                state.withLockedValue { $0.results[index] = result }
             }
         }
-        // Every index was given to one side: each slot is filled.
-        return try results.withLockedValue { $0 }.compactMap { try $0?.get() }
+        // Every index was taken by one side: each slot is filled.
+        return try state.withLockedValue { $0.results }.compactMap { try $0?.get() }
     }
 
     /// One funnel's result, read on `c`.
