@@ -1,7 +1,6 @@
 import Dispatch
 import Funnels
 import LibPQ
-import NIOConcurrencyHelpers
 
 /// A person an incremental run does not recompute although they have new
 /// events: all of them are activity (`OutcomeEvents`) and none falls in a
@@ -105,8 +104,7 @@ struct PersonActivity: Sendable {
         private let lookup: Lookup
         private let chunks: [ArraySlice<NewEvents.Key>]
         private let byScan: Bool
-        /// The next chunk to take, and each chunk's result.
-        private let state: NIOLockedValueBox<(next: Int, found: [Result<Found, any Error>?])>
+        private let work: SharedWork<Found>
         private let group = DispatchGroup()
 
         /// Looks up `keys`, in any order (`Lookup.ordered`); by scan they go
@@ -117,23 +115,13 @@ struct PersonActivity: Sendable {
             (ordered, byScan) = lookup.ordered(keys)
             let size = byScan ? max(1, ordered.count) : max(1, lookup.minimumChunk, ordered.count / 32)
             chunks = stride(from: 0, to: ordered.count, by: size).map { ordered[$0..<min($0 + size, ordered.count)] }
-            state = NIOLockedValueBox((next: 0, found: Array(repeating: nil, count: chunks.count)))
+            work = SharedWork(count: chunks.count)
             DispatchQueue.global().async(group: group) { self.lookUp(on: reader) }
         }
 
         /// Looks up chunks on `c` until none is left (or one failed).
         private func lookUp(on c: Connection) {
-            while true {
-                let index = state.withLockedValue { state -> Int? in
-                    guard state.next < chunks.count else { return nil }
-                    defer { state.next += 1 }
-                    return state.next
-                }
-                guard let index else { return }
-                let result = Result { try PersonActivity.starts(c, of: chunks[index], windows: lookup.windows, byScan: byScan) }
-                state.withLockedValue { $0.found[index] = result }
-                if case .failure = result { return }
-            }
+            work.work { try PersonActivity.starts(c, of: chunks[$0], windows: lookup.windows, byScan: byScan) }
         }
 
         /// Takes the chunks left on `c` (the run's session), waits for the
@@ -142,7 +130,7 @@ struct PersonActivity: Sendable {
             lookUp(on: c)
             group.wait()
             var found: Found = [:]
-            for result in state.withLockedValue({ $0.found }) {
+            for result in work.results {
                 guard let result else { continue }  // after a failure, which is thrown below
                 let part = try result.get()
                 // One chunk (a scan) is taken whole: merged, its 100,000 keys were hashed again.
@@ -154,7 +142,7 @@ struct PersonActivity: Sendable {
         /// Leaves the chunks not started and waits for the reader: a run
         /// that fails part-way must not use the reader while it is busy.
         func stop() {
-            state.withLockedValue { $0.next = chunks.count }
+            work.stop()
             group.wait()
         }
     }

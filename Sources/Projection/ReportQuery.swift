@@ -2,7 +2,6 @@ import Dispatch
 import Foundation
 public import Funnels
 public import LibPQ
-import NIOConcurrencyHelpers
 
 /// Builds the reports `onramp report` renders from the stored per-person
 /// outcomes (not from the log), for a range of cohort days.
@@ -47,19 +46,12 @@ public struct ReportQuery: Sendable {
         // turn, the 1 M bench's three of five on one session took twice as
         // long as the other's two.
         let sessions = [c, second]
-        let state = NIOLockedValueBox((next: 0, results: [Result<FunnelResult, any Error>?](repeating: nil, count: selected.count)))
+        let work = SharedWork<FunnelResult>(count: selected.count)
         DispatchQueue.concurrentPerform(iterations: sessions.count) { side in
-            while let index = state.withLockedValue({ s -> Int? in
-                guard s.next < selected.count else { return nil }
-                defer { s.next += 1 }
-                return s.next
-            }) {
-                let result = Result { try self.result(sessions[side], funnel: selected[index], configuration: configuration, now: now) }
-                state.withLockedValue { $0.results[index] = result }
-            }
+            work.work { try self.result(sessions[side], funnel: selected[$0], configuration: configuration, now: now) }
         }
-        // Every index was taken by one side: each slot is filled.
-        return try state.withLockedValue { $0.results }.compactMap { try $0?.get() }
+        // A slot is empty only when every side stopped at a failure before it, which is thrown first.
+        return try work.results.compactMap { try $0?.get() }
     }
 
     /// One funnel's result, read on `c`.
