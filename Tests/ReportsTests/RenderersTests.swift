@@ -47,6 +47,26 @@ struct RenderersTests {
 
     static let range = ReportRange(from: nil, to: nil, generatedAt: "2026-11-22T00:00:00Z")
 
+    @Test("JSON escapes quotes, backslashes and control characters, and keeps other text as it is")
+    func jsonEscapes() throws {
+        let name = "a \"b\" \\ c\n\r\t\u{1}\u{1F} é ✓"
+        let configuration = try FunnelConfiguration.parse(
+            yaml: """
+                apps: [{name: shop}]
+                funnels:
+                  - name: "a \\"b\\" \\\\ c\\n\\r\\t\\u0001\\u001f é ✓"
+                    app: shop
+                    steps: [{event: cart}, {event: pay}]
+                """, source: "test.yaml")
+        let funnel = try #require(configuration.funnels.first)
+        #expect(funnel.name == name)
+        let report = FunnelReport(funnel: funnel, outcomes: [], now: 0, timeZone: .gmt)
+        let text = ReportFormat.json.render([report], range: Self.range)
+        #expect(text.contains(#""funnel":"a \"b\" \\ c\n\r\t\u0001\u001f é ✓""#))
+        let document = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
+        #expect((document["funnels"] as? [[String: Any]])?.first?["funnel"] as? String == name)
+    }
+
     @Test("JSON carries the SPEC's fields with the right numbers")
     func json() throws {
         let text = ReportFormat.json.render([try Self.report()], range: Self.range)
