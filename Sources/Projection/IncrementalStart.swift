@@ -29,13 +29,14 @@ struct IncrementalStart {
 
     /// Updates the links from the day's events and collects the touched
     /// persons, with their keys on `reader`: enough to start reading their
-    /// histories. Meanwhile the reader looks up the user ids' stored outcomes.
+    /// histories. Meanwhile the reader looks up the stored outcomes of the
+    /// day's active keys (`NewEvents.activityKeys`).
     static func collect(
         _ c: Connection, day: NewEvents, lookup: PersonActivity.Lookup, reader: Connection
     ) throws -> IncrementalStart {
         var start = IncrementalStart()
         let prefetch = reader === c ? nil : PersonActivity.Prefetch(
-            on: reader, of: day.userActivity.keys, lookup: lookup)
+            on: reader, of: day.activityKeys, lookup: lookup)
         // Whatever happens below, the reader is not used again until the lookup is over.
         defer { prefetch?.stop() }
         // Every relink is needed up front to know whom to recompute.

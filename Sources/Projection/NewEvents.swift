@@ -38,6 +38,15 @@ struct NewEvents {
     var userActivity: [Key: [Activity]] = [:]
     var anonymousActivity: [Key: [Activity]] = [:]
 
+    /// The keys with activity, each once: the user ids, and the anonymous
+    /// ids as the persons they are when no link names a user, as most are.
+    var activityKeys: [Key] {
+        Array(userActivity.keys) + anonymousActivity.keys.filter { userActivity[$0] == nil }
+    }
+
+    /// Whether `key`'s stored outcomes are among those of `activityKeys`.
+    func isActivityKey(_ key: Key) -> Bool { userActivity[key] != nil || anonymousActivity[key] != nil }
+
     /// Reads the events written after `checkpoint` of the apps `outcomeEvents` has.
     /// In COPY's binary form: the day's read is the job's per-event work on
     /// both sides, and as text PostgreSQL printed every timestamp for the job

@@ -126,11 +126,12 @@ enum TouchedPersons {
             guard !recomputed.contains(person) else { continue }
             anonymousEvents[person, default: []] += day.anonymousActivity[key] ?? []
         }
-        // The user ids' stored outcomes were looked up meanwhile; the rest
-        // now, on both sessions when there are two.
+        // The active keys' stored outcomes were looked up meanwhile; the
+        // persons of anonymous ids linked to a user without activity of
+        // their own now, on both sessions when there are two.
         var found = try prefetched?.wait(helpingOn: c) ?? [:]
         let rest = prefetched != nil
-            ? anonymousEvents.keys.filter { day.userActivity[$0] == nil }
+            ? anonymousEvents.keys.filter { !day.isActivityKey($0) }
             : Array(Set(day.userActivity.keys.filter { !recomputed.contains($0) }).union(anonymousEvents.keys))
         let restFound: PersonActivity.Found
         if prefetched != nil {
@@ -140,8 +141,11 @@ enum TouchedPersons {
             restFound = try PersonActivity.starts(c, of: keys[...], windows: lookup.windows, byScan: byScan)
         }
         found.merge(restFound) { prefetched, _ in prefetched }
+        func isPerson(_ key: Key) -> Bool { day.userActivity[key] != nil || anonymousEvents[key] != nil }
         var activity: [PersonActivity] = []
-        for (person, starts) in found where !recomputed.contains(person) {  // prefetched, then recomputed
+        // Prefetched, then recomputed; an anonymous id linked to a user is
+        // not a person, and what is stored under it is not theirs.
+        for (person, starts) in found where !recomputed.contains(person) && isPerson(person) {
             let personEvents = anonymousEvents[person].map { (day.userActivity[person] ?? []) + $0 } ?? day.userActivity[person] ?? []
             let inWindow = starts.contains { start, windowEnd in
                 personEvents.contains { $0.timestamp >= start.start && $0.timestamp <= windowEnd }
