@@ -17,6 +17,7 @@ import Simulation
 /// through the client SDK over HTTP, runs the nightly report and prints it.
 struct Demo: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "demo",
         abstract: "Run the whole pipeline on simulated traffic and print the report.")
 
     @Option(name: .customLong("database-url"), help: "An existing database (default: $DATABASE_URL, else a private throwaway PostgreSQL).")

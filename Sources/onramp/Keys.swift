@@ -7,12 +7,13 @@ import LibPQ
 /// stored only as hashes, with the web origins allowed to post with them.
 struct Keys: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "keys",
         abstract: "Manage write keys.",
         subcommands: [Create.self, List.self, Revoke.self, AllowOrigin.self, DisallowOrigin.self])
 
     /// `keys create --app NAME [--allow-origin URL ...]`: prints the new key alone on stdout.
     struct Create: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Create a write key for an app; prints the key alone on stdout.")
+        static let configuration = CommandConfiguration(commandName: "create", abstract: "Create a write key for an app; prints the key alone on stdout.")
         @OptionGroup var database: DatabaseOptions
         @Option(help: "The app the key writes to.") var app: String
         @Option(
@@ -37,7 +38,7 @@ struct Keys: AsyncParsableCommand {
 
     /// `keys allow-origin KEY ORIGIN`.
     struct AllowOrigin: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Let pages from a web origin post with a key (by full key, prefix or id).")
+        static let configuration = CommandConfiguration(commandName: "allow-origin", abstract: "Let pages from a web origin post with a key (by full key, prefix or id).")
         @OptionGroup var target: OriginTarget
 
         func run() async throws {
@@ -48,7 +49,7 @@ struct Keys: AsyncParsableCommand {
 
     /// `keys disallow-origin KEY ORIGIN`.
     struct DisallowOrigin: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Stop pages from a web origin posting with a key.")
+        static let configuration = CommandConfiguration(commandName: "disallow-origin", abstract: "Stop pages from a web origin posting with a key.")
         @OptionGroup var target: OriginTarget
 
         func run() async throws {
@@ -82,7 +83,7 @@ struct Keys: AsyncParsableCommand {
     }
 
     struct List: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "List write keys (prefix, app, dates).")
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "List write keys (prefix, app, dates).")
         @OptionGroup var database: DatabaseOptions
 
         func run() async throws {
@@ -97,7 +98,7 @@ struct Keys: AsyncParsableCommand {
     }
 
     struct Revoke: AsyncParsableCommand {
-        static let configuration = CommandConfiguration(abstract: "Revoke a write key by full key, prefix or id.")
+        static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Revoke a write key by full key, prefix or id.")
         @OptionGroup var database: DatabaseOptions
         @Argument(help: "The key, its prefix as `keys list` shows it, or its id.") var key: String
 

@@ -5,7 +5,7 @@ import Migrations
 
 /// `onramp migrate`: applies sql/migrations in order; a no-op when current.
 struct Migrate: AsyncParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Apply database migrations (idempotent).")
+    static let configuration = CommandConfiguration(commandName: "migrate", abstract: "Apply database migrations (idempotent).")
 
     @OptionGroup var database: DatabaseOptions
 

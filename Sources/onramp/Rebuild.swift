@@ -4,6 +4,7 @@ import Projection
 /// `onramp rebuild`: recompute every funnel table from the whole log.
 struct Rebuild: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "rebuild",
         abstract: "Recompute all funnel tables from the event log (same result as the incremental runs).")
 
     @OptionGroup var database: DatabaseOptions

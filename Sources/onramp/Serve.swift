@@ -9,6 +9,7 @@ import Logging
 /// `onramp serve`: the Segment-compatible ingestion service.
 struct Serve: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "serve",
         abstract: "Accept Segment-style events over HTTP and append them to the event log exactly once.")
 
     @OptionGroup var database: DatabaseOptions

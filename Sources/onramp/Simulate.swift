@@ -6,6 +6,7 @@ import Simulation
 /// flows, sent through the client SDK over HTTP to a running server.
 struct Simulate: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
+        commandName: "simulate",
         abstract: "Send simulated onboarding traffic to a running `onramp serve`.")
 
     @Option(help: "The server's base URL.")
