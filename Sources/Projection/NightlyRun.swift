@@ -21,10 +21,12 @@ public enum NightlyRun {
         do {
             outcome = .success(
                 try await pool.withConnection { c -> Outcome in
-                    let summary = try job.run(c, mode: mode, now: now)
-                    // A second session, when one can be had, to read the report's funnels side by side.
+                    // A second session, when one can be had: the run reads the
+                    // log on it, then the report reads its funnels on both.
                     let second = try? c.sibling()
-                    let results = try query.results(c, beside: second, configuration: job.configuration, now: now)
+                    let summary = try job.run(c, mode: mode, now: now, reader: second)
+                    let beside = second.flatMap { !$0.isBroken && !$0.isInTransaction ? $0 : nil }
+                    let results = try query.results(c, beside: beside, configuration: job.configuration, now: now)
                     // Only a report over every day, cut as the job cuts them, speaks for the funnel.
                     if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
                         try c.transaction { c in try RegressionTable.write(c, reports: results.map(\.report), configured: job.configuration.funnels.map(\.name), now: now) }

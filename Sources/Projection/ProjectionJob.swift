@@ -56,7 +56,12 @@ public struct ProjectionJob: Sendable {
     }
 
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
-    public func run(_ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date())) throws -> Summary {
+    /// With `reader`, another idle session on the same database, the run
+    /// reads the log on it rather than on a session of its own, and leaves
+    /// it idle again (for the report's reads beside `c`).
+    public func run(
+        _ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date()), reader: Connection? = nil
+    ) throws -> Summary {
         guard try c.query("SELECT pg_try_advisory_lock($1)", [.int(Self.lockKey)]).scalar(Bool.self) else {
             throw ProjectionError.busy
         }
@@ -85,7 +90,7 @@ public struct ProjectionJob: Sendable {
             SpilledHistory.removeAbandoned()
             let current = try Checkpoint.current(c)
             let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
-            return try ProjectionRun.with(self, session: c, settings: settings, now: now) { run in
+            return try ProjectionRun.with(self, session: c, readerSession: reader, settings: settings, now: now) { run in
                 switch mode {
                 case .rebuild:
                     var plan = RebuildPlan()

@@ -68,13 +68,21 @@ final class ProjectionRun {
     /// Runs `body` with a run on `session`, which must be inside the run's
     /// REPEATABLE READ transaction with `settings` applied; the reader gets
     /// the same settings. Everything the run started is closed when it ends.
+    /// The reader is opened on `readerSession` when one is given, and its
+    /// transaction ended when the run ends, so the caller can use it again.
     static func with<T>(
-        _ job: ProjectionJob, session: Connection, settings: String, now: Int64, _ body: (ProjectionRun) throws -> T
+        _ job: ProjectionJob, session: Connection, readerSession: Connection? = nil, settings: String, now: Int64,
+        _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader is opened before the run writes anything (see `SnapshotReader`).
-        let reader = job.options.secondSession ? try SnapshotReader.open(beside: session, settings: settings) : session
+        let reader = job.options.secondSession
+            ? try SnapshotReader.open(beside: session, on: readerSession, settings: settings) : session
         let run = ProjectionRun(job: job, session: session, reader: reader, now: now)
-        defer { run.close() }
+        defer {
+            run.close()
+            // It only read: nothing of the run is lost with its transaction.
+            if reader !== session, reader === readerSession { try? reader.executeScript("ROLLBACK") }
+        }
         return try body(run)
     }
 

@@ -9,17 +9,18 @@ import LibPQ
 /// what it needs of them (the touched persons) is handed to it.
 enum SnapshotReader {
     /// Opens the reader beside `c`, which must be inside a REPEATABLE READ
-    /// transaction, with the run's `settings` (a script of `SET LOCAL`s);
-    /// falls back to `c` itself when a second session can't be had (a full
-    /// `max_connections`), which is only slower.
-    static func open(beside c: Connection, settings: String = "") throws -> Connection {
+    /// transaction, with the run's `settings` (a script of `SET LOCAL`s): on
+    /// `session` when one is given (idle, on the same database), else on a
+    /// new one; falls back to `c` itself when a second session can't be had
+    /// (a full `max_connections`), which is only slower.
+    static func open(beside c: Connection, on session: Connection? = nil, settings: String = "") throws -> Connection {
         let id = try c.query("SELECT pg_export_snapshot()").scalar(String.self)
         // SET TRANSACTION SNAPSHOT takes no parameters; the id is PostgreSQL's
         // own, and must be hex digits and dashes to be written into it.
         guard !id.isEmpty, id.allSatisfy({ $0.isHexDigit || $0 == "-" }) else {
             throw PostgresError(.unexpectedResult, message: "unexpected snapshot id \(id)")
         }
-        guard let reader = try? c.sibling() else { return c }
+        guard let reader = session ?? (try? c.sibling()) else { return c }
         try reader.executeScript(
             "BEGIN ISOLATION LEVEL REPEATABLE READ; SET TRANSACTION SNAPSHOT '\(id)'; \(settings)")
         return reader
