@@ -1,6 +1,7 @@
 import Foundation
 import Funnels
 import LibPQ
+import NIOConcurrencyHelpers
 
 /// `onramp report` and `onramp rebuild` as one call: the job on a database,
 /// then the report's results read in the same session, at the same `now`.
@@ -24,9 +25,21 @@ public enum NightlyRun {
                     // A second session, when one can be had: the run reads the
                     // log on it, then the report reads its funnels on both.
                     let second = try? c.sibling()
-                    let summary = try job.run(c, mode: mode, now: now, reader: second)
+                    // An incremental run rewrites a few of the stored days:
+                    // the report's reads of them all are done on the reader,
+                    // under the run's snapshot, while the run's session
+                    // rewrites those few, which alone are read after the commit.
+                    let stored = NIOLockedValueBox<[String: StoredReportDays]?>(nil)
+                    let readStored: @Sendable (Connection) -> Void = { reader in
+                        let days = try? query.storedDays(reader, configuration: job.configuration)
+                        stored.withLockedValue { $0 = days }
+                    }
+                    let (summary, rewritten) = try job.run(
+                        c, mode: mode, now: now, reader: second, whenReaderIdle: mode == .incremental ? readStored : nil)
                     let beside = second.flatMap { !$0.isBroken && !$0.isInTransaction ? $0 : nil }
-                    let results = try query.results(c, beside: beside, configuration: job.configuration, now: now)
+                    let results = try query.results(
+                        c, beside: beside, configuration: job.configuration, now: now, stored: stored.withLockedValue { $0 },
+                        rewritten: rewritten)
                     // Only a report over every day, cut as the job cuts them, speaks for the funnel.
                     if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
                         try c.transaction { c in try RegressionTable.write(c, reports: results.map(\.report), configured: job.configuration.funnels.map(\.name), now: now) }

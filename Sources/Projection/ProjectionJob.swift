@@ -62,6 +62,16 @@ public struct ProjectionJob: Sendable {
     public func run(
         _ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date()), reader: Connection? = nil
     ) throws -> Summary {
+        try run(c, mode: mode, now: now, reader: reader, whenReaderIdle: nil).summary
+    }
+
+    /// `run`, which besides hands its reader (a session of its own, not
+    /// `c`) to `whenReaderIdle` once it reads no more there, under its
+    /// snapshot and beside the rest of the run, which waits for it; and says
+    /// which cohort days it rewrote.
+    func run(
+        _ c: Connection, mode: Mode, now: Int64, reader: Connection?, whenReaderIdle: (@Sendable (Connection) -> Void)?
+    ) throws -> (summary: Summary, rewritten: Set<FunnelDay>) {
         guard try c.query("SELECT pg_try_advisory_lock($1)", [.int(Self.lockKey)]).scalar(Bool.self) else {
             throw ProjectionError.busy
         }
@@ -90,7 +100,9 @@ public struct ProjectionJob: Sendable {
             SpilledHistory.removeAbandoned()
             let current = try Checkpoint.current(c)
             let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
-            return try ProjectionRun.with(self, session: c, readerSession: reader, settings: settings, now: now) { run in
+            return try ProjectionRun.with(
+                self, session: c, readerSession: reader, settings: settings, now: now, whenReaderIdle: whenReaderIdle
+            ) { run in
                 switch mode {
                 case .rebuild:
                     var plan = RebuildPlan()
@@ -107,8 +119,9 @@ public struct ProjectionJob: Sendable {
     /// changed, store the targets and the new checkpoint.
     private func project(
         _ run: ProjectionRun, plan: inout some ProjectionPlan, from previous: Checkpoint, to current: Checkpoint
-    ) throws -> Summary {
+    ) throws -> (summary: Summary, rewritten: Set<FunnelDay>) {
         let totals = try run.evaluate(&plan)
+        run.readerIsIdle()
         let days = plan.cohortDays(evaluated: totals.affected)
         let daysByFunnel = Dictionary(grouping: days, by: \.funnel)
         var writes = DayWrites()
@@ -141,10 +154,11 @@ public struct ProjectionJob: Sendable {
         try writes.write(run.session)
         try TargetTable.write(run.session, configuration: configuration)
         try current.save(run.session)
-        return Summary(
+        let summary = Summary(
             mode: plan.mode, previousHorizon: previous.horizon, horizon: current.horizon,
             newEvents: run.reading.newEvents.values.reduce(0, +), eventsRead: totals.events, personsRecomputed: totals.persons,
             windowsClosed: plan.windowsClosed, cohortDaysRewritten: days.count)
+        return (summary, writes.rewritten)
     }
 
     /// The order apps go through the read-then-evaluate pipeline: the first

@@ -70,14 +70,17 @@ final class ProjectionRun {
     /// the same settings. Everything the run started is closed when it ends.
     /// The reader is opened on `readerSession` when one is given, and its
     /// transaction ended when the run ends, so the caller can use it again.
+    /// `whenReaderIdle`, given a reader of its own, is handed it once the
+    /// run reads no more there (`readerIsIdle`).
     static func with<T>(
         _ job: ProjectionJob, session: Connection, readerSession: Connection? = nil, settings: String, now: Int64,
-        _ body: (ProjectionRun) throws -> T
+        whenReaderIdle: (@Sendable (Connection) -> Void)? = nil, _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader is opened before the run writes anything (see `SnapshotReader`).
         let reader = job.options.secondSession
             ? try SnapshotReader.open(beside: session, on: readerSession, settings: settings) : session
         let run = ProjectionRun(job: job, session: session, reader: reader, now: now)
+        run.whenReaderIdle = reader !== session ? whenReaderIdle : nil
         defer {
             run.close()
             // It only read: nothing of the run is lost with its transaction.
@@ -91,10 +94,29 @@ final class ProjectionRun {
         closers.append(body)
     }
 
+    /// Work for the reader once the run reads no more there, and its end.
+    private var whenReaderIdle: (@Sendable (Connection) -> Void)?
+    private let readerWork = DispatchGroup()
+
+    /// Hands the reader to `whenReaderIdle`, on a thread of its own, under
+    /// the run's snapshot, beside what the run's session does next; the run
+    /// waits for it when it closes.
+    func readerIsIdle() {
+        guard let work = whenReaderIdle else { return }
+        whenReaderIdle = nil
+        let reader = self.reader
+        readerWork.enter()
+        DispatchQueue.global().async { [readerWork] in
+            work(reader)
+            readerWork.leave()
+        }
+    }
+
     private func close() {
         for body in closers.reversed() { body() }
         closers = []
         try? copier.wait()
+        readerWork.wait()
     }
 
     func timeZone(for funnel: Funnel) -> TimeZone {

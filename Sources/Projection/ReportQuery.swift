@@ -32,15 +32,24 @@ public struct ReportQuery: Sendable {
     public func results(
         _ c: Connection, beside second: Connection? = nil, configuration: FunnelConfiguration, now: Int64
     ) throws -> [FunnelResult] {
-        let selected = funnels.isEmpty ? configuration.funnels : try funnels.map { name in
-            guard let funnel = configuration.funnel(named: name) else {
-                let known = configuration.funnels.map(\.name).joined(separator: ", ")
-                throw ProjectionError(code: .badConfiguration, description: "no funnel named '\(name)' (configured: \(known))")
-            }
-            return funnel
+        try results(c, beside: second, configuration: configuration, now: now, stored: nil, rewritten: [])
+    }
+
+    /// `results`, from `stored`, each funnel's days as they stood before the
+    /// nightly run that just committed (`storedDays`, read under its
+    /// snapshot), when given: only the days that run `rewritten` are read again.
+    func results(
+        _ c: Connection, beside second: Connection?, configuration: FunnelConfiguration, now: Int64,
+        stored: [String: StoredReportDays]?, rewritten: Set<FunnelDay>
+    ) throws -> [FunnelResult] {
+        let selected = try selectedFunnels(configuration)
+        let again = Dictionary(grouping: rewritten, by: \.funnel).mapValues { days in days.map(\.day).filter(inRange).sorted() }
+        @Sendable func result(_ c: Connection, _ funnel: Funnel) throws -> FunnelResult {
+            let prefetched = stored?[funnel.name].map { ($0, again[funnel.name] ?? []) }
+            return try self.result(c, funnel: funnel, configuration: configuration, now: now, prefetched: prefetched)
         }
         guard let second, second !== c, selected.count > 1 else {
-            return try selected.map { try result(c, funnel: $0, configuration: configuration, now: now) }
+            return try selected.map { try result(c, $0) }
         }
         // Each session takes the next funnel as it is free: handed out in
         // turn, the 1 M bench's three of five on one session took twice as
@@ -48,18 +57,50 @@ public struct ReportQuery: Sendable {
         let sessions = [c, second]
         let work = SharedWork<FunnelResult>(count: selected.count)
         DispatchQueue.concurrentPerform(iterations: sessions.count) { side in
-            work.work { try self.result(sessions[side], funnel: selected[$0], configuration: configuration, now: now) }
+            work.work { try result(sessions[side], selected[$0]) }
         }
         // A slot is empty only when every side stopped at a failure before it, which is thrown first.
         return try work.results.compactMap { try $0?.get() }
     }
 
-    /// One funnel's result, read on `c`.
-    private func result(_ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64) throws -> FunnelResult {
+    /// Each selected funnel's stored days in the range, as `c` sees them
+    /// (the nightly run's reader, before the run's rewrite), for `results`.
+    func storedDays(_ c: Connection, configuration: FunnelConfiguration) throws -> [String: StoredReportDays] {
+        var stored: [String: StoredReportDays] = [:]
+        for funnel in try selectedFunnels(configuration) {
+            stored[funnel.name] = try StoredReportDays.read(
+                c, funnel: funnel, from: from, to: to, timeZone: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel))
+        }
+        return stored
+    }
+
+    private func selectedFunnels(_ configuration: FunnelConfiguration) throws -> [Funnel] {
+        funnels.isEmpty ? configuration.funnels : try funnels.map { name in
+            guard let funnel = configuration.funnel(named: name) else {
+                let known = configuration.funnels.map(\.name).joined(separator: ", ")
+                throw ProjectionError(code: .badConfiguration, description: "no funnel named '\(name)' (configured: \(known))")
+            }
+            return funnel
+        }
+    }
+
+    private func inRange(_ day: String) -> Bool {
+        (from.map { day >= $0 } ?? true) && (to.map { day <= $0 } ?? true)
+    }
+
+    /// One funnel's result, read on `c`; from `prefetched`'s days, with its
+    /// rewritten ones read again, when given.
+    private func result(
+        _ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64,
+        prefetched: (days: StoredReportDays, rewritten: [String])?
+    ) throws -> FunnelResult {
         let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
         let zone = TimeZone(identifier: zoneName) ?? .gmt
-        let stored = try TallyStore.days(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
-        let days = try stored ?? outcomeTallies(c, funnel: funnel, zone: zone)
+        let stored = try prefetched.map { prefetched in
+            prefetched.rewritten.isEmpty ? prefetched.days : prefetched.days.replacing(
+                prefetched.rewritten, with: try StoredReportDays.read(c, funnel: funnel, days: prefetched.rewritten, timeZone: zoneName))
+        } ?? StoredReportDays.read(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
+        let days = try stored.tallies ?? outcomeTallies(c, funnel: funnel, zone: zone)
         var tally = FunnelTally(funnel: funnel)
         for day in days.values { tally.merge(day) }
         // Sorted once here rather than by each reader of the lists.
@@ -68,10 +109,15 @@ public struct ReportQuery: Sendable {
         report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))
         // The same persons as the tally: the stored days, or when those were
         // cut in another zone, the persons whose start falls in the range there.
-        let counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil)
+        var counts = DropOffCounts()
+        if stored.tallies != nil {
+            for day in stored.dropOff.values { counts.merge(day) }
+            report.retention = RetentionReport(days: funnel.retention.days, cells: stored.retention)
+        } else {
+            counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
+            report.retention = try RetentionQuery.report(c, funnel: funnel, from: from, to: to, timeZone: zoneName, now: now)
+        }
         report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
-        report.retention = try RetentionQuery.report(
-            c, funnel: funnel, from: from, to: to, timeZone: stored == nil ? zoneName : nil, now: now)
         report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
         let durations = tally.durations.map { Double($0) / 1_000_000 }
         return FunnelResult(report: report, secondsToComplete: durations)

@@ -2,31 +2,32 @@ import Foundation
 import Funnels
 import LibPQ
 
-/// Adds up the stored retention of a range of cohort days.
+/// Reads the retention of cohort days: as the last run stored it, or
+/// counted again from the persons.
 enum RetentionQuery {
-    /// The retention of `funnel`'s cohort days `from...to` (either end open)
-    /// as the last run counted it, from `funnel_retention`. With `timeZone`
-    /// set (a report cut in another zone than the stored days), from the
-    /// persons whose start falls in the range in that zone, counted at `now`.
-    static func report(
-        _ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String? = nil, now: Int64
-    ) throws -> RetentionReport {
+    /// `funnel`'s stored retention cells, by cohort day, of the days `filter`
+    /// picks (SQL on `cohort_day`, its parameters from $2), as the last run
+    /// counted them, from `funnel_retention`.
+    static func cells(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: [RetentionCell]] {
         var cells: [String: [RetentionCell]] = [:]
-        guard let timeZone else {
-            try c.forEachRow(
-                """
-                SELECT cohort_day::text, day_n, completed, eligible, retained, pending FROM funnel_retention
-                WHERE funnel = $1 AND ($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)
-                """, [.text(funnel.name), .optional(from), .optional(to)]
-            ) { row in
-                let counts = RetentionSide(
-                    eligible: try row.decode(Int.self, at: 3), retained: try row.decode(Int.self, at: 4),
-                    pending: try row.decode(Int.self, at: 5))
-                cells[try row.decode(String.self, at: 0), default: []].append(
-                    RetentionCell(day: try row.decode(Int.self, at: 1), completed: try row.decode(Bool.self, at: 2), counts: counts))
-            }
-            return RetentionReport(days: funnel.retention.days, cells: cells)
+        try c.forEachRow(
+            "SELECT cohort_day::text, day_n, completed, eligible, retained, pending FROM funnel_retention WHERE funnel = $1 AND \(filter)",
+            [.text(funnel.name)] + parameters
+        ) { row in
+            let counts = RetentionSide(
+                eligible: try row.decode(Int.self, at: 3), retained: try row.decode(Int.self, at: 4), pending: try row.decode(Int.self, at: 5))
+            cells[try row.decode(String.self, at: 0), default: []].append(
+                RetentionCell(day: try row.decode(Int.self, at: 1), completed: try row.decode(Bool.self, at: 2), counts: counts))
         }
+        return cells
+    }
+
+    /// The retention of `funnel`'s cohort days `from...to` (either end open)
+    /// cut in `timeZone` (a report in another zone than the stored days'):
+    /// from the persons whose start falls in the range there, counted at `now`.
+    static func report(
+        _ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String, now: Int64
+    ) throws -> RetentionReport {
         var days: [String: RetentionCounts] = [:]
         let zone = TimeZone(identifier: timeZone) ?? .gmt
         try RetentionAnalysis(funnels: [funnel]).forEachCounted(

@@ -38,18 +38,18 @@ enum TallyStore {
         return tallies
     }
 
-    /// The funnel's tallies on cohort days `from...to` (either end open), by
-    /// day, or nil when some of them were cut in another time zone than
-    /// `timeZone`, or stored before the per-version counts: then only the
-    /// persons' outcomes can answer.
-    static func days(_ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String) throws -> [String: FunnelTally]? {
+    /// The funnel's tallies on the cohort days `filter` picks (SQL on
+    /// `cohort_day`, its parameters from $2), by day, or nil when some of
+    /// them were cut in another time zone than `timeZone`, or stored before
+    /// the per-version counts: then only the persons' outcomes can answer.
+    static func days(
+        _ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue], timeZone: String
+    ) throws -> [String: FunnelTally]? {
         var days: [String: FunnelTally] = [:]
         var consistent = true
         try c.forEachRow(
-            """
-            SELECT cohort_day::text, time_zone, tally FROM funnel_tallies
-            WHERE funnel = $1 AND ($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)
-            """, [.text(funnel.name), .optional(from), .optional(to)]
+            "SELECT cohort_day::text, time_zone, tally FROM funnel_tallies WHERE funnel = $1 AND \(filter)",
+            [.text(funnel.name)] + parameters
         ) { row in
             guard consistent else { return }
             let bytes = try row.decode(PostgresBytes.self, at: 2).bytes

@@ -1,0 +1,57 @@
+import Funnels
+import LibPQ
+
+/// What a report adds up of one funnel's stored cohort days, by day: the
+/// day tallies, the drop-off counts and the retention cells.
+///
+/// The nightly run has them read on its reader, under its snapshot, once it
+/// reads no more of the log there and while its own session rewrites the
+/// days that changed; after the commit the report reads only those days
+/// again (`ReportQuery.results(…, stored:rewritten:)`), where it read every
+/// day of every funnel once the run had ended.
+struct StoredReportDays: Sendable {
+    /// Nil when a day's tally was cut in another time zone than the
+    /// report's, or stored before the per-version counts: then only the
+    /// persons' outcomes can answer (`TallyStore.days`).
+    var tallies: [String: FunnelTally]?
+    var dropOff: [String: DropOffCounts] = [:]
+    var retention: [String: [RetentionCell]] = [:]
+
+    /// The SQL picking cohort days `from...to` ($2, $3; either end open).
+    static let range = "($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)"
+
+    /// `funnel`'s stored days in `from...to` (either end open), its tallies
+    /// cut in `timeZone`.
+    static func read(_ c: Connection, funnel: Funnel, from: String?, to: String?, timeZone: String) throws -> StoredReportDays {
+        try read(c, funnel: funnel, where: range, [.optional(from), .optional(to)], timeZone: timeZone)
+    }
+
+    /// `funnel`'s stored `days`, its tallies cut in `timeZone`.
+    static func read(_ c: Connection, funnel: Funnel, days: [String], timeZone: String) throws -> StoredReportDays {
+        try read(c, funnel: funnel, where: "cohort_day = ANY($2::date[])", [.textArray(days)], timeZone: timeZone)
+    }
+
+    private static func read(
+        _ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue], timeZone: String
+    ) throws -> StoredReportDays {
+        guard let tallies = try TallyStore.days(c, funnel: funnel, where: filter, parameters, timeZone: timeZone) else {
+            return StoredReportDays(tallies: nil)
+        }
+        return StoredReportDays(
+            tallies: tallies, dropOff: try DropOffAnalysis.stored(c, funnel: funnel, where: filter, parameters),
+            retention: try RetentionQuery.cells(c, funnel: funnel, where: filter, parameters))
+    }
+
+    /// These days with `days` as `fresh` holds them, read after they were
+    /// rewritten: a day `fresh` lacks has no rows any more.
+    func replacing(_ days: some Sequence<String>, with fresh: StoredReportDays) -> StoredReportDays {
+        guard tallies != nil, let freshTallies = fresh.tallies else { return StoredReportDays(tallies: nil) }
+        var replaced = self
+        for day in days {
+            replaced.tallies?[day] = freshTallies[day]
+            replaced.dropOff[day] = fresh.dropOff[day]
+            replaced.retention[day] = fresh.retention[day]
+        }
+        return replaced
+    }
+}
