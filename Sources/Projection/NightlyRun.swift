@@ -22,29 +22,43 @@ public enum NightlyRun {
         do {
             outcome = .success(
                 try await pool.withConnection { c -> Outcome in
-                    // A second session, when one can be had: the run reads the
-                    // log on it, then the report reads its funnels on both.
-                    let second = try? c.sibling()
-                    // An incremental run rewrites a few of the stored days:
-                    // the report's reads of them all are done on the reader,
-                    // under the run's snapshot, while the run's session
-                    // rewrites those few, which alone are read after the commit.
-                    let stored = NIOLockedValueBox<[String: StoredReportDays]?>(nil)
-                    let readStored: @Sendable (Connection) -> Void = { reader in
-                        let days = try? query.storedDays(reader, configuration: job.configuration)
-                        stored.withLockedValue { $0 = days }
+                    // The job's lock is held until the report is read: the
+                    // report's days are partly read under the run's snapshot,
+                    // and a run committing in between would mix in its own.
+                    try ProjectionJob.locked(c) {
+                        // A second session, when one can be had: the run reads the
+                        // log on it, then the report reads its funnels on both.
+                        let second = try? c.sibling()
+                        // An incremental run rewrites a few of the stored days:
+                        // the report's reads of them all are done on the reader,
+                        // under the run's snapshot, while the run's session
+                        // rewrites those few, which alone are read after the commit.
+                        let stored = NIOLockedValueBox<Result<[String: StoredReportDays], any Error>?>(nil)
+                        let readStored: @Sendable (Connection) -> Void = { reader in
+                            let days = Result { try query.storedDays(reader, configuration: job.configuration) }
+                            stored.withLockedValue { $0 = days }
+                        }
+                        // (A selection naming no funnel is reported after the run, as before.)
+                        let selects = (try? query.selectedFunnels(job.configuration)) != nil
+                        let (summary, rewritten) = try job.run(
+                            c, mode: mode, now: now, reader: second, whenReaderIdle: selects ? readStored : nil)
+                        if case .failure(let error) = stored.withLockedValue({ $0 }), job.showProgress {
+                            // Only slower: every day is read after the commit.
+                            FileHandle.standardError.write(Data("report: the stored days were not read beside the run (\(error))\n".utf8))
+                        }
+                        let beside = second.flatMap { !$0.isBroken && !$0.isInTransaction ? $0 : nil }
+                        let results = try query.results(
+                            c, beside: beside, configuration: job.configuration, now: now,
+                            stored: try? stored.withLockedValue({ $0 })?.get(), rewritten: rewritten)
+                        // Only a report over every day, cut as the job cuts them, speaks for the funnel.
+                        if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
+                            try c.transaction { c in
+                                try RegressionTable.write(
+                                    c, reports: results.map(\.report), configured: job.configuration.funnels.map(\.name), now: now)
+                            }
+                        }
+                        return Outcome(summary: summary, results: results, now: now)
                     }
-                    let (summary, rewritten) = try job.run(
-                        c, mode: mode, now: now, reader: second, whenReaderIdle: mode == .incremental ? readStored : nil)
-                    let beside = second.flatMap { !$0.isBroken && !$0.isInTransaction ? $0 : nil }
-                    let results = try query.results(
-                        c, beside: beside, configuration: job.configuration, now: now, stored: stored.withLockedValue { $0 },
-                        rewritten: rewritten)
-                    // Only a report over every day, cut as the job cuts them, speaks for the funnel.
-                    if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
-                        try c.transaction { c in try RegressionTable.write(c, reports: results.map(\.report), configured: job.configuration.funnels.map(\.name), now: now) }
-                    }
-                    return Outcome(summary: summary, results: results, now: now)
                 })
         } catch {
             outcome = .failure(error)

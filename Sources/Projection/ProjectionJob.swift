@@ -68,15 +68,13 @@ public struct ProjectionJob: Sendable {
     /// `run`, which besides hands its reader (a session of its own, not
     /// `c`) to `whenReaderIdle` once it reads no more there, under its
     /// snapshot and beside the rest of the run, which waits for it; and says
-    /// which cohort days it rewrote.
+    /// which cohort days it rewrote. Only an incremental run does: a rebuild
+    /// empties the tables, and every day the reader would see is gone.
     func run(
         _ c: Connection, mode: Mode, now: Int64, reader: Connection?, whenReaderIdle: (@Sendable (Connection) -> Void)?
     ) throws -> (summary: Summary, rewritten: Set<FunnelDay>) {
-        guard try c.query("SELECT pg_try_advisory_lock($1)", [.int(Self.lockKey)]).scalar(Bool.self) else {
-            throw ProjectionError.busy
-        }
-        defer { _ = try? c.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
-        return try c.transaction(isolation: .repeatableRead) { c in
+        let whenReaderIdle = mode == .incremental ? whenReaderIdle : nil
+        return try Self.locked(c) { try c.transaction(isolation: .repeatableRead) { c in
             // Once a night, for the run's session and its reader: room for the
             // incremental run's sorts and the rebuild's index builds, which
             // spill to disk at the defaults.
@@ -112,7 +110,18 @@ public struct ProjectionJob: Sendable {
                     return try project(run, plan: &plan, from: previous, to: current)
                 }
             }
+        } }
+    }
+
+    /// Runs `body` holding the job's lock on `c`'s session, or throws
+    /// `busy` when another session holds it. Taken again by the session that
+    /// holds it, it is held until the outermost `locked` ends.
+    static func locked<T>(_ c: Connection, _ body: () throws -> T) throws -> T {
+        guard try c.query("SELECT pg_try_advisory_lock($1)", [.int(lockKey)]).scalar(Bool.self) else {
+            throw ProjectionError.busy
         }
+        defer { _ = try? c.query("SELECT pg_advisory_unlock($1)", [.int(lockKey)]) }
+        return try body()
     }
 
     /// One run, whichever the plan: evaluate, rewrite the cohort days it

@@ -7,9 +7,11 @@ import LibPQ
 /// the run's session (inside its REPEATABLE READ transaction), the snapshot
 /// reader beside it, the COPY pipeline that stores what the per-person
 /// analyses produce, the partition evaluations under way and whatever a plan
-/// starts in the background (an incremental run's history prefetch). Whether
-/// the body returns or throws, they are closed in one place, in the one safe
-/// order: background reads stopped, evaluations finished, COPYs drained.
+/// starts in the background (an incremental run's history prefetch, the
+/// report's reads on the idle reader). Whether the body returns or throws,
+/// they are closed in one place, in the one safe order: background reads
+/// stopped, evaluations finished, COPYs drained, the reader's work waited
+/// for, then a reader the caller handed over rolled back for its next use.
 final class ProjectionRun {
     /// How the run reads and evaluates; tests make the partitions small.
     struct Options: Sendable {

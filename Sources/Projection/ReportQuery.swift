@@ -74,7 +74,8 @@ public struct ReportQuery: Sendable {
         return stored
     }
 
-    private func selectedFunnels(_ configuration: FunnelConfiguration) throws -> [Funnel] {
+    /// The funnels the query names (all when none), or a configuration error naming the unknown one.
+    func selectedFunnels(_ configuration: FunnelConfiguration) throws -> [Funnel] {
         funnels.isEmpty ? configuration.funnels : try funnels.map { name in
             guard let funnel = configuration.funnel(named: name) else {
                 let known = configuration.funnels.map(\.name).joined(separator: ", ")

@@ -4,9 +4,12 @@ import LibPQ
 /// exported snapshot), so the job streams history while the run's own
 /// session deletes and stores outcomes. On one session the two take turns:
 /// evaluated partitions wait behind each history read, and an incremental
-/// run's reads behind its deletes. The reader only reads the log, which the
-/// run never changes, so the run's own writes need not be visible to it;
-/// what it needs of them (the touched persons) is handed to it.
+/// run's reads behind its deletes. The reader reads the log, which the run
+/// never changes, so the run's own writes need not be visible to it; what
+/// it needs of them (the touched persons) is handed to it. Once the run
+/// reads no more there, it may read the stored days for the report
+/// (`StoredReportDays`): as they were before the run, which is what is
+/// wanted of the days the run does not rewrite.
 enum SnapshotReader {
     /// Opens the reader beside `c`, which must be inside a REPEATABLE READ
     /// transaction, with the run's `settings` (a script of `SET LOCAL`s): on
