@@ -267,7 +267,7 @@ public struct FunnelTally: Sendable, Hashable {
 
     /// `values` without one occurrence of each of `removed` (a sub-multiset of
     /// it), in ascending order.
-    private static func removing(_ removed: [Int64], from values: [Int64]) -> [Int64] {
+    static func removing(_ removed: [Int64], from values: [Int64]) -> [Int64] {
         guard !removed.isEmpty else { return values }
         let values = values.sorted(), removed = removed.sorted()
         var kept: [Int64] = []
@@ -300,5 +300,64 @@ public struct FunnelTally: Sendable, Hashable {
         guard times.indices.contains(start), times.indices.contains(end), let from = times[start], let to = times[end] else { return nil }
         let (value, overflow) = to.subtractingReportingOverflow(from)
         return overflow ? nil : value
+    }
+}
+
+/// A funnel tally's lists alone (the completers' durations, each step's
+/// gaps, each version's durations): what a report over many cohort days
+/// sorts. Kept sorted while the days change one by one (a changed day's
+/// lists taken out, its new ones put in), they leave the report's sort a
+/// merge of a few runs, where the days' lists concatenated are one run a day.
+public struct TallyLists: Sendable {
+    public private(set) var durations: [Int64] = []
+    public private(set) var gaps: [[Int64]] = []
+    public private(set) var versionDurations: [String: [Int64]] = [:]
+
+    public init() {}
+
+    /// Appends `tally`'s lists.
+    public mutating func add(_ tally: FunnelTally) {
+        durations += tally.durations
+        if gaps.count < tally.steps.count { gaps += Array(repeating: [], count: tally.steps.count - gaps.count) }
+        for (index, step) in tally.steps.enumerated() { gaps[index] += step.gaps }
+        for (value, version) in tally.versions { versionDurations[value, default: []] += version.durations }
+    }
+
+    /// Appends `other`'s lists.
+    public mutating func add(_ other: TallyLists) {
+        durations += other.durations
+        if gaps.count < other.gaps.count { gaps += Array(repeating: [], count: other.gaps.count - gaps.count) }
+        for (index, values) in other.gaps.enumerated() { gaps[index] += values }
+        for (value, values) in other.versionDurations { versionDurations[value, default: []] += values }
+    }
+
+    /// Takes out one occurrence of each of `other`'s values, added before:
+    /// one pass over each list, which stays in order if it was.
+    public mutating func remove(_ other: TallyLists) {
+        durations = FunnelTally.removing(other.durations, from: durations)
+        for (index, values) in other.gaps.enumerated() where index < gaps.count {
+            gaps[index] = FunnelTally.removing(values, from: gaps[index])
+        }
+        for (value, values) in other.versionDurations where versionDurations[value] != nil {
+            versionDurations[value] = FunnelTally.removing(values, from: versionDurations[value] ?? [])
+        }
+    }
+
+    /// Every list in ascending order.
+    public mutating func sort() {
+        durations.sort()
+        for index in gaps.indices { gaps[index].sort() }
+        for value in Array(versionDurations.keys) { versionDurations[value]?.sort() }
+    }
+}
+
+extension FunnelTally {
+    /// `lists` in place of this tally's own lists, which must hold the same
+    /// values (the lists of the same days' tallies): `normalized()` then
+    /// merges the few sorted runs `lists` has.
+    public mutating func take(_ lists: TallyLists) {
+        durations = lists.durations
+        for index in steps.indices { steps[index].gaps = index < lists.gaps.count ? lists.gaps[index] : [] }
+        for value in Array(versions.keys) { versions[value]?.durations = lists.versionDurations[value] ?? [] }
     }
 }

@@ -69,7 +69,8 @@ public struct ReportQuery: Sendable {
         var stored: [String: StoredReportDays] = [:]
         for funnel in try selectedFunnels(configuration) {
             stored[funnel.name] = try StoredReportDays.read(
-                c, funnel: funnel, from: from, to: to, timeZone: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel))
+                c, funnel: funnel, from: from, to: to, timeZone: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
+            ).sortingLists()
         }
         return stored
     }
@@ -104,7 +105,9 @@ public struct ReportQuery: Sendable {
         let days = try stored.tallies ?? outcomeTallies(c, funnel: funnel, zone: zone)
         var tally = FunnelTally(funnel: funnel)
         for day in days.values { tally.merge(day) }
-        // Sorted once here rather than by each reader of the lists.
+        // Sorted once here rather than by each reader of the lists; from
+        // the lists sorted beside the run when there are (a merge of a few runs).
+        if stored.tallies != nil, let lists = stored.lists { tally.take(lists) }
         tally = tally.normalized()
         var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
         report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))

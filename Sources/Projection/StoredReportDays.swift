@@ -16,6 +16,9 @@ struct StoredReportDays: Sendable {
     var tallies: [String: FunnelTally]?
     var dropOff: [String: DropOffCounts] = [:]
     var retention: [String: [RetentionCell]] = [:]
+    /// The tallies' lists, sorted across the days (`sortingLists`), and kept
+    /// so when days are replaced: the report's sort of them is then a merge.
+    var lists: TallyLists?
 
     /// The SQL picking cohort days `from...to` ($2, $3; either end open).
     static let range = "($2::date IS NULL OR cohort_day >= $2::date) AND ($3::date IS NULL OR cohort_day <= $3::date)"
@@ -42,11 +45,32 @@ struct StoredReportDays: Sendable {
             retention: try RetentionQuery.cells(c, funnel: funnel, where: filter, parameters))
     }
 
+    /// These days with their tallies' lists sorted across the days, for a
+    /// report that will replace a few of them (`replacing`).
+    func sortingLists() -> StoredReportDays {
+        guard let tallies else { return self }
+        var lists = TallyLists()
+        for tally in tallies.values { lists.add(tally) }
+        lists.sort()
+        var sorted = self
+        sorted.lists = lists
+        return sorted
+    }
+
     /// These days with `days` as `fresh` holds them, read after they were
     /// rewritten: a day `fresh` lacks has no rows any more.
-    func replacing(_ days: some Sequence<String>, with fresh: StoredReportDays) -> StoredReportDays {
-        guard tallies != nil, let freshTallies = fresh.tallies else { return StoredReportDays(tallies: nil) }
+    func replacing(_ days: [String], with fresh: StoredReportDays) -> StoredReportDays {
+        guard let tallies, let freshTallies = fresh.tallies else { return StoredReportDays(tallies: nil) }
         var replaced = self
+        // The old days' values taken out of the sorted lists in one pass,
+        // the new ones appended: a few short runs after one long one.
+        var removed = TallyLists(), added = TallyLists()
+        for day in days {
+            if let old = tallies[day] { removed.add(old) }
+            if let new = freshTallies[day] { added.add(new) }
+        }
+        replaced.lists?.remove(removed)
+        replaced.lists?.add(added)
         for day in days {
             replaced.tallies?[day] = freshTallies[day]
             replaced.dropOff[day] = fresh.dropOff[day]
