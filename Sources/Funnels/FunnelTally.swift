@@ -323,14 +323,6 @@ public struct TallyLists: Sendable {
         for (value, version) in tally.versions { versionDurations[value, default: []] += version.durations }
     }
 
-    /// Appends `other`'s lists.
-    public mutating func add(_ other: TallyLists) {
-        durations += other.durations
-        if gaps.count < other.gaps.count { gaps += Array(repeating: [], count: other.gaps.count - gaps.count) }
-        for (index, values) in other.gaps.enumerated() { gaps[index] += values }
-        for (value, values) in other.versionDurations { versionDurations[value, default: []] += values }
-    }
-
     /// Takes out one occurrence of each of `other`'s values, added before:
     /// one pass over each list, which stays in order if it was.
     public mutating func remove(_ other: TallyLists) {

@@ -42,14 +42,15 @@ public enum NightlyRun {
                         let selects = (try? query.selectedFunnels(job.configuration)) != nil
                         let (summary, rewritten) = try job.run(
                             c, mode: mode, now: now, reader: second, whenReaderIdle: selects ? readStored : nil)
-                        if case .failure(let error) = stored.withLockedValue({ $0 }), job.showProgress {
+                        let read = stored.withLockedValue { $0 }
+                        if case .failure(let error) = read, job.showProgress {
                             // Only slower: every day is read after the commit.
                             FileHandle.standardError.write(Data("report: the stored days were not read beside the run (\(error))\n".utf8))
                         }
                         let beside = second.flatMap { !$0.isBroken && !$0.isInTransaction ? $0 : nil }
                         let results = try query.results(
                             c, beside: beside, configuration: job.configuration, now: now,
-                            stored: try? stored.withLockedValue({ $0 })?.get(), rewritten: rewritten)
+                            stored: try? read?.get(), rewritten: rewritten)
                         // Only a report over every day, cut as the job cuts them, speaks for the funnel.
                         if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
                             try c.transaction { c in

@@ -107,7 +107,7 @@ public struct ReportQuery: Sendable {
         for day in days.values { tally.merge(day) }
         // Sorted once here rather than by each reader of the lists; from
         // the lists sorted beside the run when there are (a merge of a few runs).
-        if stored.tallies != nil, let lists = stored.lists { tally.take(lists) }
+        if let lists = stored.lists { tally.take(lists) }
         tally = tally.normalized()
         var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
         report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))

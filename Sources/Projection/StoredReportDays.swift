@@ -64,14 +64,11 @@ struct StoredReportDays: Sendable {
         var replaced = self
         // The old days' values taken out of the sorted lists in one pass,
         // the new ones appended: a few short runs after one long one.
-        var removed = TallyLists(), added = TallyLists()
-        for day in days {
-            if let old = tallies[day] { removed.add(old) }
-            if let new = freshTallies[day] { added.add(new) }
-        }
+        var removed = TallyLists()
+        for day in days { if let old = tallies[day] { removed.add(old) } }
         replaced.lists?.remove(removed)
-        replaced.lists?.add(added)
         for day in days {
+            if let new = freshTallies[day] { replaced.lists?.add(new) }
             replaced.tallies?[day] = freshTallies[day]
             replaced.dropOff[day] = fresh.dropOff[day]
             replaced.retention[day] = fresh.retention[day]

@@ -104,19 +104,19 @@ import Testing
             for day in before { lists.add(day) }
             lists.sort()
             // One day gone, some replaced, one new.
-            var removed = TallyLists(), added = TallyLists()
+            var removed = TallyLists(), added: [FunnelTally] = []
             removed.add(before.removeLast())
             for index in before.indices where rng.next() % 3 == 0 {
                 removed.add(before[index])
                 before[index] = FunnelTally(
                     funnel: funnel, outcomes: Self.persons(&rng, funnel: funnel, count: Int(rng.next() % 20), days: 5, now: now), timeZone: Self.utc)
-                added.add(before[index])
+                added.append(before[index])
             }
             let new = FunnelTally(funnel: funnel, outcomes: Self.persons(&rng, funnel: funnel, count: 15, days: 5, now: now), timeZone: Self.utc)
             before.append(new)
-            added.add(new)
+            added.append(new)
             lists.remove(removed)
-            lists.add(added)
+            for day in added { lists.add(day) }
             var merged = FunnelTally(funnel: funnel)
             for day in before { merged.merge(day) }
             var taken = merged
