@@ -32,16 +32,18 @@ public enum NightlyRun {
                         // An incremental run rewrites a few of the stored days:
                         // the report's reads of them all are done on the reader,
                         // under the run's snapshot, while the run's session
-                        // rewrites those few, which alone are read after the commit.
+                        // rewrites those few, which alone are read after the
+                        // commit, while the reader may still be reading the rest.
                         let stored = NIOLockedValueBox<Result<[String: StoredReportDays], any Error>?>(nil)
-                        let readStored: @Sendable (Connection) -> Void = { reader in
-                            let days = Result { try query.storedDays(reader, configuration: job.configuration) }
-                            stored.withLockedValue { $0 = days }
-                        }
                         // (A selection naming no funnel is reported after the run, as before.)
                         let selects = (try? query.selectedFunnels(job.configuration)) != nil
-                        let (summary, rewritten) = try job.run(
-                            c, mode: mode, now: now, reader: second, whenReaderIdle: selects ? readStored : nil)
+                        let handoff = selects ? ReaderHandoff { reader in
+                            let days = Result { try query.storedDays(reader, configuration: job.configuration) }
+                            stored.withLockedValue { $0 = days }
+                        } : nil
+                        let (summary, rewritten) = try job.run(c, mode: mode, now: now, reader: second, whenReaderIdle: handoff)
+                        let fresh = handoff == nil ? [:] : try query.rewrittenDays(c, configuration: job.configuration, rewritten: rewritten)
+                        handoff?.wait()
                         let read = stored.withLockedValue { $0 }
                         if case .failure(let error) = read, job.showProgress {
                             // Only slower: every day is read after the commit.
@@ -50,7 +52,7 @@ public enum NightlyRun {
                         let beside = second.flatMap { !$0.isBroken && !$0.isInTransaction ? $0 : nil }
                         let results = try query.results(
                             c, beside: beside, configuration: job.configuration, now: now,
-                            stored: try? read?.get(), rewritten: rewritten)
+                            stored: try? read?.get(), rewritten: fresh)
                         // Only a report over every day, cut as the job cuts them, speaks for the funnel.
                         if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
                             try c.transaction { c in

@@ -65,13 +65,14 @@ public struct ProjectionJob: Sendable {
         try run(c, mode: mode, now: now, reader: reader, whenReaderIdle: nil).summary
     }
 
-    /// `run`, which besides hands its reader (a session of its own, not
-    /// `c`) to `whenReaderIdle` once it reads no more there, under its
-    /// snapshot and beside the rest of the run, which waits for it; and says
-    /// which cohort days it rewrote. Only an incremental run does: a rebuild
-    /// empties the tables, and every day the reader would see is gone.
+    /// `run`, which besides hands `reader` to `whenReaderIdle` once it
+    /// reads no more there, under its snapshot and beside the rest of the
+    /// run, and commits without waiting for it (the caller does:
+    /// `ReaderHandoff.wait`); and says which cohort days it rewrote. Only an
+    /// incremental run hands it over: a rebuild empties the tables, and
+    /// every day the reader would see is gone.
     func run(
-        _ c: Connection, mode: Mode, now: Int64, reader: Connection?, whenReaderIdle: (@Sendable (Connection) -> Void)?
+        _ c: Connection, mode: Mode, now: Int64, reader: Connection?, whenReaderIdle: ReaderHandoff?
     ) throws -> (summary: Summary, rewritten: Set<FunnelDay>) {
         let whenReaderIdle = mode == .incremental ? whenReaderIdle : nil
         return try Self.locked(c) { try c.transaction(isolation: .repeatableRead) { c in

@@ -7,11 +7,13 @@ import LibPQ
 /// the run's session (inside its REPEATABLE READ transaction), the snapshot
 /// reader beside it, the COPY pipeline that stores what the per-person
 /// analyses produce, the partition evaluations under way and whatever a plan
-/// starts in the background (an incremental run's history prefetch, the
-/// report's reads on the idle reader). Whether the body returns or throws,
-/// they are closed in one place, in the one safe order: background reads
-/// stopped, evaluations finished, COPYs drained, the reader's work waited
-/// for, then a reader the caller handed over rolled back for its next use.
+/// starts in the background (an incremental run's history prefetch). Whether
+/// the body returns or throws, they are closed in one place, in the one safe
+/// order: background reads stopped, evaluations finished, COPYs drained, then
+/// a reader the caller handed over rolled back for its next use, or, when
+/// the caller gave it work for once the run reads no more there
+/// (`ReaderHandoff`), rolled back after that work, which a run that failed
+/// waits for and one that succeeded leaves to the caller.
 final class ProjectionRun {
     /// How the run reads and evaluates; tests make the partitions small.
     struct Options: Sendable {
@@ -72,23 +74,30 @@ final class ProjectionRun {
     /// the same settings. Everything the run started is closed when it ends.
     /// The reader is opened on `readerSession` when one is given, and its
     /// transaction ended when the run ends, so the caller can use it again.
-    /// `whenReaderIdle`, given a reader of its own, is handed it once the
-    /// run reads no more there (`readerIsIdle`).
+    /// `whenReaderIdle` is handed that session once the run reads no more
+    /// there (`readerIsIdle`), and ends its transaction instead.
     static func with<T>(
         _ job: ProjectionJob, session: Connection, readerSession: Connection? = nil, settings: String, now: Int64,
-        whenReaderIdle: (@Sendable (Connection) -> Void)? = nil, _ body: (ProjectionRun) throws -> T
+        whenReaderIdle: ReaderHandoff? = nil, _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader is opened before the run writes anything (see `SnapshotReader`).
         let reader = job.options.secondSession
             ? try SnapshotReader.open(beside: session, on: readerSession, settings: settings) : session
         let run = ProjectionRun(job: job, session: session, reader: reader, now: now)
-        run.whenReaderIdle = reader !== session ? whenReaderIdle : nil
+        let lent = reader !== session && reader === readerSession
+        run.handoff = lent ? whenReaderIdle : nil
         defer {
             run.close()
             // It only read: nothing of the run is lost with its transaction.
-            if reader !== session, reader === readerSession { try? reader.executeScript("ROLLBACK") }
+            if lent, !run.handedOver { try? reader.executeScript("ROLLBACK") }
         }
-        return try body(run)
+        do {
+            return try body(run)
+        } catch {
+            // A run that failed leaves nothing running on the caller's session.
+            if run.handedOver { run.handoff?.wait() }
+            throw error
+        }
     }
 
     /// `body` runs when the run closes, before the COPYs are drained (last added, first run).
@@ -96,29 +105,23 @@ final class ProjectionRun {
         closers.append(body)
     }
 
-    /// Work for the reader once the run reads no more there, and its end.
-    private var whenReaderIdle: (@Sendable (Connection) -> Void)?
-    private let readerWork = DispatchGroup()
+    /// Work for the caller's reader once the run reads no more there.
+    private var handoff: ReaderHandoff?
+    /// Whether `handoff` has the reader.
+    private var handedOver = false
 
-    /// Hands the reader to `whenReaderIdle`, on a thread of its own, under
-    /// the run's snapshot, beside what the run's session does next; the run
-    /// waits for it when it closes.
+    /// Hands the reader to `handoff`, on a thread of its own, under the
+    /// run's snapshot, beside what the run's session does next.
     func readerIsIdle() {
-        guard let work = whenReaderIdle else { return }
-        whenReaderIdle = nil
-        let reader = self.reader
-        readerWork.enter()
-        DispatchQueue.global().async { [readerWork] in
-            work(reader)
-            readerWork.leave()
-        }
+        guard let handoff, !handedOver else { return }
+        handedOver = true
+        handoff.start(on: reader)
     }
 
     private func close() {
         for body in closers.reversed() { body() }
         closers = []
         try? copier.wait()
-        readerWork.wait()
     }
 
     func timeZone(for funnel: Funnel) -> TimeZone {

@@ -32,20 +32,22 @@ public struct ReportQuery: Sendable {
     public func results(
         _ c: Connection, beside second: Connection? = nil, configuration: FunnelConfiguration, now: Int64
     ) throws -> [FunnelResult] {
-        try results(c, beside: second, configuration: configuration, now: now, stored: nil, rewritten: [])
+        try results(c, beside: second, configuration: configuration, now: now, stored: nil, rewritten: [:])
     }
 
     /// `results`, from `stored`, each funnel's days as they stood before the
     /// nightly run that just committed (`storedDays`, read under its
-    /// snapshot), when given: only the days that run `rewritten` are read again.
+    /// snapshot), when given, with the days that run rewrote as read again
+    /// after it (`rewrittenDays`).
     func results(
         _ c: Connection, beside second: Connection?, configuration: FunnelConfiguration, now: Int64,
-        stored: [String: StoredReportDays]?, rewritten: Set<FunnelDay>
+        stored: [String: StoredReportDays]?, rewritten: [String: RewrittenDays]
     ) throws -> [FunnelResult] {
         let selected = try selectedFunnels(configuration)
-        let again = Dictionary(grouping: rewritten, by: \.funnel).mapValues { days in days.map(\.day).filter(inRange).sorted() }
         @Sendable func result(_ c: Connection, _ funnel: Funnel) throws -> FunnelResult {
-            let prefetched = stored?[funnel.name].map { ($0, again[funnel.name] ?? []) }
+            let prefetched = stored?[funnel.name].map { days in
+                rewritten[funnel.name].map { days.replacing($0.days, with: $0.read) } ?? days
+            }
             return try self.result(c, funnel: funnel, configuration: configuration, now: now, prefetched: prefetched)
         }
         guard let second, second !== c, selected.count > 1 else {
@@ -75,6 +77,27 @@ public struct ReportQuery: Sendable {
         return stored
     }
 
+    /// Some of a funnel's cohort days, read after the run that rewrote them committed.
+    struct RewrittenDays: Sendable {
+        var days: [String]
+        var read: StoredReportDays
+    }
+
+    /// The cohort days a nightly run `rewritten`, of each selected funnel,
+    /// in the range, as `c` sees them after its commit.
+    func rewrittenDays(_ c: Connection, configuration: FunnelConfiguration, rewritten: Set<FunnelDay>) throws -> [String: RewrittenDays] {
+        guard !rewritten.isEmpty else { return [:] }
+        let byFunnel = Dictionary(grouping: rewritten, by: \.funnel)
+        var read: [String: RewrittenDays] = [:]
+        for funnel in try selectedFunnels(configuration) {
+            let days = (byFunnel[funnel.name] ?? []).map(\.day).filter(inRange).sorted()
+            guard !days.isEmpty else { continue }
+            let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
+            read[funnel.name] = RewrittenDays(days: days, read: try StoredReportDays.read(c, funnel: funnel, days: days, timeZone: zoneName))
+        }
+        return read
+    }
+
     /// The funnels the query names (all when none), or a configuration error naming the unknown one.
     func selectedFunnels(_ configuration: FunnelConfiguration) throws -> [Funnel] {
         funnels.isEmpty ? configuration.funnels : try funnels.map { name in
@@ -90,18 +113,13 @@ public struct ReportQuery: Sendable {
         (from.map { day >= $0 } ?? true) && (to.map { day <= $0 } ?? true)
     }
 
-    /// One funnel's result, read on `c`; from `prefetched`'s days, with its
-    /// rewritten ones read again, when given.
+    /// One funnel's result, read on `c`, or from `prefetched`'s days when given.
     private func result(
-        _ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64,
-        prefetched: (days: StoredReportDays, rewritten: [String])?
+        _ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64, prefetched: StoredReportDays?
     ) throws -> FunnelResult {
         let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
         let zone = TimeZone(identifier: zoneName) ?? .gmt
-        let stored = try prefetched.map { prefetched in
-            prefetched.rewritten.isEmpty ? prefetched.days : prefetched.days.replacing(
-                prefetched.rewritten, with: try StoredReportDays.read(c, funnel: funnel, days: prefetched.rewritten, timeZone: zoneName))
-        } ?? StoredReportDays.read(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
+        let stored = try prefetched ?? StoredReportDays.read(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
         let days = try stored.tallies ?? outcomeTallies(c, funnel: funnel, zone: zone)
         var tally = FunnelTally(funnel: funnel)
         for day in days.values { tally.merge(day) }
