@@ -15,17 +15,16 @@ enum CohortTables {
         return tallies
     }
 
-    /// An incremental run's tallies of `days`: each day's stored tally with
+    /// An incremental run's tallies of `days`: each day's `stored` tally with
     /// the recomputed persons' old outcomes (`removed`) taken out and their new
     /// ones (`added`) put in, so the persons it did not recompute are never
     /// read. A day tallied in another time zone, stored before there were
     /// tallies (`untallied`: cohort rows without one), or stored before the
     /// per-version counts, is tallied from its persons instead. A day with neither is new: it holds only `added`.
     static func replacing(
-        _ c: Connection, funnel: Funnel, days: Set<String>, removed: [String: FunnelTally], added: [String: FunnelTally],
-        untallied: Set<String>, timeZone: TimeZone, timeZoneName: String
+        _ c: Connection, funnel: Funnel, days: Set<String>, stored: [String: TallyStore.Stored], removed: [String: FunnelTally],
+        added: [String: FunnelTally], untallied: Set<String>, timeZone: TimeZone, timeZoneName: String
     ) throws -> [String: FunnelTally] {
-        let stored = try TallyStore.load(c, funnel: funnel, days: days.sorted())
         var result: [String: FunnelTally] = [:]
         var reread = Set<String>()
         for day in days {

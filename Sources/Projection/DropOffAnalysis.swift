@@ -68,14 +68,17 @@ struct DropOffAnalysis: PersonAnalysis {
         return change
     }
 
+    func storedDays(_ c: Connection, funnels: [Funnel], days: Set<FunnelDay>) throws -> [String: [String: any AnalysisTally]] {
+        guard !days.isEmpty else { return [:] }
+        return try Self.stored(c, funnels: funnels, where: FunnelDay.anyOf, FunnelDay.parameters(days))
+            .mapValues { $0.mapValues { Tally(counts: $0) } }
+    }
+
     func rewriteDays(
-        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
-        change: StoredDayChange?, now: Int64
+        into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws {
-        let stored = try change == nil ? [:] : Self.stored(c, funnel: funnel, where: "cohort_day = ANY($2::date[])", [.textArray(days)])
-        let counts = dayTallies(
-            stored.mapValues { Tally(counts: $0) }, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change
-        ).mapValues(\.counts)
+        let counts = dayTallies(stored, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change).mapValues(\.counts)
         deleteDays(&writes, funnel: funnel, days: days)
         try Self.write(&writes, funnel: funnel, counts: counts)
     }
@@ -117,45 +120,56 @@ struct DropOffAnalysis: PersonAnalysis {
     /// The stored counts of `funnel`'s days that `filter` (over the day
     /// tables' columns, parameters from $2) picks, per cohort day.
     static func stored(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: DropOffCounts] {
-        var days: [String: DropOffCounts] = [:]
-        let required = funnel.requiredStepIndices
-        let parameters = [PostgresValue.text(funnel.name)] + parameters
+        try stored(c, funnels: [funnel], where: "funnel = $1 AND \(filter)", [.text(funnel.name)] + parameters)[funnel.name] ?? [:]
+    }
+
+    /// The stored counts of the days of `funnels` that `filter` (over the
+    /// day tables' columns, `funnel` among them; parameters from $1) picks,
+    /// per funnel and cohort day: one statement per table for them all.
+    static func stored(
+        _ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]
+    ) throws -> [String: [String: DropOffCounts]] {
+        var days: [String: [String: DropOffCounts]] = [:]
+        let required = Dictionary(funnels.map { ($0.name, $0.requiredStepIndices) }) { first, _ in first }
         try c.forEachRow(
-            "SELECT cohort_day::text, step_index, lingering_us FROM funnel_step_lingering WHERE funnel = $1 AND \(filter)", parameters
+            "SELECT funnel, cohort_day::text, step_index, lingering_us FROM funnel_step_lingering WHERE \(filter)", parameters
         ) { row in
-            days[try row.decode(String.self, at: 0), default: DropOffCounts()].lingering[try row.decode(Int.self, at: 1) - 1, default: []]
-                += (try row.decode(PostgresArrayText.self, at: 2).integers() ?? []).compactMap { $0 }
+            days[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: DropOffCounts()]
+                .lingering[try row.decode(Int.self, at: 2) - 1, default: []]
+                += (try row.decode(PostgresArrayText.self, at: 3).integers() ?? []).compactMap { $0 }
         }
         try c.forEachRow(
-            "SELECT cohort_day::text, step_index, label, persons FROM funnel_dropoff_next WHERE funnel = $1 AND \(filter)", parameters
+            "SELECT funnel, cohort_day::text, step_index, label, persons FROM funnel_dropoff_next WHERE \(filter)", parameters
         ) { row in
-            days[try row.decode(String.self, at: 0), default: DropOffCounts()]
-                .next[try row.decode(Int.self, at: 1) - 1, default: [:]][try row.decode(String.self, at: 2), default: 0]
-                += try row.decode(Int.self, at: 3)
+            days[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: DropOffCounts()]
+                .next[try row.decode(Int.self, at: 2) - 1, default: [:]][try row.decode(String.self, at: 3), default: 0]
+                += try row.decode(Int.self, at: 4)
         }
         try c.forEachRow(
             """
-            SELECT cohort_day::text, from_index, kind, dimension, value, converted, dropped
-            FROM funnel_driver_counts WHERE funnel = $1 AND \(filter)
+            SELECT funnel, cohort_day::text, from_index, kind, dimension, value, converted, dropped
+            FROM funnel_driver_counts WHERE \(filter)
             """, parameters
         ) { row in
-            let day = try row.decode(String.self, at: 0), step = try row.decode(Int.self, at: 1) - 1
-            let pair = DropOffCounts.Pair(converted: try row.decode(Int.self, at: 5), dropped: try row.decode(Int.self, at: 6))
-            guard let kind = DropOffDiagnostics.Kind(rawValue: try row.decode(String.self, at: 2)) else {
-                days[day, default: DropOffCounts()].transitions[step, default: .init()].add(pair)
+            let funnel = try row.decode(String.self, at: 0)
+            guard let required = required[funnel] else { return }
+            let day = try row.decode(String.self, at: 1), step = try row.decode(Int.self, at: 2) - 1
+            let pair = DropOffCounts.Pair(converted: try row.decode(Int.self, at: 6), dropped: try row.decode(Int.self, at: 7))
+            guard let kind = DropOffDiagnostics.Kind(rawValue: try row.decode(String.self, at: 3)) else {
+                days[funnel, default: [:]][day, default: DropOffCounts()].transitions[step, default: .init()].add(pair)
                 return
             }
-            let dimension = try row.decode(String.self, at: 3), value = try row.decode(String.self, at: 4)
+            let dimension = try row.decode(String.self, at: 4), value = try row.decode(String.self, at: 5)
             if kind == .breakdown {
                 guard let position = required.firstIndex(of: step), position + 1 < required.count else { return }
                 let key = DropOffCounts.BreakdownValue(dimension: dimension, value: value)
-                var pairs = days[day]?.breakdowns[key] ?? Array(repeating: DropOffCounts.Pair(), count: required.count - 1)
+                var pairs = days[funnel]?[day]?.breakdowns[key] ?? Array(repeating: DropOffCounts.Pair(), count: required.count - 1)
                 pairs[position].add(pair)
-                days[day, default: DropOffCounts()].breakdowns[key] = pairs
+                days[funnel, default: [:]][day, default: DropOffCounts()].breakdowns[key] = pairs
                 return
             }
             let candidate = DropOffCounts.Candidate(stepIndex: step, kind: kind, dimension: dimension, value: value)
-            days[day, default: DropOffCounts()].candidates[candidate, default: .init()].add(pair)
+            days[funnel, default: [:]][day, default: DropOffCounts()].candidates[candidate, default: .init()].add(pair)
         }
         return days
     }

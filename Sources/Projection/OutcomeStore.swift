@@ -171,4 +171,12 @@ enum OutcomeStore {
 struct FunnelDay: Hashable, Sendable {
     let funnel: String
     let day: String
+
+    /// SQL picking a day table's rows of some funnels' cohort days, given
+    /// as `parameters` ($1, $2): every funnel's days in one statement.
+    static let anyOf = "(funnel, cohort_day) IN (SELECT * FROM unnest($1::text[], $2::date[]))"
+
+    static func parameters(_ days: some Collection<FunnelDay>) -> [PostgresValue] {
+        [.textArray(days.map(\.funnel)), .textArray(days.map(\.day))]
+    }
 }

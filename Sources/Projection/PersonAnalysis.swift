@@ -116,16 +116,20 @@ protocol PersonAnalysis: Sendable {
     /// the snapshot reader, after the histories (its own work, while the
     /// run's session deletes), or the run's session before it deletes.
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally]
-    /// Cohort days of `funnel` to rewrite although the run changed nothing
-    /// in them: what the clock alone changes.
-    func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String>
+    /// Cohort days of `funnels` to rewrite although the run changed nothing
+    /// in them (funnel -> days): what the clock alone changes.
+    func daysDue(_ c: Connection, funnels: [Funnel], now: Int64) throws -> [String: Set<String>]
+    /// Incremental runs: its stored counts of `days` of `funnels` (funnel ->
+    /// day -> tally), every funnel's in one read per day table, which
+    /// `rewriteDays` starts from.
+    func storedDays(_ c: Connection, funnels: [Funnel], days: Set<FunnelDay>) throws -> [String: [String: any AnalysisTally]]
     /// Rewrites its day tables' rows of `days` of `funnel` (into `writes`)
-    /// from what the run `counted` (day -> tally), on top of the stored days
-    /// (read on `c`) less and plus `change` for an incremental run (nil: a
-    /// rebuild, which counted everyone).
+    /// from what the run `counted` (day -> tally), on top of the `stored`
+    /// days (`storedDays`) less and plus `change` for an incremental run
+    /// (nil: a rebuild, which counted everyone).
     func rewriteDays(
-        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
-        change: StoredDayChange?, now: Int64
+        into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws
 }
 
@@ -133,19 +137,21 @@ extension PersonAnalysis {
     var dayTables: [String] { [] }
     func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange { StoredDayChange() }
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] { [:] }
-    func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String> { [] }
+    func daysDue(_ c: Connection, funnels: [Funnel], now: Int64) throws -> [String: Set<String>] { [:] }
+    func storedDays(_ c: Connection, funnels: [Funnel], days: Set<FunnelDay>) throws -> [String: [String: any AnalysisTally]] { [:] }
     func rewriteDays(
-        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
-        change: StoredDayChange?, now: Int64
+        into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws {}
 
     /// The tallies `rewriteDays` writes for `days`: each day's `stored` one
     /// (none for a rebuild), less and plus the run's `change`, plus what the
     /// run `counted`.
     func dayTallies<T: AnalysisTally>(
-        _ stored: [String: T], empty: T, funnel: Funnel, days: [String], counted: [String: any AnalysisTally], change: StoredDayChange?
+        _ stored: [String: any AnalysisTally], empty: T, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        change: StoredDayChange?
     ) -> [String: T] {
-        var tallies = stored
+        var tallies = stored.compactMapValues { $0 as? T }
         for day in days {
             let key = FunnelDay(funnel: funnel.name, day: day)
             var tally = tallies[day] ?? empty

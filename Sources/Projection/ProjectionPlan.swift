@@ -29,9 +29,14 @@ protocol ProjectionPlan {
     /// The cohort days to rewrite, given what the evaluation touched.
     func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay>
 
-    /// The tallies of `days` of `funnel`, given what the evaluation counted.
+    /// The stored tallies `tallies` starts from, of every funnel's `days`
+    /// in one read (none for a plan that counts every person).
+    func storedTallies(_ run: ProjectionRun, days: Set<FunnelDay>) throws -> [String: [String: TallyStore.Stored]]
+
+    /// The tallies of `days` of `funnel`, given what the evaluation counted
+    /// and the funnel's `stored` tallies.
     func tallies(
-        _ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally]
+        _ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally], stored: [String: TallyStore.Stored]
     ) throws -> [String: FunnelTally]
 
     /// Outcomes whose window closed since the last run, closed in place.
@@ -108,7 +113,11 @@ struct RebuildPlan: ProjectionPlan {
 
     func storedDayChange(of index: Int) -> StoredDayChange? { nil }
 
-    func tallies(_ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally]) throws -> [String: FunnelTally] {
+    func storedTallies(_ run: ProjectionRun, days: Set<FunnelDay>) throws -> [String: [String: TallyStore.Stored]] { [:] }
+
+    func tallies(
+        _ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally], stored: [String: TallyStore.Stored]
+    ) throws -> [String: FunnelTally] {
         counted
     }
 
@@ -215,13 +224,19 @@ struct IncrementalPlan: ProjectionPlan {
 
     func storedDayChange(of index: Int) -> StoredDayChange? { index < dayChanges.count ? dayChanges[index] : StoredDayChange() }
 
+    func storedTallies(_ run: ProjectionRun, days: Set<FunnelDay>) throws -> [String: [String: TallyStore.Stored]] {
+        try TallyStore.load(run.session, funnels: run.configuration.funnels, days: days)
+    }
+
     /// Each day's stored tally, less the outcomes deleted or closed, plus the
     /// ones counted and the closed ones as they are now.
-    func tallies(_ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally]) throws -> [String: FunnelTally] {
+    func tallies(
+        _ run: ProjectionRun, funnel: Funnel, days: Set<String>, counted: [String: FunnelTally], stored: [String: TallyStore.Stored]
+    ) throws -> [String: FunnelTally] {
         var added = counted
         for (day, tally) in start.closed[funnel.name] ?? [:] { added[day, default: FunnelTally(funnel: funnel)].merge(tally) }
         return try CohortTables.replacing(
-            run.session, funnel: funnel, days: days, removed: start.removed[funnel.name] ?? [:], added: added,
+            run.session, funnel: funnel, days: days, stored: stored, removed: start.removed[funnel.name] ?? [:], added: added,
             untallied: start.untallied[funnel.name] ?? [], timeZone: run.timeZone(for: funnel),
             timeZoneName: run.timeZoneName(for: funnel))
     }

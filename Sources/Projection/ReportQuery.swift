@@ -68,13 +68,9 @@ public struct ReportQuery: Sendable {
     /// Each selected funnel's stored days in the range, as `c` sees them
     /// (the nightly run's reader, before the run's rewrite), for `results`.
     func storedDays(_ c: Connection, configuration: FunnelConfiguration) throws -> [String: StoredReportDays] {
-        var stored: [String: StoredReportDays] = [:]
-        for funnel in try selectedFunnels(configuration) {
-            stored[funnel.name] = try StoredReportDays.read(
-                c, funnel: funnel, from: from, to: to, timeZone: timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
-            ).sortingLists()
-        }
-        return stored
+        let funnels = try selectedFunnels(configuration)
+        return try StoredReportDays.read(c, funnels: funnels, timeZones: zoneNames(funnels, configuration), from: from, to: to)
+            .mapValues { $0.sortingLists() }
     }
 
     /// Some of a funnel's cohort days, read after the run that rewrote them committed.
@@ -86,16 +82,19 @@ public struct ReportQuery: Sendable {
     /// The cohort days a nightly run `rewritten`, of each selected funnel,
     /// in the range, as `c` sees them after its commit.
     func rewrittenDays(_ c: Connection, configuration: FunnelConfiguration, rewritten: Set<FunnelDay>) throws -> [String: RewrittenDays] {
-        guard !rewritten.isEmpty else { return [:] }
-        let byFunnel = Dictionary(grouping: rewritten, by: \.funnel)
-        var read: [String: RewrittenDays] = [:]
-        for funnel in try selectedFunnels(configuration) {
-            let days = (byFunnel[funnel.name] ?? []).map(\.day).filter(inRange).sorted()
-            guard !days.isEmpty else { continue }
-            let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
-            read[funnel.name] = RewrittenDays(days: days, read: try StoredReportDays.read(c, funnel: funnel, days: days, timeZone: zoneName))
+        let funnels = try selectedFunnels(configuration)
+        let names = Set(funnels.map(\.name))
+        let days = rewritten.filter { names.contains($0.funnel) && inRange($0.day) }
+        guard !days.isEmpty else { return [:] }
+        let read = try StoredReportDays.read(c, funnels: funnels, timeZones: zoneNames(funnels, configuration), days: Array(days))
+        return Dictionary(grouping: days, by: \.funnel).mapValues { days in
+            RewrittenDays(days: days.map(\.day).sorted(), read: read[days[0].funnel] ?? StoredReportDays(tallies: [:]))
         }
-        return read
+    }
+
+    /// The time zone each of `funnels` is reported in.
+    private func zoneNames(_ funnels: [Funnel], _ configuration: FunnelConfiguration) -> [String: String] {
+        Dictionary(funnels.map { ($0.name, timeZoneOverride ?? configuration.timeZoneIdentifier(for: $0)) }) { first, _ in first }
     }
 
     /// The funnels the query names (all when none), or a configuration error naming the unknown one.

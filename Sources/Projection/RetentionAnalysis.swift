@@ -133,23 +133,25 @@ struct RetentionAnalysis: PersonAnalysis {
     }
 
     /// Days whose next pending person has become eligible since they were written.
-    func daysDue(_ c: Connection, funnel: Funnel, now: Int64) throws -> Set<String> {
-        var days = Set<String>()
+    func daysDue(_ c: Connection, funnels: [Funnel], now: Int64) throws -> [String: Set<String>] {
+        var days: [String: Set<String>] = [:]
         try c.forEachRow(
-            "SELECT DISTINCT cohort_day::text FROM funnel_retention WHERE funnel = $1 AND next_eligible_after < $2",
-            [.text(funnel.name), .microseconds(now)]
-        ) { row in days.insert(try row.decode(String.self, at: 0)) }
+            "SELECT DISTINCT funnel, cohort_day::text FROM funnel_retention WHERE funnel = ANY($1::text[]) AND next_eligible_after < $2",
+            [.textArray(funnels.map(\.name)), .microseconds(now)]
+        ) { row in days[try row.decode(String.self, at: 0), default: []].insert(try row.decode(String.self, at: 1)) }
         return days
     }
 
+    func storedDays(_ c: Connection, funnels: [Funnel], days: Set<FunnelDay>) throws -> [String: [String: any AnalysisTally]] {
+        guard !days.isEmpty else { return [:] }
+        return try Self.stored(c, days: days).mapValues { $0.mapValues { Tally(counts: $0) } }
+    }
+
     func rewriteDays(
-        _ c: Connection, into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
-        change: StoredDayChange?, now: Int64
+        into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws {
-        let stored = try change == nil ? [:] : Self.stored(c, funnel: funnel, days: days)
-        let counts = dayTallies(
-            stored.mapValues { Tally(counts: $0) }, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change
-        ).mapValues(\.counts)
+        let counts = dayTallies(stored, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change).mapValues(\.counts)
         deleteDays(&writes, funnel: funnel, days: days)
         let head: [PostgresValue] = [.text(funnel.name), .text(funnel.app)]
         let retentionDays = settings[funnel.name]?.days ?? RetentionSettings.defaultDays
@@ -194,20 +196,19 @@ struct RetentionAnalysis: PersonAnalysis {
         }
     }
 
-    /// The stored start times of `funnel`'s `days`, per cohort day.
-    static func stored(_ c: Connection, funnel: Funnel, days: [String]) throws -> [String: RetentionCounts] {
-        var counts: [String: RetentionCounts] = [:]
+    /// The stored start times of `days`, per funnel and cohort day.
+    static func stored(_ c: Connection, days: Set<FunnelDay>) throws -> [String: [String: RetentionCounts]] {
+        var counts: [String: [String: RetentionCounts]] = [:]
         try c.forEachRow(
-            """
-            SELECT cohort_day::text, completed, day_n, start_us FROM funnel_retention_starts
-            WHERE funnel = $1 AND cohort_day = ANY($2::date[])
-            """, [.text(funnel.name), .textArray(days)]
+            "SELECT funnel, cohort_day::text, completed, day_n, start_us FROM funnel_retention_starts WHERE \(FunnelDay.anyOf)",
+            FunnelDay.parameters(days)
         ) { row in
-            let day = try row.decode(String.self, at: 0), completed = try row.decode(Bool.self, at: 1), n = try row.decode(Int.self, at: 2)
-            let starts = (try row.decode(PostgresArrayText.self, at: 3).integers() ?? []).compactMap { $0 }
+            let funnel = try row.decode(String.self, at: 0), day = try row.decode(String.self, at: 1)
+            let completed = try row.decode(Bool.self, at: 2), n = try row.decode(Int.self, at: 3)
+            let starts = (try row.decode(PostgresArrayText.self, at: 4).integers() ?? []).compactMap { $0 }
             var side = RetentionCounts.Side()
             if n < 0 { side.starts = starts } else { side.retained[n] = starts }
-            counts[day, default: RetentionCounts()].merge(
+            counts[funnel, default: [:]][day, default: RetentionCounts()].merge(
                 completed ? RetentionCounts(completers: side) : RetentionCounts(nonCompleters: side))
         }
         return counts

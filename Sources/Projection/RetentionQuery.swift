@@ -9,15 +9,20 @@ enum RetentionQuery {
     /// picks (SQL on `cohort_day`, its parameters from $2), as the last run
     /// counted them, from `funnel_retention`.
     static func cells(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: [RetentionCell]] {
-        var cells: [String: [RetentionCell]] = [:]
+        try cells(c, where: "funnel = $1 AND \(filter)", [.text(funnel.name)] + parameters)[funnel.name] ?? [:]
+    }
+
+    /// The stored retention cells of the funnels' days `filter` picks (SQL
+    /// on `funnel` and `cohort_day`, its parameters from $1), by funnel and cohort day.
+    static func cells(_ c: Connection, where filter: String, _ parameters: [PostgresValue]) throws -> [String: [String: [RetentionCell]]] {
+        var cells: [String: [String: [RetentionCell]]] = [:]
         try c.forEachRow(
-            "SELECT cohort_day::text, day_n, completed, eligible, retained, pending FROM funnel_retention WHERE funnel = $1 AND \(filter)",
-            [.text(funnel.name)] + parameters
+            "SELECT funnel, cohort_day::text, day_n, completed, eligible, retained, pending FROM funnel_retention WHERE \(filter)", parameters
         ) { row in
             let counts = RetentionSide(
-                eligible: try row.decode(Int.self, at: 3), retained: try row.decode(Int.self, at: 4), pending: try row.decode(Int.self, at: 5))
-            cells[try row.decode(String.self, at: 0), default: []].append(
-                RetentionCell(day: try row.decode(Int.self, at: 1), completed: try row.decode(Bool.self, at: 2), counts: counts))
+                eligible: try row.decode(Int.self, at: 4), retained: try row.decode(Int.self, at: 5), pending: try row.decode(Int.self, at: 6))
+            cells[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: []].append(
+                RetentionCell(day: try row.decode(Int.self, at: 2), completed: try row.decode(Bool.self, at: 3), counts: counts))
         }
         return cells
     }

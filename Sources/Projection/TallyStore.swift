@@ -23,16 +23,19 @@ enum TallyStore {
         var current: Bool
     }
 
-    /// The stored tallies of `days`.
-    static func load(_ c: Connection, funnel: Funnel, days: [String]) throws -> [String: Stored] {
-        var tallies: [String: Stored] = [:]
+    /// The stored tallies of `days` of `funnels`, by funnel and day.
+    static func load(_ c: Connection, funnels: [Funnel], days: some Collection<FunnelDay>) throws -> [String: [String: Stored]] {
+        let byName = Dictionary(funnels.map { ($0.name, $0) }) { first, _ in first }
+        var tallies: [String: [String: Stored]] = [:]
+        guard !days.isEmpty else { return tallies }
         try c.forEachRow(
-            "SELECT cohort_day::text, time_zone, tally FROM funnel_tallies WHERE funnel = $1 AND cohort_day = ANY($2::date[])",
-            [.text(funnel.name), .textArray(days)]
+            "SELECT funnel, cohort_day::text, time_zone, tally FROM funnel_tallies WHERE \(FunnelDay.anyOf)", FunnelDay.parameters(days)
         ) { row in
-            let bytes = try row.decode(PostgresBytes.self, at: 2).bytes
-            tallies[try row.decode(String.self, at: 0)] = Stored(
-                timeZone: try row.decode(String.self, at: 1), tally: try TallyEncoding.decode(bytes, funnel: funnel),
+            let name = try row.decode(String.self, at: 0)
+            guard let funnel = byName[name] else { return }
+            let bytes = try row.decode(PostgresBytes.self, at: 3).bytes
+            tallies[name, default: [:]][try row.decode(String.self, at: 1)] = Stored(
+                timeZone: try row.decode(String.self, at: 2), tally: try TallyEncoding.decode(bytes, funnel: funnel),
                 current: bytes.first == TallyEncoding.version)
         }
         return tallies
@@ -45,20 +48,38 @@ enum TallyStore {
     static func days(
         _ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue], timeZone: String
     ) throws -> [String: FunnelTally]? {
-        var days: [String: FunnelTally] = [:]
-        var consistent = true
+        let read = try days(c, funnels: [funnel], timeZones: [funnel.name: timeZone], where: "funnel = $1 AND \(filter)", [.text(funnel.name)] + parameters)
+        return read.inconsistent.contains(funnel.name) ? nil : read.tallies[funnel.name] ?? [:]
+    }
+
+    /// Some funnels' stored day tallies, and which of the funnels have a day
+    /// that only the persons' outcomes can answer (`days(_:funnel:…)`).
+    struct Days {
+        var tallies: [String: [String: FunnelTally]] = [:]
+        var inconsistent: Set<String> = []
+    }
+
+    /// The tallies of the funnels' cohort days `filter` picks (SQL on
+    /// `funnel` and `cohort_day`, its parameters from $1), each funnel's
+    /// cut in its `timeZones` zone, in one statement.
+    static func days(
+        _ c: Connection, funnels: [Funnel], timeZones: [String: String], where filter: String, _ parameters: [PostgresValue]
+    ) throws -> Days {
+        let byName = Dictionary(funnels.map { ($0.name, $0) }) { first, _ in first }
+        var days = Days()
         try c.forEachRow(
-            "SELECT cohort_day::text, time_zone, tally FROM funnel_tallies WHERE funnel = $1 AND \(filter)",
-            [.text(funnel.name)] + parameters
+            "SELECT funnel, cohort_day::text, time_zone, tally FROM funnel_tallies WHERE \(filter)", parameters
         ) { row in
-            guard consistent else { return }
-            let bytes = try row.decode(PostgresBytes.self, at: 2).bytes
-            guard try row.decode(String.self, at: 1) == timeZone, bytes.first == TallyEncoding.version else {
-                consistent = false
+            let name = try row.decode(String.self, at: 0)
+            guard let funnel = byName[name], !days.inconsistent.contains(name) else { return }
+            let bytes = try row.decode(PostgresBytes.self, at: 3).bytes
+            guard try row.decode(String.self, at: 2) == timeZones[name], bytes.first == TallyEncoding.version else {
+                days.inconsistent.insert(name)
+                days.tallies[name] = nil
                 return
             }
-            days[try row.decode(String.self, at: 0)] = try TallyEncoding.decode(bytes, funnel: funnel)
+            days.tallies[name, default: [:]][try row.decode(String.self, at: 1)] = try TallyEncoding.decode(bytes, funnel: funnel)
         }
-        return consistent ? days : nil
+        return days
     }
 }
