@@ -117,12 +117,6 @@ struct DropOffAnalysis: PersonAnalysis {
         }
     }
 
-    /// The stored counts of `funnel`'s days that `filter` (over the day
-    /// tables' columns, parameters from $2) picks, per cohort day.
-    static func stored(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: DropOffCounts] {
-        try stored(c, funnels: [funnel], where: "funnel = $1 AND \(filter)", [.text(funnel.name)] + parameters)[funnel.name] ?? [:]
-    }
-
     /// The stored counts of the days of `funnels` that `filter` (over the
     /// day tables' columns, `funnel` among them; parameters from $1) picks,
     /// per funnel and cohort day: one statement per table for them all.

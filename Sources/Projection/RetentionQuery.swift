@@ -5,15 +5,9 @@ import LibPQ
 /// Reads the retention of cohort days: as the last run stored it, or
 /// counted again from the persons.
 enum RetentionQuery {
-    /// `funnel`'s stored retention cells, by cohort day, of the days `filter`
-    /// picks (SQL on `cohort_day`, its parameters from $2), as the last run
-    /// counted them, from `funnel_retention`.
-    static func cells(_ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue]) throws -> [String: [RetentionCell]] {
-        try cells(c, where: "funnel = $1 AND \(filter)", [.text(funnel.name)] + parameters)[funnel.name] ?? [:]
-    }
-
     /// The stored retention cells of the funnels' days `filter` picks (SQL
-    /// on `funnel` and `cohort_day`, its parameters from $1), by funnel and cohort day.
+    /// on `funnel` and `cohort_day`, its parameters from $1), by funnel and
+    /// cohort day, as the last run counted them, from `funnel_retention`.
     static func cells(_ c: Connection, where filter: String, _ parameters: [PostgresValue]) throws -> [String: [String: [RetentionCell]]] {
         var cells: [String: [String: [RetentionCell]]] = [:]
         try c.forEachRow(

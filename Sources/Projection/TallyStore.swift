@@ -25,12 +25,19 @@ enum TallyStore {
 
     /// The stored tallies of `days` of `funnels`, by funnel and day.
     static func load(_ c: Connection, funnels: [Funnel], days: some Collection<FunnelDay>) throws -> [String: [String: Stored]] {
+        guard !days.isEmpty else { return [:] }
+        return try load(c, funnels: funnels, where: FunnelDay.anyOf, FunnelDay.parameters(days))
+    }
+
+    /// The stored tallies of the funnels' cohort days `filter` picks (SQL on
+    /// `funnel` and `cohort_day`, its parameters from $1), by funnel and
+    /// day, in one statement.
+    static func load(
+        _ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]
+    ) throws -> [String: [String: Stored]] {
         let byName = Dictionary(funnels.map { ($0.name, $0) }) { first, _ in first }
         var tallies: [String: [String: Stored]] = [:]
-        guard !days.isEmpty else { return tallies }
-        try c.forEachRow(
-            "SELECT funnel, cohort_day::text, time_zone, tally FROM funnel_tallies WHERE \(FunnelDay.anyOf)", FunnelDay.parameters(days)
-        ) { row in
+        try c.forEachRow("SELECT funnel, cohort_day::text, time_zone, tally FROM funnel_tallies WHERE \(filter)", parameters) { row in
             let name = try row.decode(String.self, at: 0)
             guard let funnel = byName[name] else { return }
             let bytes = try row.decode(PostgresBytes.self, at: 3).bytes
@@ -41,44 +48,26 @@ enum TallyStore {
         return tallies
     }
 
-    /// The funnel's tallies on the cohort days `filter` picks (SQL on
-    /// `cohort_day`, its parameters from $2), by day, or nil when some of
-    /// them were cut in another time zone than `timeZone`, or stored before
-    /// the per-version counts: then only the persons' outcomes can answer.
-    static func days(
-        _ c: Connection, funnel: Funnel, where filter: String, _ parameters: [PostgresValue], timeZone: String
-    ) throws -> [String: FunnelTally]? {
-        let read = try days(c, funnels: [funnel], timeZones: [funnel.name: timeZone], where: "funnel = $1 AND \(filter)", [.text(funnel.name)] + parameters)
-        return read.inconsistent.contains(funnel.name) ? nil : read.tallies[funnel.name] ?? [:]
-    }
-
-    /// Some funnels' stored day tallies, and which of the funnels have a day
-    /// that only the persons' outcomes can answer (`days(_:funnel:…)`).
+    /// Some funnels' stored day tallies, and the funnels with a day cut in
+    /// another time zone than the report's, or stored before the
+    /// per-version counts: only the persons' outcomes can answer for those.
     struct Days {
         var tallies: [String: [String: FunnelTally]] = [:]
         var inconsistent: Set<String> = []
     }
 
-    /// The tallies of the funnels' cohort days `filter` picks (SQL on
-    /// `funnel` and `cohort_day`, its parameters from $1), each funnel's
-    /// cut in its `timeZones` zone, in one statement.
+    /// The tallies of the funnels' cohort days `filter` picks (`load`),
+    /// each funnel's as cut in its `timeZones` zone.
     static func days(
         _ c: Connection, funnels: [Funnel], timeZones: [String: String], where filter: String, _ parameters: [PostgresValue]
     ) throws -> Days {
-        let byName = Dictionary(funnels.map { ($0.name, $0) }) { first, _ in first }
         var days = Days()
-        try c.forEachRow(
-            "SELECT funnel, cohort_day::text, time_zone, tally FROM funnel_tallies WHERE \(filter)", parameters
-        ) { row in
-            let name = try row.decode(String.self, at: 0)
-            guard let funnel = byName[name], !days.inconsistent.contains(name) else { return }
-            let bytes = try row.decode(PostgresBytes.self, at: 3).bytes
-            guard try row.decode(String.self, at: 2) == timeZones[name], bytes.first == TallyEncoding.version else {
+        for (name, stored) in try load(c, funnels: funnels, where: filter, parameters) {
+            if stored.values.allSatisfy({ $0.timeZone == timeZones[name] && $0.current }) {
+                days.tallies[name] = stored.mapValues(\.tally)
+            } else {
                 days.inconsistent.insert(name)
-                days.tallies[name] = nil
-                return
             }
-            days.tallies[name, default: [:]][try row.decode(String.self, at: 1)] = try TallyEncoding.decode(bytes, funnel: funnel)
         }
         return days
     }
