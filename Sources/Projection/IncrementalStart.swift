@@ -7,7 +7,7 @@ import LibPQ
 /// the days' tallies — the touched persons' (deleted, to be recomputed) and
 /// those whose window closed with no new events (closed in place). The
 /// incremental plan's state; a rebuild has none of it.
-struct IncrementalStart {
+struct IncrementalStart: Sendable {
     /// App -> the persons to recompute.
     var touched: [String: Set<String>] = [:]
     /// App -> anonymous id -> the person its events belong to, where not
@@ -37,6 +37,8 @@ struct IncrementalStart {
         var start = IncrementalStart()
         let prefetch = reader === c ? nil : PersonActivity.Prefetch(
             on: reader, of: day.activityKeys, lookup: lookup)
+        // What it found is freed beside the run (`BackgroundRelease`), once it is over.
+        defer { if let prefetch { BackgroundRelease.drop(prefetch) } }
         // Whatever happens below, the reader is not used again until the lookup is over.
         defer { prefetch?.stop() }
         // Every relink is needed up front to know whom to recompute.

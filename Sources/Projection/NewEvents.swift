@@ -11,8 +11,8 @@ import LibPQ
 /// persons were three statements, each reading the day through the BRIN
 /// range, two of them sorting it as text; at 10 M events, 2.2 s of a 10 s
 /// run. Here the day streams out once, unsorted, and is folded by hashing.
-struct NewEvents {
-    struct Key: Hashable {
+struct NewEvents: Sendable {
+    struct Key: Hashable, Sendable {
         let app: String
         let id: String
     }

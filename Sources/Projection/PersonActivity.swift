@@ -19,6 +19,9 @@ struct PersonActivity: Sendable {
         let level: Int
         /// The retention days of their record (`funnel_person_retention`), read in the same lookup.
         let retainedDays: [Int]
+        /// The end of the latest window the stored facts of the row look at
+        /// (given the funnel's window): an event after it changes none of them.
+        let windowEnd: Int64
 
         /// Whether the day tables count the person: window closed, not excluded, at step 1.
         var isCounted: Bool { !inProgress && !excluded && level >= 1 }
@@ -29,7 +32,7 @@ struct PersonActivity: Sendable {
     let events: [NewEvents.Activity]
     let starts: [Start]
 
-    typealias Found = [NewEvents.Key: [(start: Start, windowEnd: Int64)]]
+    typealias Found = [NewEvents.Key: [Start]]
 
     /// How a run looks up keys in a stored table: key by key, one index probe
     /// each, whatever the history's size, which keeps the run's cost
@@ -161,6 +164,8 @@ struct PersonActivity: Sendable {
     ) throws -> Found {
         var found: Found = [:]
         guard !persons.isEmpty else { return found }
+        // Most keys have stored outcomes: grown by doubling, the table was hashed again a dozen times.
+        found.reserveCapacity(persons.count)
         // Key by key: LATERAL, kept apart by OFFSET 0, one probe per key. By
         // scan: each table fenced off by OFFSET 0, so nothing can probe it,
         // and the keys handed over in a subquery, which hides their count:
@@ -198,14 +203,12 @@ struct PersonActivity: Sendable {
             // configured ends at once: the funnel is not read).
             let (end, overflow) = max(start, chainStart).addingReportingOverflow(windows[funnel] ?? 0)
             let windowEnd = max(overflow ? Int64.max : end, try row.decode(PostgresTimestamp?.self, at: 5)?.microseconds ?? Int64.min)
-            found[persons[persons.startIndex + n - 1], default: []].append((
+            found[persons[persons.startIndex + n - 1], default: []].append(
                 Start(
                     funnel: funnel, cohortDay: try row.decode(String.self, at: 2), start: start,
                     completed: try row.decode(Bool.self, at: 6), inProgress: try row.decode(Bool.self, at: 7),
                     excluded: try row.decode(Bool.self, at: 8), level: try row.decode(Int.self, at: 9),
-                    retainedDays: try RetentionAnalysis.retainedDays(row, at: 10)),
-                windowEnd
-            ))
+                    retainedDays: try RetentionAnalysis.retainedDays(row, at: 10), windowEnd: windowEnd))
         }
         return found
     }

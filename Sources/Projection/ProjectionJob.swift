@@ -108,6 +108,7 @@ public struct ProjectionJob: Sendable {
                     return try project(run, plan: &plan, from: previous, to: current)
                 case .incremental:
                     var plan = IncrementalPlan(since: previous)
+                    defer { plan.releaseInBackground() }
                     return try project(run, plan: &plan, from: previous, to: current)
                 }
             }

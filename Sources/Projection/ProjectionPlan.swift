@@ -178,6 +178,7 @@ struct IncrementalPlan: ProjectionPlan {
             (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app)))
         })
         let day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
+        defer { BackgroundRelease.drop(day) }
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, minimumChunk: run.options.lookupChunk, scanShare: run.options.lookupScanShare)
@@ -206,6 +207,13 @@ struct IncrementalPlan: ProjectionPlan {
     }
 
     func persons(of app: String) -> Set<String>? { start.touched[app] ?? [] }
+
+    /// Lets go of the touched persons and the day's activity beside the
+    /// commit rather than before it (`BackgroundRelease`).
+    mutating func releaseInBackground() {
+        BackgroundRelease.drop(start)
+        start = IncrementalStart()
+    }
 
     mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
         guard let prefetch else {
