@@ -89,15 +89,21 @@ struct RetentionAnalysis: PersonAnalysis {
         for person in activity {
             for start in person.starts where start.level >= 1 && !start.excluded {
                 guard let settings = settings[start.funnel] else { continue }
-                let key = PersonKey(app: person.app, person: person.person, funnel: start.funnel)
+                // The days an event falls on that the record lacks: a few
+                // values, looked for in short arrays (sets of them, made for
+                // each of 100,000 persons at 10 M events, were 30 ms).
                 let old = start.retainedDays
-                var days = Set(old)
+                var new: [Int] = []
                 for event in person.events {
-                    if let day = settings.day(of: event.timestamp, start: start.start), settings.isActive(event.event) { days.insert(day) }
+                    guard let day = settings.day(of: event.timestamp, start: start.start), !old.contains(day), !new.contains(day),
+                        settings.isActive(event.event)
+                    else { continue }
+                    new.append(day)
                 }
-                let new = days.subtracting(old).sorted()
                 guard !new.isEmpty else { continue }
-                updated.append((key, start.cohortDay, days.sorted()))
+                new.sort()
+                let key = PersonKey(app: person.app, person: person.person, funnel: start.funnel)
+                updated.append((key, start.cohortDay, Set(old).union(new).sorted()))
                 if start.isCounted {
                     Tally.update(&change.added[FunnelDay(funnel: start.funnel, day: start.cohortDay)]) {
                         $0.counts.addRetained(start: start.start, completed: start.completed, days: new)

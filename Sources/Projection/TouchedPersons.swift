@@ -78,6 +78,7 @@ enum TouchedPersons {
         // Each person is a key of its own (as a user id, and as an anonymous
         // id with its own link, if any), and so is every anonymous id linked to it.
         var keys: [Key: String] = [:]
+        keys.reserveCapacity(touched.count)
         for (key, user) in zip(touched, try linkedUsers(c, of: touched)) { keys[key] = user ?? key.id }
         for row in try c.query(
             """
