@@ -104,8 +104,10 @@ public struct IngestBenchmark: Sendable {
     }
 
     public func run() async throws -> Result {
-        let database = try await BenchDatabase.make(serverURL: serverURL, migrations: migrations)
-        defer { database.finish() }
+        try await BenchDatabase.with(serverURL: serverURL, migrations: migrations) { try await run(on: $0) }
+    }
+
+    private func run(on database: BenchDatabase) async throws -> Result {
         let factory = MessageFactory(devicePrefix: "bench")
         let postmaster = CPUUsage.postmaster(of: database.cluster)
         let messageBytes = factory.averageMessageBytes()

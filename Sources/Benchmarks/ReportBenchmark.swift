@@ -77,8 +77,10 @@ public struct ReportBenchmark: Sendable {
     }
 
     public func run() async throws -> Result {
-        let database = try await BenchDatabase.make(serverURL: serverURL, migrations: migrations)
-        defer { database.finish() }
+        try await BenchDatabase.with(serverURL: serverURL, migrations: migrations) { try await run(on: $0) }
+    }
+
+    private func run(on database: BenchDatabase) async throws -> Result {
         let pool = ConnectionPool(url: database.url, maxConnections: 1)
         let now = Date()
         let historyStart = now.addingTimeInterval(-31 * 86_400)
