@@ -126,10 +126,11 @@ public enum PostgresType {
     }
 }
 
-/// Array literal text for `text[]` parameters: every element quoted and escaped.
+/// Array literal text for `text[]` values written in COPY's text form
+/// (`CopyWriter`): every element quoted and escaped. Parameters go in the
+/// binary form (`BinaryArray`).
 enum PostgresArray {
-    /// `{"a","b\"c"}`, built over UTF-8 bytes: the server's writer renders
-    /// thirteen of these per group commit, thousands of elements each.
+    /// `{"a","b\"c"}`, built over UTF-8 bytes.
     static func literal(_ items: [String]) -> String {
         var out: [UInt8] = [UInt8(ascii: "{")]
         out.reserveCapacity(items.reduce(2) { $0 + $1.utf8.count + 3 })

@@ -24,12 +24,13 @@ struct ParameterTests {
         try await db.drop()
     }
 
-    @Test("a NUL byte in text is refused with a clear error, and the connection stays usable")
-    func nulByte() async throws {
+    @Test("a NUL byte in text, or in an element of a text array, is refused with a clear error, and the connection stays usable",
+        arguments: [("text", PostgresValue.text("bad\u{0}byte")), ("text[]", .textArray(["ok", "bad\u{0}byte"]))])
+    func nulByte(_ type: String, _ bad: PostgresValue) async throws {
         let db = try await TestDatabase.create(migrated: false)
         let pool = db.pool(maxConnections: 1)
         let error = await #expect(throws: PostgresError.self) {
-            try await pool.query("SELECT $1::text, $2::text", [.text("fine"), .text("bad\u{0}byte")])
+            try await pool.query("SELECT $1::text, $2::\(type)", [.text("fine"), bad])
         }
         #expect(error?.code == .invalidParameter)
         #expect(error?.message.contains("$2") == true)
@@ -113,6 +114,26 @@ struct ParameterTests {
             ).first)
         #expect(try ints.decode(Bool.self, "same") == true)
         #expect(try ints.decode(Int.self, "n") == 0)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("text arrays arrive element for element (quotes, backslashes, braces, commas, NULL's spelling, empty strings, non-ASCII), and an empty one is empty")
+    func textArrays() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let pool = db.pool(maxConnections: 1)
+        let items = ["a", "b\"q", "c\\d", "{}", "x,y", "NULL", "", " padded ", "zoë 🚀", String(repeating: "k", count: 10_000)]
+        let rows = try await pool.query(
+            "SELECT t.item, t.n FROM unnest($1::text[]) WITH ORDINALITY AS t(item, n) ORDER BY t.n", [.textArray(items)])
+        #expect(try rows.rows.map { try $0.decode(String.self, "item") } == items)
+        // Cast on the server as the job casts its days (`$2::date[]`), and empty.
+        let row = try #require(
+            try await pool.query(
+                "SELECT ($1::date[])[2] = DATE '2026-11-24' AS day, cardinality($2::text[]) AS n",
+                [.textArray(["2026-11-23", "2026-11-24"]), .textArray([])]
+            ).first)
+        #expect(try row.decode(Bool.self, "day") == true)
+        #expect(try row.decode(Int.self, "n") == 0)
         await pool.close()
         try await db.drop()
     }
