@@ -24,6 +24,8 @@ struct IncrementalStart: Sendable {
     var windowsClosed = 0
     /// Funnel -> cohort days stored before there were tallies (migration 005).
     var untallied: [String: Set<String>] = [:]
+    /// The touched persons who had stored outcomes (`funnel_persons` rows), deleted.
+    var hadOutcomes: [NewEvents.Key] = []
 
     var personCount: Int { touched.values.reduce(0) { $0 + $1.count } }
 
@@ -62,7 +64,7 @@ struct IncrementalStart: Sendable {
             tallies[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
                 .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(funnel))
         }
-        try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
+        hadOutcomes = try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
             affected.insert(FunnelDay(funnel: name, day: cohortDay))
             tally(&removed, name, cohortDay, outcome)
         }

@@ -21,14 +21,19 @@ enum OutcomeStore {
     /// Deletes the rows of the touched persons and hands each one over
     /// (funnel, cohort day, outcome): the days they leave must be rewritten,
     /// and their outcomes are taken out of those days' tallies.
-    static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws {
+    /// Returns the persons who had rows (app, person id), each once.
+    @discardableResult
+    static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws -> [NewEvents.Key] {
+        var persons = Set<NewEvents.Key>()
         // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
         for row in try c.query(
             TouchedPersons.deleteStatement(
-                from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f."))")
+                from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f.")), f.app, f.person_id")
         ).rows {
             try handOver(row, to: body)
+            persons.insert(NewEvents.Key(app: try row.decode(String.self, at: 13), id: try row.decode(String.self, at: 14)))
         }
+        return Array(persons)
     }
 
     /// Closes in place the windows that closed since the last run, for the

@@ -176,9 +176,17 @@ extension PersonAnalysis {
         """
     }
 
-    /// Deletes the rows of the persons an incremental run recomputes (the
-    /// run's `touched` temp table), as `funnel_persons`' are deleted.
-    func deleteRecomputed(_ c: Connection) throws {
-        try c.query(TouchedPersons.deleteStatement(from: table))
+    /// Deletes the rows of the persons an incremental run recomputes, of
+    /// those among them who had `funnel_persons` rows (`hadOutcomes`): an
+    /// analysis writes a person's row for a funnel only beside their
+    /// `funnel_persons` row, so the others have none. At 10 M events 483 of
+    /// the day's 18,665 touched persons had any, and probing the index for
+    /// every touched person took 49 ms for the drop-off facts and 34 ms for
+    /// retention.
+    func deleteRecomputed(_ c: Connection, hadOutcomes persons: [NewEvents.Key]) throws {
+        guard !persons.isEmpty else { return }
+        try c.query(
+            TouchedPersons.deleteStatement(from: table, of: "unnest($1::text[], $2::text[]) AS t(app, person)"),
+            [.textArray(persons.map(\.app)), .textArray(persons.map(\.id))])
     }
 }

@@ -202,7 +202,7 @@ struct IncrementalPlan: ProjectionPlan {
             for (index, analysis) in run.analyses.enumerated() { dayChanges[index].removed = try analysis.touchedDayParts(c) }
         }
         try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
-        for analysis in run.analyses { try analysis.deleteRecomputed(c) }
+        for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: start.hadOutcomes) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
     }
 

@@ -16,15 +16,16 @@ import LibPQ
 enum TouchedPersons {
     typealias Key = NewEvents.Key
 
-    /// Deletes the touched persons' rows of `table` (which has `app` and
-    /// `person_id`), aliased `f`; `returning` lists what comes back. Each
+    /// Deletes the rows of `table` (which has `app` and `person_id`),
+    /// aliased `f`, of `persons` (a relation `t(app, person)`; by default
+    /// the run's `touched` temp table); `returning` lists what comes back. Each
     /// person's rows are found in the index and deleted by their row address:
     /// left to itself the planner hashes the touched persons and scans the
-    /// whole table, which grows with the history, not the day. `table` is the
-    /// code's own name, never input.
-    static func deleteStatement(from table: String, returning: String? = nil) -> String {
+    /// whole table, which grows with the history, not the day. `table` and
+    /// `persons` are the code's own SQL, never input.
+    static func deleteStatement(from table: String, of persons: String = "touched t", returning: String? = nil) -> String {
         """
-        DELETE FROM \(table) f USING touched t
+        DELETE FROM \(table) f USING \(persons)
         CROSS JOIN LATERAL (SELECT p.ctid FROM \(table) p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
         WHERE f.ctid = p.ctid
         """ + (returning.map { "\nRETURNING " + $0 } ?? "")
