@@ -5,7 +5,7 @@ import Migrations
 /// What both benchmarks take: where to create their database, the migrations,
 /// and `--json`.
 struct BenchOptions: ParsableArguments {
-    @Option(name: .customLong("database-url"), help: "Server to create the bench database on (default: $DATABASE_URL, else a private durable cluster).")
+    @Option(name: .customLong("database-url"), help: "Server to create the bench database on, which is dropped at the end (default: $DATABASE_URL, else a private durable cluster).")
     var databaseURL: String?
 
     @Option(help: "Directory of migrations (default: found as the README describes).")
