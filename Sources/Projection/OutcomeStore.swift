@@ -22,7 +22,6 @@ enum OutcomeStore {
     /// (funnel, cohort day, outcome): the days they leave must be rewritten,
     /// and their outcomes are taken out of those days' tallies.
     /// Returns the persons who had rows (app, person id), each once.
-    @discardableResult
     static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws -> [NewEvents.Key] {
         var persons = Set<NewEvents.Key>()
         // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
@@ -31,7 +30,8 @@ enum OutcomeStore {
                 from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f.")), f.app, f.person_id")
         ).rows {
             try handOver(row, to: body)
-            persons.insert(NewEvents.Key(app: try row.decode(String.self, at: 13), id: try row.decode(String.self, at: 14)))
+            let app = 2 + outcomeColumnNames.count  // after the funnel, the cohort day and the outcome
+            persons.insert(NewEvents.Key(app: try row.decode(String.self, at: app), id: try row.decode(String.self, at: app + 1)))
         }
         return Array(persons)
     }
@@ -137,9 +137,13 @@ enum OutcomeStore {
 
     /// The columns `outcome(of:from:)` reads, each prefixed with `alias`.
     private static func outcomeColumns(_ alias: String) -> String {
-        ["level", "completed", "in_progress", "excluded", "start_time", "chain_start_time", "completion_time", "step_times_us",
-         "optional_steps_done", "breakdown", "open_until"].map { alias + $0 }.joined(separator: ", ")
+        outcomeColumnNames.map { alias + $0 }.joined(separator: ", ")
     }
+
+    private static let outcomeColumnNames = [
+        "level", "completed", "in_progress", "excluded", "start_time", "chain_start_time", "completion_time", "step_times_us",
+        "optional_steps_done", "breakdown", "open_until",
+    ]
 
     /// The outcome in `outcomeColumns`, starting at column `first` of `row`.
     private static func outcome(of row: Row, from first: Int) throws -> PersonOutcome {

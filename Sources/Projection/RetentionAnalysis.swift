@@ -90,8 +90,9 @@ struct RetentionAnalysis: PersonAnalysis {
             for start in person.starts where start.level >= 1 && !start.excluded {
                 guard let settings = settings[start.funnel] else { continue }
                 // The days an event falls on that the record lacks: a few
-                // values, looked for in short arrays (sets of them, made for
-                // each of 100,000 persons at 10 M events, were 30 ms).
+                // values, looked for in short arrays (a set of the record's
+                // days, made for each of 100,000 persons at 10 M events, was
+                // an eighth of this update's time).
                 let old = start.retainedDays
                 var new: [Int] = []
                 for event in person.events {
