@@ -15,6 +15,12 @@ struct NewEvents: Sendable {
     struct Key: Hashable, Sendable {
         let app: String
         let id: String
+
+        /// `keys` as the two parameters ($1, $2: apps, ids) a statement
+        /// takes them in, `unnest($1::text[], $2::text[])`, in order.
+        static func parameters(_ keys: some Collection<Key>) -> [PostgresValue] {
+            [.textArray(keys.map(\.app)), .textArray(keys.map(\.id))]
+        }
     }
 
     /// One event that cannot change an outcome, as retention reads it.

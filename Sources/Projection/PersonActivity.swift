@@ -191,7 +191,7 @@ struct PersonActivity: Sendable {
                    p.completed, p.in_progress, p.excluded, p.level, r.retained_days
             FROM \(keys) WITH ORDINALITY AS t(app, person, n)
             \(joins)
-            """, [.textArray(persons.map(\.app)), .textArray(persons.map(\.id))]
+            """, NewEvents.Key.parameters(persons)
         ) { row in
             let n = try row.decode(Int.self, at: 0)
             guard n >= 1, n <= persons.count else { throw PostgresError(.unexpectedResult, message: "outcome lookup returned key \(n)") }

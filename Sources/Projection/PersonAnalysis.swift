@@ -187,6 +187,6 @@ extension PersonAnalysis {
         guard !persons.isEmpty else { return }
         try c.query(
             TouchedPersons.deleteStatement(from: table, of: "unnest($1::text[], $2::text[]) AS t(app, person)"),
-            [.textArray(persons.map(\.app)), .textArray(persons.map(\.id))])
+            NewEvents.Key.parameters(persons))
     }
 }

@@ -85,7 +85,7 @@ enum TouchedPersons {
             """
             SELECT l.app, l.anonymous_id, l.user_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
             CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.user_id = t.person OFFSET 0) l
-            """, [.textArray(touched.map(\.app)), .textArray(touched.map(\.id))]
+            """, Key.parameters(touched)
         ).rows {
             keys[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))] = try row.decode(String.self, at: 2)
         }
@@ -186,7 +186,7 @@ enum TouchedPersons {
             """
             SELECT k.n, l.user_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(app, id, n)
             CROSS JOIN LATERAL (SELECT l.user_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.id OFFSET 0) l
-            """, [.textArray(keys.map(\.app)), .textArray(keys.map(\.id))]
+            """, Key.parameters(keys)
         ).rows {
             let n = try row.decode(Int.self, at: 0)
             guard keys.indices.contains(n - 1) else { throw PostgresError(.unexpectedResult, message: "link lookup returned key \(n)") }
