@@ -24,8 +24,6 @@ struct IncrementalStart: Sendable {
     var windowsClosed = 0
     /// Funnel -> cohort days stored before there were tallies (migration 005).
     var untallied: [String: Set<String>] = [:]
-    /// The touched persons who had stored outcomes (`funnel_persons` rows), deleted.
-    var hadOutcomes: [NewEvents.Key] = []
 
     var personCount: Int { touched.values.reduce(0) { $0 + $1.count } }
 
@@ -54,9 +52,10 @@ struct IncrementalStart: Sendable {
     /// Deletes the touched persons' outcomes and closes the windows that
     /// closed since the last run, while their histories are read on the
     /// other session; `timeZone` is the job's zone for a funnel's cohort days.
+    /// Returns the touched persons who had stored outcomes.
     mutating func removeStoredOutcomes(
         _ c: Connection, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone
-    ) throws {
+    ) throws -> [NewEvents.Key] {
         let funnels = Dictionary(configured.map { ($0.name, $0) }) { first, _ in first }
         let shapes = funnels.mapValues(FunnelTally.Shape.init)
         func tally(_ tallies: inout [String: [String: FunnelTally]], _ name: String, _ cohortDay: String, _ outcome: PersonOutcome) {
@@ -64,7 +63,7 @@ struct IncrementalStart: Sendable {
             tallies[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
                 .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(funnel))
         }
-        hadOutcomes = try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
+        let hadOutcomes = try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
             affected.insert(FunnelDay(funnel: name, day: cohortDay))
             tally(&removed, name, cohortDay, outcome)
         }
@@ -90,5 +89,6 @@ struct IncrementalStart: Sendable {
             affected.insert(funnelDay)
             if try row.decode(Bool.self, at: 2) { untallied[funnelDay.funnel, default: []].insert(funnelDay.day) }
         }
+        return hadOutcomes
     }
 }

@@ -24,13 +24,13 @@ enum OutcomeStore {
     /// Returns the persons who had rows (app, person id), each once.
     static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws -> [NewEvents.Key] {
         var persons = Set<NewEvents.Key>()
+        let app = 2 + outcomeColumnNames.count  // after the funnel, the cohort day and the outcome
         // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
         for row in try c.query(
             TouchedPersons.deleteStatement(
                 from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f.")), f.app, f.person_id")
         ).rows {
             try handOver(row, to: body)
-            let app = 2 + outcomeColumnNames.count  // after the funnel, the cohort day and the outcome
             persons.insert(NewEvents.Key(app: try row.decode(String.self, at: app), id: try row.decode(String.self, at: app + 1)))
         }
         return Array(persons)

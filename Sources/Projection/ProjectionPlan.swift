@@ -201,8 +201,8 @@ struct IncrementalPlan: ProjectionPlan {
         if !secondSession {
             for (index, analysis) in run.analyses.enumerated() { dayChanges[index].removed = try analysis.touchedDayParts(c) }
         }
-        try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
-        for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: start.hadOutcomes) }
+        let hadOutcomes = try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
+        for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: hadOutcomes) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
     }
 
