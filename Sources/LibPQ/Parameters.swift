@@ -19,6 +19,14 @@ enum Parameters {
         var lengths: [Int32] = []
         var formats: [Int32] = []
         var types: [Oid] = []
+        /// A value in binary form: what `write` appends to `storage`.
+        func binary(_ write: () throws(PostgresError) -> Void) throws(PostgresError) {
+            let start = storage.count
+            try write()
+            offsets.append(start)
+            lengths.append(Int32(storage.count - start))
+            formats.append(1)
+        }
         for (index, value) in values.enumerated() {
             types.append(value.typeOID)
             switch value {
@@ -33,17 +41,9 @@ enum Parameters {
                 lengths.append(Int32(bytes.count))
                 formats.append(1)
             case .textArray(let items):
-                let start = storage.count
-                try BinaryArray.append(items, parameter: index + 1, to: &storage)
-                offsets.append(start)
-                lengths.append(Int32(storage.count - start))
-                formats.append(1)
+                try binary { () throws(PostgresError) in try BinaryArray.append(items, parameter: index + 1, to: &storage) }
             case .intArray(let items):
-                let start = storage.count
-                BinaryArray.append(items, to: &storage)
-                offsets.append(start)
-                lengths.append(Int32(storage.count - start))
-                formats.append(1)
+                try binary { BinaryArray.append(items, to: &storage) }
             default:
                 let text = value.textRepresentation() ?? ""
                 let utf8 = text.utf8
