@@ -154,7 +154,7 @@ let package = Package(
         .target(
             name: "TestSupport",
             dependencies: [
-                "LibPQ", "Funnels",
+                "LibPQ", "LocalPostgres", "Funnels",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

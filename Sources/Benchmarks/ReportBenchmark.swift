@@ -118,9 +118,9 @@ public struct ReportBenchmark: Sendable {
             scans.append(scan)
             let rebuild = try ChildProcess.run(
                 [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
-            guard rebuild.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
-            rebuilds.append(rebuild.seconds)
-            rebuildRSS = max(rebuildRSS, rebuild.maxResidentKilobytes)
+            guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
+            rebuilds.append(rebuild.exit.seconds)
+            rebuildRSS = max(rebuildRSS, rebuild.exit.maxResidentKilobytes)
             var runs: [SQLFunnelRun] = []
             for funnel in funnels {
                 let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
@@ -156,9 +156,9 @@ public struct ReportBenchmark: Sendable {
             let url = rounds == 1 ? database.url : try await database.copy(suffix)
             let incremental = try ChildProcess.run([executable, "report", "--quiet", "--format", "json", "--database-url", url])
             if rounds > 1 { try await database.dropCopy(suffix) }
-            guard incremental.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
-            incrementals.append(incremental.seconds)
-            incrementalRSS = max(incrementalRSS, incremental.maxResidentKilobytes)
+            guard incremental.exit.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
+            incrementals.append(incremental.exit.seconds)
+            incrementalRSS = max(incrementalRSS, incremental.exit.maxResidentKilobytes)
         }
         return Result(
             events: written, loadSeconds: load, rawScanSeconds: Self.median(scans), rawScanBytes: bytes,

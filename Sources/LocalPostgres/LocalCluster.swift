@@ -159,9 +159,9 @@ public final class LocalCluster: Sendable {
     static func run(_ executable: String, _ arguments: [String], as user: String? = nil) throws -> String {
         let argv = user.map { ["/usr/sbin/runuser", "-u", $0, "--", executable] + arguments } ?? ([executable] + arguments)
         let result = try ChildProcess.run(argv)
-        guard result.status == 0 else {
+        guard result.exit.status == 0 else {
             let name = (executable as NSString).lastPathComponent
-            throw LocalClusterError("\(name) failed (\(result.statusDescription)): \(result.output)")
+            throw LocalClusterError("\(name) failed (\(result.exit.statusDescription)): \(result.output)")
         }
         return result.output
     }

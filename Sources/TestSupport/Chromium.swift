@@ -1,4 +1,5 @@
 public import Foundation
+import LocalPostgres
 
 /// Debian's headless Chromium, driven from tests: the dashboard's pages and
 /// the browser ingestion test load in it.
@@ -58,27 +59,28 @@ public enum Chromium {
             try? FileManager.default.removeItem(at: output)
             try? FileManager.default.removeItem(at: errors)
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: browser)
-        process.arguments = flags + extraFlags + ["--user-data-dir=\(profile.path)", "--dump-dom", page.absoluteString]
-        process.standardOutput = try FileHandle(forWritingTo: output)
-        process.standardError = try FileHandle(forWritingTo: errors)
-        try process.run()
+        // Its own process group, polled without blocking: Chromium's helpers
+        // can outlive it, and they go with it, whether it finishes or not.
+        let child = try ChildProcess.start(
+            [browser] + flags + extraFlags + ["--user-data-dir=\(profile.path)", "--dump-dom", page.absoluteString],
+            outputPath: output.path, errorPath: errors.path, ownGroup: true)
+        defer { child.stopGroup() }
         let deadline = ContinuousClock.now + .seconds(120)
-        while process.isRunning {
+        while true {
+            if let exit = try child.exited() {
+                return Run(
+                    status: exit.status,
+                    dom: (try? String(contentsOf: output, encoding: .utf8)) ?? "",
+                    stderr: (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
+                )
+            }
             if ContinuousClock.now > deadline {
-                process.terminate()
-                process.waitUntilExit()
+                child.stopGroup()
+                _ = try child.wait()
                 throw TimedOut(description: "chromium did not finish loading \(page.absoluteString) within 120 s")
             }
             try await Task.sleep(for: .milliseconds(100))
         }
-        process.waitUntilExit()
-        return Run(
-            status: process.terminationStatus,
-            dom: (try? String(contentsOf: output, encoding: .utf8)) ?? "",
-            stderr: (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
-        )
     }
 }
 
