@@ -43,6 +43,9 @@ struct NewEvents: Sendable {
     /// Activity by user id, and by anonymous id for events without one.
     var userActivity: [Key: [Activity]] = [:]
     var anonymousActivity: [Key: [Activity]] = [:]
+    /// The earliest and latest timestamp of the activity (nil without any):
+    /// what narrows the stored outcomes it can matter to (`PersonActivity.Lookup`).
+    var activitySpan: ClosedRange<Int64>?
 
     /// The keys with activity, each once: the user ids, and the anonymous
     /// ids as the persons they are when no link names a user, as most are.
@@ -68,6 +71,7 @@ struct NewEvents: Sendable {
         let appBytes = apps.map { Array($0.key.utf8) }
         var counts = [Int](repeating: 0, count: apps.count)
         var links = [[String: IdentityLink]](repeating: [:], count: apps.count)
+        var earliest = Int64.max, latest = Int64.min
         try c.copyOut(
             """
             COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event FROM events e
@@ -87,6 +91,10 @@ struct NewEvents: Sendable {
             let name = row.text(5)
             let outcome = relevance.mayChangeOutcome(kind: kind, name: name)
             let activity = outcome ? nil : Activity(timestamp: timestamp, kind: kind, name: name)
+            if activity != nil {
+                earliest = min(earliest, timestamp)
+                latest = max(latest, timestamp)
+            }
             if let user = row.text(2) {
                 let key = Key(app: app, id: user)
                 if let activity { day.userActivity[key, default: []].append(activity) } else { day.users.insert(key) }
@@ -102,6 +110,7 @@ struct NewEvents: Sendable {
             if counts[index] > 0 { day.counts[app] = counts[index] }
             if !links[index].isEmpty { day.links[app] = links[index] }
         }
+        if earliest <= latest { day.activitySpan = earliest...latest }
         return day
     }
 }

@@ -181,7 +181,8 @@ struct IncrementalPlan: ProjectionPlan {
         defer { BackgroundRelease.drop(day) }
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
-            c, windows: windows, minimumChunk: run.options.lookupChunk, scanShare: run.options.lookupScanShare)
+            c, windows: windows, retentionDays: Set(run.configuration.funnels.flatMap(\.retention.days)),
+            activitySpan: day.activitySpan, minimumChunk: run.options.lookupChunk, scanShare: run.options.lookupScanShare)
         start = try IncrementalStart.collect(c, day: day, lookup: lookup, reader: run.reader)
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.

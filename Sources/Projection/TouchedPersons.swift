@@ -140,7 +140,7 @@ enum TouchedPersons {
             restFound = try PersonActivity.Prefetch(on: reader, of: rest, lookup: lookup).wait(helpingOn: c)
         } else {
             let (keys, byScan) = lookup.ordered(rest)
-            restFound = try PersonActivity.starts(c, of: keys[...], windows: lookup.windows, byScan: byScan)
+            restFound = try PersonActivity.starts(c, of: keys[...], lookup: lookup, byScan: byScan)
         }
         var activity: [PersonActivity] = []
         activity.reserveCapacity(found.count + restFound.count)
