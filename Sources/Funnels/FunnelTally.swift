@@ -269,7 +269,7 @@ public struct FunnelTally: Sendable, Hashable {
     /// it), in ascending order.
     static func removing(_ removed: [Int64], from values: [Int64]) -> [Int64] {
         guard !removed.isEmpty else { return values }
-        let values = values.sorted(), removed = removed.sorted()
+        let values = values.ascending(), removed = removed.ascending()
         var kept: [Int64] = []
         kept.reserveCapacity(max(0, values.count - removed.count))
         var next = 0

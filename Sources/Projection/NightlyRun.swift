@@ -17,6 +17,15 @@ public enum NightlyRun {
         _ job: ProjectionJob, mode: ProjectionJob.Mode, query: ReportQuery, databaseURL: String, now: Int64? = nil
     ) async throws -> Outcome {
         let now = now ?? Timestamps.microseconds(Date())
+        // The second session connects while the first does (PostgreSQL
+        // starts a process for each): one after the other, at 1 M events,
+        // they were 5 ms of a 0.23 s run.
+        let connecting = DispatchGroup()
+        let sibling = NIOLockedValueBox<Connection?>(nil)
+        DispatchQueue.global().async(group: connecting) {
+            let connection = try? Connection.connect(databaseURL)
+            sibling.withLockedValue { $0 = connection }
+        }
         let pool = ConnectionPool(url: databaseURL, maxConnections: 1)
         let outcome: Result<Outcome, any Error>
         do {
@@ -28,7 +37,8 @@ public enum NightlyRun {
                     try ProjectionJob.locked(c) {
                         // A second session, when one can be had: the run reads the
                         // log on it, then the report reads its funnels on both.
-                        let second = try? c.sibling()
+                        connecting.wait()
+                        let second = sibling.withLockedValue { $0 }
                         // An incremental run rewrites a few of the stored days:
                         // the report's reads of them all are done on the reader,
                         // under the run's snapshot, while the run's session
