@@ -100,6 +100,9 @@ final class TestServer: Sendable {
         let pool = ConnectionPool(url: url, maxConnections: 1)
         _ = try await pool.withConnection { try migrator.migrate($0) }
         await pool.close()
+        // A private cluster goes with the process; on a server of the
+        // caller's, the template would be left behind by every test run.
+        if cluster == nil { ClusterReaper.register(template: name, adminURL: self.url(database: adminDatabase)) }
         return name
     }
 
@@ -135,23 +138,44 @@ final class TestServer: Sendable {
     }
 }
 
-/// Stops the private cluster when the test process exits normally.
+/// Stops the private cluster, or drops the migrated template made on an
+/// external server, when the test process exits normally.
 enum ClusterReaper {
     static let clusters = NIOLockedValueBox<[LocalCluster]>([])
+    /// Template databases to drop (name, the server's maintenance database URL).
+    static let templates = NIOLockedValueBox<[(name: String, adminURL: String)]>([])
+    static let installed = NIOLockedValueBox(false)
 
     static func register(_ cluster: LocalCluster) {
-        let first = clusters.withLockedValue { list -> Bool in
-            list.append(cluster)
-            return list.count == 1
+        clusters.withLockedValue { $0.append(cluster) }
+        installOnce()
+    }
+
+    static func register(template name: String, adminURL: String) {
+        templates.withLockedValue { $0.append((name, adminURL)) }
+        installOnce()
+    }
+
+    private static func installOnce() {
+        let first = installed.withLockedValue { done -> Bool in
+            defer { done = true }
+            return !done
         }
-        if first {
-            atexit {
-                let all = ClusterReaper.clusters.withLockedValue { list -> [LocalCluster] in
-                    defer { list.removeAll() }
-                    return list
-                }
-                for cluster in all { cluster.stop() }
+        guard first else { return }
+        atexit {
+            let templates = ClusterReaper.templates.withLockedValue { list in
+                defer { list.removeAll() }
+                return list
             }
+            for template in templates {
+                // The name is the helper's own (`onramp_template_<pid>_…`), never input.
+                _ = try? Connection.connect(template.adminURL).query("DROP DATABASE IF EXISTS \(template.name) WITH (FORCE)")
+            }
+            let all = ClusterReaper.clusters.withLockedValue { list -> [LocalCluster] in
+                defer { list.removeAll() }
+                return list
+            }
+            for cluster in all { cluster.stop() }
         }
     }
 }
