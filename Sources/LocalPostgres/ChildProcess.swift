@@ -32,9 +32,17 @@ public enum ChildProcess {
         let pid: pid_t
         let executable: String
         let started: ContinuousClock.Instant
+        let ownGroup: Bool
 
-        /// The child's exit, reaping it, or nil while it runs; never waits.
-        public func exited() throws -> Exit? { try reap(options: WNOHANG) }
+        /// Whether the child has exited, leaving it unreaped (its pid, and so
+        /// its group's, cannot be reused until `wait`); never waits.
+        public func hasExited() throws -> Bool {
+            var info = siginfo_t()
+            while waitid(P_PID, id_t(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 {
+                guard errno == EINTR else { throw LocalClusterError("waitid failed for \(executable)") }
+            }
+            return info._sifields._sigchld.si_pid == pid
+        }
 
         /// Waits for the child to exit and reaps it.
         public func wait() throws -> Exit {
@@ -42,8 +50,11 @@ public enum ChildProcess {
             return exit
         }
 
-        /// SIGKILL to every process still in the child's group (a no-op once none is left).
-        public func stopGroup() { _ = kill(-pid, SIGKILL) }
+        /// SIGKILL to every process still in the child's own group, before
+        /// the child is reaped (`ownGroup` only; otherwise nothing).
+        public func stopGroup() {
+            if ownGroup { _ = kill(-pid, SIGKILL) }
+        }
 
         private func reap(options: Int32) throws -> Exit? {
             var status: Int32 = 0
@@ -97,7 +108,7 @@ public enum ChildProcess {
         guard spawned == 0 else {
             throw LocalClusterError("cannot run \(executable): \(String(cString: strerror(spawned)))")
         }
-        return Started(pid: pid, executable: executable, started: started)
+        return Started(pid: pid, executable: executable, started: started, ownGroup: ownGroup)
     }
 
     /// Runs `argv` to completion, its standard output and error together.

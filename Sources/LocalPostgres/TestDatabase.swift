@@ -95,14 +95,20 @@ final class TestServer: Sendable {
     private func makeTemplate() async throws -> String {
         let name = "onramp_template_\(getpid())_\(UUID().uuidString.prefix(6).lowercased())"
         try await admin.query("CREATE DATABASE \(name) TEMPLATE template0")
+        // A private cluster goes with the process; on a server of the
+        // caller's, the template would be left behind by every test run
+        // (a failed migration's too).
+        if cluster == nil {
+            var maintenance = URLComponents(string: self.url(database: adminDatabase))
+            let items = maintenance?.queryItems ?? []
+            maintenance?.queryItems = items + [URLQueryItem(name: "connect_timeout", value: "5")]
+            ClusterReaper.register(template: name, adminURL: maintenance?.string ?? self.url(database: adminDatabase))
+        }
         let migrator = try Migrator(directory: try TestDatabase.migrationsDirectory)
         let url = self.url(database: name)
         let pool = ConnectionPool(url: url, maxConnections: 1)
         _ = try await pool.withConnection { try migrator.migrate($0) }
         await pool.close()
-        // A private cluster goes with the process; on a server of the
-        // caller's, the template would be left behind by every test run.
-        if cluster == nil { ClusterReaper.register(template: name, adminURL: self.url(database: adminDatabase)) }
         return name
     }
 
@@ -142,7 +148,8 @@ final class TestServer: Sendable {
 /// external server, when the test process exits normally.
 enum ClusterReaper {
     static let clusters = NIOLockedValueBox<[LocalCluster]>([])
-    /// Template databases to drop (name, the server's maintenance database URL).
+    /// Template databases to drop (name, the server's maintenance database
+    /// URL, with a connect timeout: an exit must not hang on a server gone).
     static let templates = NIOLockedValueBox<[(name: String, adminURL: String)]>([])
     static let installed = NIOLockedValueBox(false)
 

@@ -60,24 +60,32 @@ public enum Chromium {
             try? FileManager.default.removeItem(at: errors)
         }
         // Its own process group, polled without blocking: Chromium's helpers
-        // can outlive it, and they go with it, whether it finishes or not.
+        // can outlive it, and they go with it, whether it finishes or not. The
+        // group is stopped before the child is reaped (its pid still taken),
+        // and a child left running by an error is stopped and reaped too.
         let child = try ChildProcess.start(
             [browser] + flags + extraFlags + ["--user-data-dir=\(profile.path)", "--dump-dom", page.absoluteString],
             outputPath: output.path, errorPath: errors.path, ownGroup: true)
-        defer { child.stopGroup() }
+        var reaped = false
+        defer {
+            if !reaped {
+                child.stopGroup()
+                _ = try? child.wait()
+            }
+        }
         let deadline = ContinuousClock.now + .seconds(120)
         while true {
-            if let exit = try child.exited() {
+            let exited = try child.hasExited()
+            if exited || ContinuousClock.now > deadline {
+                child.stopGroup()
+                let exit = try child.wait()
+                reaped = true
+                guard exited else { throw TimedOut(description: "chromium did not finish loading \(page.absoluteString) within 120 s") }
                 return Run(
                     status: exit.status,
                     dom: (try? String(contentsOf: output, encoding: .utf8)) ?? "",
                     stderr: (try? String(contentsOf: errors, encoding: .utf8)) ?? ""
                 )
-            }
-            if ContinuousClock.now > deadline {
-                child.stopGroup()
-                _ = try child.wait()
-                throw TimedOut(description: "chromium did not finish loading \(page.absoluteString) within 120 s")
             }
             try await Task.sleep(for: .milliseconds(100))
         }
