@@ -5,7 +5,8 @@ import LibPQ
 /// A person an incremental run does not recompute although they have new
 /// events: all of them are activity (`OutcomeEvents`) and none falls in a
 /// stored window of theirs, so no outcome or drop-off fact can change. What
-/// retention needs of them: the events, and the outcomes stored for them.
+/// retention needs of them: the events, and those of their stored outcomes
+/// the day's activity can matter to (`Lookup.relevance`).
 struct PersonActivity: Sendable {
     /// One of their `funnel_persons` rows, as retention reads it.
     struct Start: Sendable {
@@ -133,7 +134,7 @@ struct PersonActivity: Sendable {
         /// Years 1 and 9999, in microseconds: the bounds stay inside what PostgreSQL takes.
         private static let earliest: Int64 = -62_135_596_800_000_000, latest: Int64 = 253_402_300_799_000_000
 
-        /// With no activity, every row passes.
+        /// With no activity, every row starting in years 1 to 9999 passes.
         init(longestWindow: Int64, retentionDays: Set<Int>, span: ClosedRange<Int64>?) {
             func bound(_ value: Int64, _ offset: Int64) -> Int64 {
                 let (moved, overflow) = value.addingReportingOverflow(offset)
@@ -141,7 +142,8 @@ struct PersonActivity: Sendable {
             }
             let first = span?.lowerBound ?? Self.earliest, last = span?.upperBound ?? Self.latest
             // A start on day n before an event: after the event less n + 1
-            // days, no later than it less n days; overlapping spans merged.
+            // days, no later than it less n days; overlapping spans merged, so
+            // that each start has one span to be found in.
             var spans: [(lower: Int64, upper: Int64)] = []
             for n in retentionDays where n >= 0 {
                 let (days, overflow) = Int64(n).multipliedReportingOverflow(by: Self.day)
@@ -244,8 +246,9 @@ struct PersonActivity: Sendable {
         // it, and the keys handed over in a subquery, which hides their
         // count: knowing it, and not how distinct they are, the planner hashed
         // the whole table rather than the keys, twice the time at 1 M events.
-        // The retention records of the few rows left are probed by key (at
-        // 10 M events 17,292 probes took less than hashing all 236,426).
+        // The retention records are joined unfenced: for the few rows left
+        // the planner probes them by key (at 10 M events 17,292 probes took
+        // less than hashing all 236,426).
         let keys = byScan ? "unnest((SELECT $1::text[]), (SELECT $2::text[]))" : "unnest($1::text[], $2::text[])"
         let joins = byScan
             ? """

@@ -112,8 +112,9 @@ enum TouchedPersons {
     /// The persons of the day's activity not already `recomputed`: those
     /// with an activity inside a window a stored fact looks at join
     /// `recomputed` (the drop-off facts read every event of the window);
-    /// the others with stored outcomes are returned. Persons with none are
-    /// left alone: activity cannot start a funnel.
+    /// the others with stored outcomes the activity can matter to are
+    /// returned (`PersonActivity.Relevance`). Persons with none are left
+    /// alone: activity cannot start a funnel, nor change a row it cannot reach.
     private static func activityOnly(
         _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, lookup: PersonActivity.Lookup, reader: Connection,
         prefetched: PersonActivity.Prefetch?
