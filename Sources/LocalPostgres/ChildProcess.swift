@@ -46,23 +46,9 @@ public enum ChildProcess {
 
         /// Waits for the child to exit and reaps it.
         public func wait() throws -> Exit {
-            guard let exit = try reap(options: 0) else { throw LocalClusterError("wait4 returned no exit for \(executable)") }
-            return exit
-        }
-
-        /// SIGKILL to every process still in the child's own group, before
-        /// the child is reaped (`ownGroup` only; otherwise nothing).
-        public func stopGroup() {
-            if ownGroup { _ = kill(-pid, SIGKILL) }
-        }
-
-        private func reap(options: Int32) throws -> Exit? {
             var status: Int32 = 0
             var usage = rusage()
-            while true {
-                let reaped = wait4(pid, &status, options, &usage)
-                if reaped == pid { break }
-                if reaped == 0 { return nil }
+            while wait4(pid, &status, 0, &usage) != pid {
                 guard errno == EINTR else { throw LocalClusterError("wait4 failed for \(executable)") }
             }
             let elapsed = ContinuousClock.now - started
@@ -71,6 +57,12 @@ public enum ChildProcess {
                 status: signaled ? status & 0x7f : (status >> 8) & 0xff, signaled: signaled,
                 maxResidentKilobytes: Int(usage.ru_maxrss),
                 seconds: Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18)
+        }
+
+        /// SIGKILL to every process still in the child's own group, before
+        /// the child is reaped (`ownGroup` only; otherwise nothing).
+        public func stopGroup() {
+            if ownGroup { _ = kill(-pid, SIGKILL) }
         }
     }
 
