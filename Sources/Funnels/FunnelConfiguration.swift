@@ -6,7 +6,7 @@ public import Foundation
 /// top-level and app keys are ignored, while everything inside a funnel is
 /// checked strictly because a typo there silently changes the numbers.
 public struct FunnelConfiguration: Sendable, Hashable {
-    /// The resource shipped in the module with the five SPEC §1 funnels.
+    /// The resource built into the module with the five SPEC §1 funnels.
     public static let defaultResourceName = "default-funnels"
 
     /// Global report time zone (IANA identifier), when configured.
@@ -62,18 +62,9 @@ public struct FunnelConfiguration: Sendable, Hashable {
         return try parse(yaml: text, source: source)
     }
 
-    /// The configuration bundled with the module (SPEC §1).
+    /// The configuration built into the module (SPEC §1), from
+    /// `Resources/default-funnels.yaml`.
     public static func `default`() throws(ConfigurationError) -> FunnelConfiguration {
-        let fileName = "\(defaultResourceName).yaml"
-        guard let url = Bundle.module.url(forResource: defaultResourceName, withExtension: "yaml") else {
-            throw ConfigurationError(source: fileName, message: "resource missing from the Funnels bundle")
-        }
-        let text: String
-        do {
-            text = try String(contentsOf: url, encoding: .utf8)
-        } catch {
-            throw ConfigurationError(source: fileName, message: "cannot read resource (\(error.localizedDescription))")
-        }
-        return try parse(yaml: text, source: fileName)
+        try parse(yaml: String(decoding: PackageResources.default_funnels_yaml, as: UTF8.self), source: "\(defaultResourceName).yaml")
     }
 }
