@@ -16,7 +16,7 @@ enum AlertNotification {
         var text = "Onramp report \(range.generatedAt): " + headline.joined(separator: ", ")
         // Slack and Mattermost read <…> as links and mentions; versions and names come from apps.
         func plain(_ line: String) -> String {
-            line.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;").replacingOccurrences(of: ">", with: "&gt;")
+            line.replacing("&", with: "&amp;").replacing("<", with: "&lt;").replacing(">", with: "&gt;")
         }
         for change in regressions { text += "\n• " + plain(RegressionText.line(change)) }
         for (funnel, target) in missed { text += "\n• " + plain("\(funnel): " + Formatting.target(target)) }

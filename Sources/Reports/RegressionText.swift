@@ -27,9 +27,9 @@ enum RegressionText {
     static func difference(_ c: MetricChange) -> String {
         if c.metric == .medianSecondsToComplete {
             guard let base = c.baseline.value, base > 0 else { return Formatting.duration(abs(c.difference)) }
-            return String(format: "%+.0f %%", c.difference / base * 100).replacingOccurrences(of: "-", with: "−")
+            return String(format: "%+.0f %%", c.difference / base * 100).replacing("-", with: "−")
         }
-        return String(format: "%+.1f points", c.difference * 100).replacingOccurrences(of: "-", with: "−")
+        return String(format: "%+.1f points", c.difference * 100).replacing("-", with: "−")
     }
 
     /// `yoked_onboarding: conversion to otp_verified 94.8% → 87.1% (−7.7 points), version 2.3.0 → 2.4.0, 3,455 vs 1,020 persons, q 3.2e-09`
