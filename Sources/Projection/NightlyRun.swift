@@ -16,7 +16,22 @@ public enum NightlyRun {
     public static func run(
         _ job: ProjectionJob, mode: ProjectionJob.Mode, query: ReportQuery, databaseURL: String, now: Int64? = nil
     ) async throws -> Outcome {
+        try await run(job, mode: mode, query: query, databaseURL: databaseURL, now: now) { $0 }
+    }
+
+    /// `run`, with `render` (what the command prints and writes) run on a
+    /// thread of its own as soon as the results are known, beside what is
+    /// left of the run: the regressions' write, the sessions' closing and
+    /// freeing what the run read. Its value is returned once both are done;
+    /// when the run fails, the run's error is thrown. After the regressions'
+    /// write, rendering the 1 M bench's JSON report took 4 ms, and that tail
+    /// 7 ms.
+    public static func run<Rendered: Sendable>(
+        _ job: ProjectionJob, mode: ProjectionJob.Mode, query: ReportQuery, databaseURL: String, now: Int64? = nil,
+        render: @escaping @Sendable (Outcome) throws -> Rendered
+    ) async throws -> Rendered {
         let now = now ?? Timestamps.microseconds(Date())
+        let rendering = Beside<Rendered>()
         // The second session connects while the first does (PostgreSQL
         // starts a process for each): one after the other, at 1 M events,
         // they were 5 ms of a 0.23 s run.
@@ -54,7 +69,10 @@ public enum NightlyRun {
                         let (summary, rewritten) = try job.run(c, mode: mode, now: now, reader: second, whenReaderIdle: handoff)
                         let fresh = handoff == nil ? [:] : try query.rewrittenDays(c, configuration: job.configuration, rewritten: rewritten)
                         handoff?.wait()
-                        let read = stored.withLockedValue { $0 }
+                        let read = stored.withLockedValue { days in
+                            defer { days = nil }
+                            return days
+                        }
                         if case .failure(let error) = read, job.showProgress {
                             // Only slower: every day is read after the commit.
                             FileHandle.standardError.write(Data("report: the stored days were not read beside the run (\(error))\n".utf8))
@@ -63,6 +81,9 @@ public enum NightlyRun {
                         let results = try query.results(
                             c, beside: beside, configuration: job.configuration, now: now,
                             stored: try? read?.get(), rewritten: fresh)
+                        let outcome = Outcome(summary: summary, results: results, now: now)
+                        rendering.start { try render(outcome) }
+                        BackgroundRelease.drop(read)
                         // Only a report over every day, cut as the job cuts them, speaks for the funnel.
                         if query.from == nil && query.to == nil && query.timeZoneOverride == nil {
                             try c.transaction { c in
@@ -70,13 +91,37 @@ public enum NightlyRun {
                                     c, reports: results.map(\.report), configured: job.configuration.funnels.map(\.name), now: now)
                             }
                         }
-                        return Outcome(summary: summary, results: results, now: now)
+                        return outcome
                     }
                 })
         } catch {
             outcome = .failure(error)
         }
         await pool.close()
-        return try outcome.get()
+        let rendered = await rendering.finished()
+        // The run's error first: what was rendered for a run that failed is not shown.
+        let finished = try outcome.get()
+        return try rendered?.get() ?? render(finished)
+    }
+}
+
+/// Work started on a thread of its own, its value waited for.
+private final class Beside<Value: Sendable>: Sendable {
+    private let group = DispatchGroup()
+    private let result = NIOLockedValueBox<Result<Value, any Error>?>(nil)
+
+    /// Starts `work`; called at most once.
+    func start(_ work: @escaping @Sendable () throws -> Value) {
+        DispatchQueue.global().async(group: group) { [result] in
+            let value = Result { try work() }
+            result.withLockedValue { $0 = value }
+        }
+    }
+
+    /// What the work returned or threw, once it is done; nil when it never started.
+    func finished() async -> Result<Value, any Error>? {
+        await withCheckedContinuation { continuation in
+            group.notify(queue: .global()) { [result] in continuation.resume(returning: result.withLockedValue { $0 }) }
+        }
     }
 }

@@ -69,13 +69,14 @@ struct ReportOptions: ParsableArguments {
     func run(mode: ProjectionJob.Mode, databaseURL: String, configuration options: ConfigurationOptions) async throws {
         let job = ProjectionJob(configuration: try options.load(), timeZoneOverride: timeZone, showProgress: !quiet)
         let query = ReportQuery(from: from, to: to, funnels: funnels, timeZoneOverride: timeZone)
-        let run = try await NightlyRun.run(job, mode: mode, query: query, databaseURL: databaseURL)
-        let summary = run.summary
+        let writer = ReportWriter(format: ReportFormat(rawValue: format) ?? .table, directory: out.map(URL.init(fileURLWithPath:)))
+        let (from, to) = (from, to)
+        let (summary, written) = try await NightlyRun.run(job, mode: mode, query: query, databaseURL: databaseURL) { run in
+            (run.summary, try writer.write(run, from: from, to: to))
+        }
         Console.info(
             "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons recomputed, "
                 + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
-        let writer = ReportWriter(format: ReportFormat(rawValue: format) ?? .table, directory: out.map(URL.init(fileURLWithPath:)))
-        let written = try writer.write(run, from: from, to: to)
         print(written.text, terminator: "")
         if let directory = writer.directory {
             Console.info(
