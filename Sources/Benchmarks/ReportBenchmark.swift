@@ -61,12 +61,18 @@ public struct ReportBenchmark: Sendable {
     public var executable: String
     public var serverURL: String?
     public var migrations: URL
+    /// When set, a copy of the database as the incremental run finds it
+    /// (the day appended, nothing reported yet) is left on the server under
+    /// the bench database's name and this suffix, for timing and profiling
+    /// the nightly run again by hand.
+    public var keptCopySuffix: String?
     public var log: @Sendable (String) -> Void
 
     public init(
         events: Int, laterUse: LaterUse = LaterUse(), rounds: Int = 3, executable: String, serverURL: String?, migrations: URL,
-        log: @escaping @Sendable (String) -> Void
+        keptCopySuffix: String? = nil, log: @escaping @Sendable (String) -> Void
     ) {
+        self.keptCopySuffix = keptCopySuffix
         self.events = events
         self.laterUse = laterUse
         self.rounds = max(1, rounds)
@@ -145,6 +151,7 @@ public struct ReportBenchmark: Sendable {
         // not start with a checkpoint's backlog of them.
         try await pool.query("CHECKPOINT")
         await pool.close()
+        if let keptCopySuffix { log("kept a copy of the database before the report: \(try await database.copy(keptCopySuffix))") }
         // One report is one sample of a noisy machine, and a report cannot
         // be repeated on the same database (it moves the checkpoint). With
         // several rounds each report runs on its own copy of the database as

@@ -20,10 +20,19 @@ struct BenchReport: AsyncParsableCommand {
         guard events > 0 else { throw ValidationError("--events must be at least 1 (got \(events))") }
         guard (0...10).contains(laterUse) else { throw ValidationError("--later-use must be from 0 to 10 (got \(laterUse))") }
         guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20 (got \(rounds))") }
+        if let keepCopy {
+            guard options.serverURL != nil else { throw ValidationError("--keep-copy needs --database-url (a private cluster is stopped at the end)") }
+            guard keepCopy.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }), !keepCopy.isEmpty else {
+                throw ValidationError("--keep-copy must be letters, digits or '_' (got '\(keepCopy)')")
+            }
+        }
     }
 
     @Option(help: "The onramp binary to time (default: the one beside this one).")
     var onramp: String?
+
+    @Option(help: "With --database-url: leave a copy of the database as the incremental report finds it (the day appended), named after the bench database with this suffix, to time the nightly run again by hand.")
+    var keepCopy: String?
 
     @OptionGroup var options: BenchOptions
 
@@ -32,7 +41,8 @@ struct BenchReport: AsyncParsableCommand {
             .deletingLastPathComponent().appendingPathComponent("onramp").path
         let bench = ReportBenchmark(
             events: events, laterUse: LaterUse(scale: laterUse), rounds: rounds, executable: executable,
-            serverURL: options.serverURL, migrations: try options.migrationsDirectory(), log: { info($0) })
+            serverURL: options.serverURL, migrations: try options.migrationsDirectory(),
+            keptCopySuffix: keepCopy, log: { info($0) })
         let r = try await bench.run()
         if try options.printedJSON(r) { return }
         print(
