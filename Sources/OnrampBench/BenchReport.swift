@@ -56,7 +56,7 @@ struct BenchReport: AsyncParsableCommand {
             rounds: scan \(r.rawScanSamples.map(fmt).joined(separator: ", ")) s; rebuild \(r.rebuildSamples.map(fmt).joined(separator: ", ")) s; SQL funnels \(r.sqlFunnelSamples.map(fmt).joined(separator: ", ")) s; report \(r.incrementalSamples.map(fmt).joined(separator: ", ")) s
             rebuild ÷ raw scan           \(fmt(r.rebuildOverRawScan))   (goal ≤ 2; by round \(r.rebuildOverRawScanByRound.map(fmt).joined(separator: ", ")))
             rebuild ÷ SQL funnels        \(fmt(r.rebuildOverSQLFunnels))   (goal < 1; by round \(r.rebuildOverSQLFunnelsByRound.map(fmt).joined(separator: ", ")))
-            incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild))   (goal ≤ 0.10)
+            incremental ÷ rebuild        \(String(format: "%.3f", r.incrementalOverRebuild))   (goal ≤ 0.10)
             """)
     }
 
