@@ -72,13 +72,13 @@ public struct ReportBenchmark: Sendable {
         events: Int, laterUse: LaterUse = LaterUse(), rounds: Int = 3, executable: String, serverURL: String?, migrations: URL,
         keptCopySuffix: String? = nil, log: @escaping @Sendable (String) -> Void
     ) {
-        self.keptCopySuffix = keptCopySuffix
         self.events = events
         self.laterUse = laterUse
         self.rounds = max(1, rounds)
         self.executable = executable
         self.serverURL = serverURL
         self.migrations = migrations
+        self.keptCopySuffix = keptCopySuffix
         self.log = log
     }
 

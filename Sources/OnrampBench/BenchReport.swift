@@ -21,9 +21,11 @@ struct BenchReport: AsyncParsableCommand {
         guard (0...10).contains(laterUse) else { throw ValidationError("--later-use must be from 0 to 10 (got \(laterUse))") }
         guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20 (got \(rounds))") }
         if let keepCopy {
-            guard options.serverURL != nil else { throw ValidationError("--keep-copy needs --database-url (a private cluster is stopped at the end)") }
-            guard keepCopy.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }), !keepCopy.isEmpty else {
-                throw ValidationError("--keep-copy must be letters, digits or '_' (got '\(keepCopy)')")
+            guard !(options.serverURL ?? "").isEmpty else {
+                throw ValidationError("--keep-copy needs a server (--database-url or $DATABASE_URL): a private cluster is stopped at the end")
+            }
+            guard BenchDatabase.isCopySuffix(keepCopy) else {
+                throw ValidationError("--keep-copy must be 1 to 30 of a–z, 0–9 and '_' (got '\(keepCopy)')")
             }
         }
     }
@@ -56,9 +58,10 @@ struct BenchReport: AsyncParsableCommand {
             rounds: scan \(r.rawScanSamples.map(fmt).joined(separator: ", ")) s; rebuild \(r.rebuildSamples.map(fmt).joined(separator: ", ")) s; SQL funnels \(r.sqlFunnelSamples.map(fmt).joined(separator: ", ")) s; report \(r.incrementalSamples.map(fmt).joined(separator: ", ")) s
             rebuild ÷ raw scan           \(fmt(r.rebuildOverRawScan))   (goal ≤ 2; by round \(r.rebuildOverRawScanByRound.map(fmt).joined(separator: ", ")))
             rebuild ÷ SQL funnels        \(fmt(r.rebuildOverSQLFunnels))   (goal < 1; by round \(r.rebuildOverSQLFunnelsByRound.map(fmt).joined(separator: ", ")))
-            incremental ÷ rebuild        \(String(format: "%.3f", r.incrementalOverRebuild))   (goal ≤ 0.10)
+            incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild, places: 3))   (goal ≤ 0.10)
             """)
     }
 
-    private func fmt(_ x: Double) -> String { String(format: "%.2f", x) }
+    private func fmt(_ x: Double) -> String { fmt(x, places: 2) }
+    private func fmt(_ x: Double, places: Int) -> String { String(format: "%.\(places)f", x) }
 }
