@@ -97,24 +97,74 @@ public final class Connection: Sendable {
     public func forEachRow(
         _ sql: String, _ parameters: [PostgresValue] = [], _ body: (Row) throws -> Void
     ) throws {
+        var columns: [Column]?
+        try streamRows(sql, parameters, binary: false) { result in
+            let cols = columns ?? Connection.columns(of: result)
+            columns = cols
+            try body(Row(columns: cols, values: Connection.values(of: result, row: 0, width: cols.count)))
+        }
+    }
+
+    /// Runs a statement with bound parameters and hands each row of its
+    /// result to `body` in binary format (`BinaryRow`). The whole result is
+    /// held at once: for results a run reads whole, where `forEachRow`'s
+    /// single-row mode costs a result and a string per value for each row.
+    /// `streaming`, rows come one at a time as in `forEachRow`, for a
+    /// statement whose rows are too many to hold.
+    public func forEachBinaryRow(
+        _ sql: String, _ parameters: [PostgresValue] = [], streaming: Bool = false, _ body: (BinaryRow) throws -> Void
+    ) throws {
+        guard !streaming else {
+            var width: Int?
+            try streamRows(sql, parameters, binary: true) { result in
+                let count = width ?? Int(PQnfields(result))
+                width = count
+                try body(BinaryRow(result: result, row: 0, count: count))
+            }
+            return
+        }
+        try withHandle { (h: ConnectionHandle) throws -> Void in
+            let raw = h.raw
+            let result = try Parameters.with(parameters) { (count, types, values, lengths, formats) in
+                PQexecParams(raw, sql, count, types, values, lengths, formats, 1)
+            }
+            guard let result else { throw Connection.connectionError(raw) }
+            let owner = ResultHandle(raw: result)
+            let status = PQresultStatus(owner.raw)
+            guard status == PGRES_TUPLES_OK else {
+                if status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE {
+                    throw Connection.error(from: owner.raw, connection: raw)
+                }
+                throw PostgresError(.unexpectedResult, message: "unexpected result status \(String(cString: PQresStatus(status)))")
+            }
+            let width = Int(PQnfields(owner.raw))
+            for index in 0..<PQntuples(owner.raw) {
+                try body(BinaryRow(result: owner.raw, row: index, count: width))
+            }
+        }
+    }
+
+    /// Sends a statement in single-row mode, results `binary` or text, and
+    /// hands `body` each one-row result; if `body` throws, the query is
+    /// cancelled, the rest drained and the error rethrown.
+    private func streamRows(
+        _ sql: String, _ parameters: [PostgresValue], binary: Bool, _ body: (OpaquePointer) throws -> Void
+    ) throws {
         try withHandle { (h: ConnectionHandle) throws -> Void in
             let raw = h.raw
             let sent = try Parameters.with(parameters) { (count, types, values, lengths, formats) in
-                PQsendQueryParams(raw, sql, count, types, values, lengths, formats, 0)
+                PQsendQueryParams(raw, sql, count, types, values, lengths, formats, binary ? 1 : 0)
             }
             guard sent == 1 else { throw Connection.connectionError(raw) }
             PQsetSingleRowMode(raw)
             var failure: (any Error)?
-            var columns: [Column]?
             while let next = PQgetResult(raw) {
                 let owner = ResultHandle(raw: next)
                 if failure != nil { continue }  // draining after an error
                 let status = PQresultStatus(owner.raw)
                 if status == PGRES_SINGLE_TUPLE {
-                    let cols = columns ?? Connection.columns(of: owner.raw)
-                    columns = cols
                     do {
-                        try body(Row(columns: cols, values: Connection.values(of: owner.raw, row: 0, width: cols.count)))
+                        try body(owner.raw)
                     } catch {
                         failure = error
                         Connection.cancel(raw)

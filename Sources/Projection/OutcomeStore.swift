@@ -26,12 +26,12 @@ enum OutcomeStore {
         var persons = Set<NewEvents.Key>()
         let app = 2 + outcomeColumnNames.count  // after the funnel, the cohort day and the outcome
         // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
-        for row in try c.query(
+        try c.forEachBinaryRow(
             TouchedPersons.deleteStatement(
                 from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f.")), f.app, f.person_id")
-        ).rows {
+        ) { row in
             try handOver(row, to: body)
-            persons.insert(NewEvents.Key(app: try row.decode(String.self, at: app), id: try row.decode(String.self, at: app + 1)))
+            persons.insert(NewEvents.Key(app: try row.required(app, row.text), id: try row.required(app + 1, row.text)))
         }
         return Array(persons)
     }
@@ -42,21 +42,21 @@ enum OutcomeStore {
     /// turns false at `open_until`. Hands over each row as it now is
     /// (funnel, cohort day, outcome), so the days' tallies can follow.
     static func closeWindows(_ c: Connection, now: Int64, _ body: (String, String, PersonOutcome) throws -> Void) throws {
-        for row in try c.query(
+        try c.forEachBinaryRow(
             """
             UPDATE funnel_persons f SET in_progress = false, open_until = NULL
             WHERE f.in_progress AND f.open_until <= $1
               AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = f.app AND t.person = f.person_id)
             RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
             """, [.microseconds(now)]
-        ).rows {
+        ) { row in
             try handOver(row, to: body)
         }
     }
 
     /// A row `RETURNING f.funnel, f.cohort_day::text, outcomeColumns("f.")`, as (funnel, cohort day, outcome).
-    private static func handOver(_ row: Row, to body: (String, String, PersonOutcome) throws -> Void) throws {
-        try body(try row.decode(String.self, at: 0), try row.decode(String.self, at: 1), try outcome(of: row, from: 2))
+    private static func handOver(_ row: BinaryRow, to body: (String, String, PersonOutcome) throws -> Void) throws {
+        try body(try row.required(0, row.text), try row.required(1, row.text), try outcome(of: row, from: 2))
     }
 
     /// The statement the rows of `append` are COPYed with.
@@ -121,16 +121,16 @@ enum OutcomeStore {
         let filter = days == nil ? "" : "AND cohort_day = ANY($2::date[])"
         var parameters: [PostgresValue] = [.text(funnel.name)]
         if let days { parameters.append(.textArray(days)) }
-        try c.forEachRow(
+        try c.forEachBinaryRow(
             """
             SELECT person_id, cohort_day::text, \(outcomeColumns(""))
             FROM funnel_persons WHERE funnel = $1 \(filter)
             \(byDay ? "ORDER BY cohort_day" : "")
-            """, parameters
+            """, parameters, streaming: true
         ) { row in
             try body(
                 StoredOutcome(
-                    personId: try row.decode(String.self, at: 0), cohortDay: try row.decode(String.self, at: 1),
+                    personId: try row.required(0, row.text), cohortDay: try row.required(1, row.text),
                     outcome: try outcome(of: row, from: 2)))
         }
     }
@@ -146,18 +146,19 @@ enum OutcomeStore {
     ]
 
     /// The outcome in `outcomeColumns`, starting at column `first` of `row`.
-    private static func outcome(of row: Row, from first: Int) throws -> PersonOutcome {
-        let breakdown = parseObject(try row.decode(PostgresJSON.self, at: first + 9))
-        let optional = (try row.decode(PostgresArrayText.self, at: first + 8).integers() ?? []).compactMap { $0.map { Int($0) - 1 } }
+    /// Read in binary: as text, each outcome's timestamps, step times and
+    /// breakdown were strings to parse again.
+    private static func outcome(of row: BinaryRow, from first: Int) throws -> PersonOutcome {
+        guard let level = try row.int(first), let completed = try row.bool(first + 1), let inProgress = try row.bool(first + 2),
+            let excluded = try row.bool(first + 3), let stepTimes = try row.integers(first + 7),
+            let optional = try row.integers(first + 8), let breakdown = try row.json(first + 9)
+        else { throw PostgresError(.decoding, message: "a stored outcome with a NULL column") }
         return PersonOutcome(
-            level: try row.decode(Int.self, at: first), completed: try row.decode(Bool.self, at: first + 1),
-            inProgress: try row.decode(Bool.self, at: first + 2), excluded: try row.decode(Bool.self, at: first + 3),
-            startTime: try row.decode(PostgresTimestamp?.self, at: first + 4)?.microseconds,
-            chainStartTime: try row.decode(PostgresTimestamp?.self, at: first + 5)?.microseconds,
-            completionTime: try row.decode(PostgresTimestamp?.self, at: first + 6)?.microseconds,
-            stepTimes: try row.decode(PostgresArrayText.self, at: first + 7).integers() ?? [],
-            optionalStepsDone: Set(optional), breakdown: breakdown,
-            openUntil: try row.decode(PostgresTimestamp?.self, at: first + 10)?.microseconds)
+            level: level, completed: completed, inProgress: inProgress, excluded: excluded,
+            startTime: try row.timestamp(first + 4), chainStartTime: try row.timestamp(first + 5),
+            completionTime: try row.timestamp(first + 6), stepTimes: stepTimes,
+            optionalStepsDone: Set(optional.compactMap { $0.map { Int($0) - 1 } }), breakdown: parseObject(breakdown),
+            openUntil: try row.timestamp(first + 10))
     }
 
     /// Deterministic JSON object text (sorted keys), so rebuilds compare equal
@@ -170,8 +171,8 @@ enum OutcomeStore {
 
     /// Reads back a flat object of strings with the event log's byte-level
     /// parser (PostgreSQL normalises jsonb spacing; the parser does not care).
-    static func parseObject(_ json: PostgresJSON) -> [String: String] {
-        guard case .object(let fields)? = try? JSONParser.parse(json.text.utf8) else { return [:] }
+    static func parseObject(_ json: String) -> [String: String] {
+        guard case .object(let fields)? = try? JSONParser.parse(json.utf8) else { return [:] }
         return fields.compactMapValues(\.stringValue)
     }
 }

@@ -261,8 +261,9 @@ struct PersonActivity: Sendable {
                 SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person AND \(Relevance.condition) OFFSET 0) p
               """
         // Each row names its key by its position in the arrays (a number, where
-        // the key's text would be one more string to make per row).
-        try c.forEachRow(
+        // the key's text would be one more string to make per row); in
+        // binary, where each timestamp and retention day was text to parse.
+        try c.forEachBinaryRow(
             """
             SELECT t.n, p.funnel, p.cohort_day::text, p.start_time, p.chain_start_time, p.open_until,
                    p.completed, p.in_progress, p.excluded, p.level, r.retained_days
@@ -271,22 +272,22 @@ struct PersonActivity: Sendable {
             LEFT JOIN funnel_person_retention r ON r.app = p.app AND r.person_id = p.person_id AND r.funnel = p.funnel
             """, NewEvents.Key.parameters(persons) + lookup.relevance.parameters
         ) { row in
-            let n = try row.decode(Int.self, at: 0)
+            guard let n = try row.int(0), let funnel = try row.text(1), let cohortDay = try row.text(2), let start = try row.timestamp(3),
+                let completed = try row.bool(6), let inProgress = try row.bool(7), let excluded = try row.bool(8),
+                let level = try row.int(9)
+            else { throw PostgresError(.unexpectedResult, message: "outcome lookup returned a NULL column") }
             guard n >= 1, n <= persons.count else { throw PostgresError(.unexpectedResult, message: "outcome lookup returned key \(n)") }
-            let funnel = try row.decode(String.self, at: 1)
-            let start = try row.decode(PostgresTimestamp.self, at: 3).microseconds
-            let chainStart = try row.decode(PostgresTimestamp?.self, at: 4)?.microseconds ?? start
+            let chainStart = try row.timestamp(4) ?? start
             // Every event a stored fact looked at is before the latest chain's
             // window ends, or before the open window's end (a window no longer
             // configured ends at once: the funnel is not read).
             let (end, overflow) = max(start, chainStart).addingReportingOverflow(windows[funnel] ?? 0)
-            let windowEnd = max(overflow ? Int64.max : end, try row.decode(PostgresTimestamp?.self, at: 5)?.microseconds ?? Int64.min)
+            let windowEnd = max(overflow ? Int64.max : end, try row.timestamp(5) ?? Int64.min)
             found[persons[persons.startIndex + n - 1], default: []].append(
                 Start(
-                    funnel: funnel, cohortDay: try row.decode(String.self, at: 2), start: start,
-                    completed: try row.decode(Bool.self, at: 6), inProgress: try row.decode(Bool.self, at: 7),
-                    excluded: try row.decode(Bool.self, at: 8), level: try row.decode(Int.self, at: 9),
-                    retainedDays: try RetentionAnalysis.retainedDays(row, at: 10), windowEnd: windowEnd))
+                    funnel: funnel, cohortDay: cohortDay, start: start, completed: completed, inProgress: inProgress,
+                    excluded: excluded, level: level, retainedDays: try RetentionAnalysis.retainedDays(row, at: 10),
+                    windowEnd: windowEnd))
         }
         return found
     }

@@ -206,13 +206,15 @@ struct RetentionAnalysis: PersonAnalysis {
     /// The stored start times of `days`, per funnel and cohort day.
     static func stored(_ c: Connection, days: Set<FunnelDay>) throws -> [String: [String: RetentionCounts]] {
         var counts: [String: [String: RetentionCounts]] = [:]
-        try c.forEachRow(
+        // In binary: the starts are arrays of microseconds, as text a string each.
+        try c.forEachBinaryRow(
             "SELECT funnel, cohort_day::text, completed, day_n, start_us FROM funnel_retention_starts WHERE \(FunnelDay.anyOf)",
             FunnelDay.parameters(days)
         ) { row in
-            let funnel = try row.decode(String.self, at: 0), day = try row.decode(String.self, at: 1)
-            let completed = try row.decode(Bool.self, at: 2), n = try row.decode(Int.self, at: 3)
-            let starts = (try row.decode(PostgresArrayText.self, at: 4).integers() ?? []).compactMap { $0 }
+            guard let funnel = try row.text(0), let day = try row.text(1), let completed = try row.bool(2), let n = try row.int(3),
+                let stored = try row.integers(4)
+            else { throw PostgresError(.decoding, message: "stored retention starts with a NULL column") }
+            let starts = stored.compactMap { $0 }
             var side = RetentionCounts.Side()
             if n < 0 { side.starts = starts } else { side.retained[n] = starts }
             counts[funnel, default: [:]][day, default: RetentionCounts()].merge(
@@ -229,25 +231,23 @@ struct RetentionAnalysis: PersonAnalysis {
         _ c: Connection, from: String, where filter: String, _ parameters: [PostgresValue],
         _ body: (FunnelDay, Int64, Bool, [Int]) throws -> Void
     ) throws {
-        try c.forEachRow(
+        try c.forEachBinaryRow(
             """
             SELECT p.funnel, p.cohort_day::text, p.start_time, p.completed, r.retained_days
             FROM \(from)
             LEFT JOIN funnel_person_retention r ON r.app = p.app AND r.person_id = p.person_id AND r.funnel = p.funnel
             WHERE \(filter) AND p.level >= 1 AND NOT p.excluded
-            """, parameters
+            """, parameters, streaming: true
         ) { row in
-            let funnel = try row.decode(String.self, at: 0)
+            guard let funnel = try row.text(0), let day = try row.text(1), let start = try row.timestamp(2), let completed = try row.bool(3)
+            else { throw PostgresError(.decoding, message: "a stored outcome with a NULL column") }
             guard settings[funnel] != nil else { return }  // no longer configured
-            let retained = try Self.retainedDays(row, at: 4)
-            try body(
-                FunnelDay(funnel: funnel, day: try row.decode(String.self, at: 1)),
-                try row.decode(PostgresTimestamp.self, at: 2).microseconds, try row.decode(Bool.self, at: 3), retained)
+            try body(FunnelDay(funnel: funnel, day: day), start, completed, try Self.retainedDays(row, at: 4))
         }
     }
 
     /// A `retained_days` column (NULL: a person with no record, active on no retention day).
-    static func retainedDays(_ row: Row, at column: Int) throws -> [Int] {
-        (try row.decode(PostgresArrayText?.self, at: column)?.integers() ?? []).compactMap { $0.map(Int.init) }
+    static func retainedDays(_ row: BinaryRow, at column: Int) throws -> [Int] {
+        (try row.integers(column) ?? []).compactMap { $0.map(Int.init) }
     }
 }

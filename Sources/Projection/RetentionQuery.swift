@@ -10,13 +10,14 @@ enum RetentionQuery {
     /// cohort day, as the last run counted them, from `funnel_retention`.
     static func cells(_ c: Connection, where filter: String, _ parameters: [PostgresValue]) throws -> [String: [String: [RetentionCell]]] {
         var cells: [String: [String: [RetentionCell]]] = [:]
-        try c.forEachRow(
+        try c.forEachBinaryRow(
             "SELECT funnel, cohort_day::text, day_n, completed, eligible, retained, pending FROM funnel_retention WHERE \(filter)", parameters
         ) { row in
-            let counts = RetentionSide(
-                eligible: try row.decode(Int.self, at: 4), retained: try row.decode(Int.self, at: 5), pending: try row.decode(Int.self, at: 6))
-            cells[try row.decode(String.self, at: 0), default: [:]][try row.decode(String.self, at: 1), default: []].append(
-                RetentionCell(day: try row.decode(Int.self, at: 2), completed: try row.decode(Bool.self, at: 3), counts: counts))
+            guard let funnel = try row.text(0), let day = try row.text(1), let n = try row.int(2), let completed = try row.bool(3),
+                let eligible = try row.int(4), let retained = try row.int(5), let pending = try row.int(6)
+            else { throw PostgresError(.decoding, message: "a stored retention cell with a NULL column") }
+            cells[funnel, default: [:]][day, default: []].append(
+                RetentionCell(day: n, completed: completed, counts: RetentionSide(eligible: eligible, retained: retained, pending: pending)))
         }
         return cells
     }

@@ -18,12 +18,19 @@ struct BreakdownJSONTests {
         let db = try await TestDatabase.create(migrated: false)
         let pool = db.pool(maxConnections: 1)
         let normalised = try await pool.query("SELECT $1::jsonb", [.json(text)]).scalar(PostgresJSON.self)
-        #expect(OutcomeStore.parseObject(normalised) == values)
+        #expect(OutcomeStore.parseObject(normalised.text) == values)
+        // In binary, as the job reads stored outcomes back.
+        let binary = try await pool.withConnection { c -> String? in
+            var read: String?
+            try c.forEachBinaryRow("SELECT $1::jsonb", [.json(text)]) { read = try $0.json(0) }
+            return read
+        }
+        #expect(binary.map(OutcomeStore.parseObject) == values)
         // Anything but an object of strings gives what strings there are, never a crash.
         let mixed = try await pool.query(#"SELECT '{"a": "b", "n": 1}'::jsonb"#).scalar(PostgresJSON.self)
-        #expect(OutcomeStore.parseObject(mixed) == ["a": "b"])
+        #expect(OutcomeStore.parseObject(mixed.text) == ["a": "b"])
         let array = try await pool.query("SELECT '[1]'::jsonb").scalar(PostgresJSON.self)
-        #expect(OutcomeStore.parseObject(array) == [:])
+        #expect(OutcomeStore.parseObject(array.text) == [:])
         await pool.close()
         try await db.drop()
     }
