@@ -105,12 +105,12 @@ public final class Connection: Sendable {
         }
     }
 
-    /// Runs a statement with bound parameters and hands each row of its
-    /// result to `body` in binary format (`BinaryRow`). The whole result is
-    /// held at once: for results a run reads whole, where `forEachRow`'s
-    /// single-row mode costs a result and a string per value for each row.
-    /// `streaming`, rows come one at a time as in `forEachRow`, for a
-    /// statement whose rows are too many to hold.
+    /// Runs a statement with bound parameters (one that returns rows) and
+    /// hands each row of its result to `body` in binary format
+    /// (`BinaryRow`). The whole result is held at once: for results a run
+    /// reads whole, where `forEachRow`'s single-row mode costs a result and
+    /// a string per value for each row. With `streaming`, rows come one at
+    /// a time as in `forEachRow`, for a statement whose rows are too many to hold.
     public func forEachBinaryRow(
         _ sql: String, _ parameters: [PostgresValue] = [], streaming: Bool = false, _ body: (BinaryRow) throws -> Void
     ) throws {
