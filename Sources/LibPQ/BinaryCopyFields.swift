@@ -17,8 +17,6 @@ public struct BinaryCopyFields {
     private var headerRead = false
 
     private static let signature: [UInt8] = Array("PGCOPY\n".utf8) + [0xFF, 13, 10, 0]
-    /// Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
-    private static let epochMicroseconds: Int64 = 946_684_800_000_000
 
     public init() {}
 
@@ -68,10 +66,7 @@ public struct BinaryCopyFields {
     /// as `Int64.max` and `.min`, as `Timestamps.parse` reads them); nil for
     /// NULL or a field of another size.
     public func timestamp(_ index: Int) -> Int64? {
-        guard let field = bytes(index), field.count == 8 else { return nil }
-        let value = Int64(bigEndian: field.loadUnaligned(as: Int64.self))
-        guard value != .max, value != .min else { return value }
-        return value.addingReportingOverflow(Self.epochMicroseconds).overflow ? nil : value + Self.epochMicroseconds
+        bytes(index).flatMap(Timestamps.binary)
     }
 
     private static func int32(_ bytes: UnsafeRawBufferPointer, at offset: Int) -> Int32 {

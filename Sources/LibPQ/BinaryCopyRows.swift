@@ -9,8 +9,7 @@ public struct BinaryCopyRows: Sendable {
     public private(set) var bytes: [UInt8]
     public private(set) var rowCount = 0
 
-    /// Microseconds and days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
-    private static let epochMicroseconds: Int64 = 946_684_800_000_000
+    /// Days from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
     private static let epochDays: Int64 = 10_957
 
     public init(capacity: Int = 0) {
@@ -62,7 +61,7 @@ public struct BinaryCopyRows: Sendable {
     public mutating func append(timestamp microseconds: Int64?) {
         guard let microseconds else { return appendNull() }
         put(Int32(8))
-        put(microseconds &- Self.epochMicroseconds)
+        put(microseconds &- Timestamps.postgresEpochMicroseconds)
     }
 
     /// A `date` from days since the Unix epoch.

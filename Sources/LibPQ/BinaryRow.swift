@@ -20,9 +20,6 @@ public struct BinaryRow {
         self.count = count
     }
 
-    /// Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch.
-    private static let epochMicroseconds: Int64 = 946_684_800_000_000
-
     /// Whether column `index` is NULL.
     public func isNull(_ index: Int) -> Bool {
         !(0..<count).contains(index) || PQgetisnull(result, row, Int32(index)) == 1
@@ -65,12 +62,8 @@ public struct BinaryRow {
     /// (infinities as `Int64.max` and `.min`); nil for NULL.
     public func timestamp(_ index: Int) throws(PostgresError) -> Int64? {
         guard let bytes = try value(index, types: [Self.timestamptz], expected: "timestamptz") else { return nil }
-        guard bytes.count == 8 else { throw Self.malformed(name(index), "timestamptz") }
-        let value = Int64(bigEndian: bytes.loadUnaligned(as: Int64.self))
-        guard value != .max, value != .min else { return value }
-        let (moved, overflow) = value.addingReportingOverflow(Self.epochMicroseconds)
-        guard !overflow else { throw Self.malformed(name(index), "timestamptz") }
-        return moved
+        guard let microseconds = Timestamps.binary(bytes) else { throw Self.malformed(name(index), "timestamptz") }
+        return microseconds
     }
 
     /// A one-dimensional `int2[]`, `int4[]` or `int8[]` column (an empty

@@ -115,11 +115,8 @@ public final class Connection: Sendable {
         _ sql: String, _ parameters: [PostgresValue] = [], streaming: Bool = false, _ body: (BinaryRow) throws -> Void
     ) throws {
         guard !streaming else {
-            var width: Int?
             try streamRows(sql, parameters, binary: true) { result in
-                let count = width ?? Int(PQnfields(result))
-                width = count
-                try body(BinaryRow(result: result, row: 0, count: count))
+                try body(BinaryRow(result: result, row: 0, count: Int(PQnfields(result))))
             }
             return
         }
@@ -130,13 +127,7 @@ public final class Connection: Sendable {
             }
             guard let result else { throw Connection.connectionError(raw) }
             let owner = ResultHandle(raw: result)
-            let status = PQresultStatus(owner.raw)
-            guard status == PGRES_TUPLES_OK else {
-                if status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE {
-                    throw Connection.error(from: owner.raw, connection: raw)
-                }
-                throw PostgresError(.unexpectedResult, message: "unexpected result status \(String(cString: PQresStatus(status)))")
-            }
+            try Connection.check(owner.raw, connection: raw, accepting: [PGRES_TUPLES_OK])
             let width = Int(PQnfields(owner.raw))
             for index in 0..<PQntuples(owner.raw) {
                 try body(BinaryRow(result: owner.raw, row: index, count: width))
@@ -360,15 +351,7 @@ public final class Connection: Sendable {
 
     static func materialize(_ owner: borrowing ResultHandle, connection raw: OpaquePointer) throws(PostgresError) -> QueryResult {
         let result = owner.raw
-        let status = PQresultStatus(result)
-        guard status == PGRES_TUPLES_OK || status == PGRES_COMMAND_OK || status == PGRES_SINGLE_TUPLE
-            || status == PGRES_EMPTY_QUERY
-        else {
-            if status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE {
-                throw error(from: result, connection: raw)
-            }
-            throw PostgresError(.unexpectedResult, message: "unexpected result status \(String(cString: PQresStatus(status)))")
-        }
+        try check(result, connection: raw, accepting: [PGRES_TUPLES_OK, PGRES_COMMAND_OK, PGRES_SINGLE_TUPLE, PGRES_EMPTY_QUERY])
         let cols = columns(of: result)
         let count = Int(PQntuples(result))
         var rows: [Row] = []
@@ -378,6 +361,17 @@ public final class Connection: Sendable {
         }
         let tag = PQcmdTuples(result).map { String(cString: $0) } ?? ""
         return QueryResult(columns: cols, rows: rows, affectedRows: Int(tag) ?? 0)
+    }
+
+    /// Throws the server's error for a failed statement's result, or an
+    /// unexpected-result error for any status but those `accepting`.
+    static func check(_ result: OpaquePointer, connection raw: OpaquePointer, accepting: [ExecStatusType]) throws(PostgresError) {
+        let status = PQresultStatus(result)
+        guard !accepting.contains(status) else { return }
+        if status == PGRES_FATAL_ERROR || status == PGRES_NONFATAL_ERROR || status == PGRES_BAD_RESPONSE {
+            throw error(from: result, connection: raw)
+        }
+        throw PostgresError(.unexpectedResult, message: "unexpected result status \(String(cString: PQresStatus(status)))")
     }
 
     static func columns(of result: OpaquePointer) -> [Column] {

@@ -5,6 +5,22 @@ public import Foundation
 /// epoch. PostgreSQL stores microseconds; going through `Date` (a Double) for
 /// every row would both cost time and round, so the layer works in integers.
 public enum Timestamps {
+    /// Microseconds from 1970-01-01 to 2000-01-01, PostgreSQL's epoch, which
+    /// its binary `timestamptz` counts from.
+    static let postgresEpochMicroseconds: Int64 = 946_684_800_000_000
+
+    /// A binary `timestamptz` (eight bytes, microseconds since 2000) as
+    /// microseconds since the Unix epoch, infinities as `Int64.max` and
+    /// `.min` (as `parse` reads them); nil for a field of another size or
+    /// out of range.
+    static func binary(_ field: UnsafeRawBufferPointer) -> Int64? {
+        guard field.count == 8 else { return nil }
+        let value = Int64(bigEndian: field.loadUnaligned(as: Int64.self))
+        guard value != .max, value != .min else { return value }
+        let (moved, overflow) = value.addingReportingOverflow(postgresEpochMicroseconds)
+        return overflow ? nil : moved
+    }
+
     public static func microseconds(_ date: Date) -> Int64 {
         Int64((date.timeIntervalSince1970 * 1_000_000).rounded())
     }
