@@ -107,13 +107,11 @@ struct DropOffAnalysis: PersonAnalysis {
             let facts = DropOffFacts(
                 lingering: try row.int(5).map(Int64.init), nextLabel: try row.text(6),
                 labels: zip(steps, labels).map { DropOffFacts.Label(stepIndex: $0, label: $1 ?? "") })
-            guard let level = try row.int(2), let completed = try row.bool(3), let breakdown = try row.json(4) else {
-                throw PostgresError(.decoding, message: "a stored outcome with a NULL column")
-            }
-            let day = try row.required(1, row.text), parsed = OutcomeStore.parseObject(breakdown)
-            try body(FunnelDay(funnel: funnel, day: day)) { tally in
+            let level = try row.required(2, row.int), completed = try row.required(3, row.bool)
+            let breakdown = OutcomeStore.parseObject(try row.required(4, row.json))
+            try body(FunnelDay(funnel: funnel, day: try row.required(1, row.text))) { tally in
                 Tally.update(&tally) {
-                    $0.counts.add(level: level, completed: completed, breakdown: parsed, facts: facts, required: shape.required)
+                    $0.counts.add(level: level, completed: completed, breakdown: breakdown, facts: facts, required: shape.required)
                 }
             }
         }

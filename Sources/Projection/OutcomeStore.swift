@@ -149,15 +149,13 @@ enum OutcomeStore {
     /// Read in binary: as text, each outcome's timestamps, step times and
     /// breakdown were strings to parse again.
     private static func outcome(of row: BinaryRow, from first: Int) throws -> PersonOutcome {
-        guard let level = try row.int(first), let completed = try row.bool(first + 1), let inProgress = try row.bool(first + 2),
-            let excluded = try row.bool(first + 3), let stepTimes = try row.integers(first + 7),
-            let optional = try row.integers(first + 8), let breakdown = try row.json(first + 9)
-        else { throw PostgresError(.decoding, message: "a stored outcome with a NULL column") }
+        let optional = try row.required(first + 8, row.integers).compactMap { $0.map { Int($0) - 1 } }
         return PersonOutcome(
-            level: level, completed: completed, inProgress: inProgress, excluded: excluded,
+            level: try row.required(first, row.int), completed: try row.required(first + 1, row.bool),
+            inProgress: try row.required(first + 2, row.bool), excluded: try row.required(first + 3, row.bool),
             startTime: try row.timestamp(first + 4), chainStartTime: try row.timestamp(first + 5),
-            completionTime: try row.timestamp(first + 6), stepTimes: stepTimes,
-            optionalStepsDone: Set(optional.compactMap { $0.map { Int($0) - 1 } }), breakdown: parseObject(breakdown),
+            completionTime: try row.timestamp(first + 6), stepTimes: try row.required(first + 7, row.integers),
+            optionalStepsDone: Set(optional), breakdown: parseObject(try row.required(first + 9, row.json)),
             openUntil: try row.timestamp(first + 10))
     }
 

@@ -272,11 +272,9 @@ struct PersonActivity: Sendable {
             LEFT JOIN funnel_person_retention r ON r.app = p.app AND r.person_id = p.person_id AND r.funnel = p.funnel
             """, NewEvents.Key.parameters(persons) + lookup.relevance.parameters
         ) { row in
-            guard let n = try row.int(0), let funnel = try row.text(1), let cohortDay = try row.text(2), let start = try row.timestamp(3),
-                let completed = try row.bool(6), let inProgress = try row.bool(7), let excluded = try row.bool(8),
-                let level = try row.int(9)
-            else { throw PostgresError(.unexpectedResult, message: "outcome lookup returned a NULL column") }
+            let n = try row.required(0, row.int)
             guard n >= 1, n <= persons.count else { throw PostgresError(.unexpectedResult, message: "outcome lookup returned key \(n)") }
+            let funnel = try row.required(1, row.text), start = try row.required(3, row.timestamp)
             let chainStart = try row.timestamp(4) ?? start
             // Every event a stored fact looked at is before the latest chain's
             // window ends, or before the open window's end (a window no longer
@@ -285,8 +283,9 @@ struct PersonActivity: Sendable {
             let windowEnd = max(overflow ? Int64.max : end, try row.timestamp(5) ?? Int64.min)
             found[persons[persons.startIndex + n - 1], default: []].append(
                 Start(
-                    funnel: funnel, cohortDay: cohortDay, start: start, completed: completed, inProgress: inProgress,
-                    excluded: excluded, level: level, retainedDays: try RetentionAnalysis.retainedDays(row, at: 10),
+                    funnel: funnel, cohortDay: try row.required(2, row.text), start: start, completed: try row.required(6, row.bool),
+                    inProgress: try row.required(7, row.bool), excluded: try row.required(8, row.bool),
+                    level: try row.required(9, row.int), retainedDays: try RetentionAnalysis.retainedDays(row, at: 10),
                     windowEnd: windowEnd))
         }
         return found

@@ -211,10 +211,9 @@ struct RetentionAnalysis: PersonAnalysis {
             "SELECT funnel, cohort_day::text, completed, day_n, start_us FROM funnel_retention_starts WHERE \(FunnelDay.anyOf)",
             FunnelDay.parameters(days)
         ) { row in
-            guard let funnel = try row.text(0), let day = try row.text(1), let completed = try row.bool(2), let n = try row.int(3),
-                let stored = try row.integers(4)
-            else { throw PostgresError(.decoding, message: "stored retention starts with a NULL column") }
-            let starts = stored.compactMap { $0 }
+            let funnel = try row.required(0, row.text), day = try row.required(1, row.text)
+            let completed = try row.required(2, row.bool), n = try row.required(3, row.int)
+            let starts = try row.required(4, row.integers).compactMap { $0 }
             var side = RetentionCounts.Side()
             if n < 0 { side.starts = starts } else { side.retained[n] = starts }
             counts[funnel, default: [:]][day, default: RetentionCounts()].merge(
@@ -239,10 +238,11 @@ struct RetentionAnalysis: PersonAnalysis {
             WHERE \(filter) AND p.level >= 1 AND NOT p.excluded
             """, parameters, streaming: true
         ) { row in
-            guard let funnel = try row.text(0), let day = try row.text(1), let start = try row.timestamp(2), let completed = try row.bool(3)
-            else { throw PostgresError(.decoding, message: "a stored outcome with a NULL column") }
+            let funnel = try row.required(0, row.text)
             guard settings[funnel] != nil else { return }  // no longer configured
-            try body(FunnelDay(funnel: funnel, day: day), start, completed, try Self.retainedDays(row, at: 4))
+            try body(
+                FunnelDay(funnel: funnel, day: try row.required(1, row.text)), try row.required(2, row.timestamp),
+                try row.required(3, row.bool), try Self.retainedDays(row, at: 4))
         }
     }
 

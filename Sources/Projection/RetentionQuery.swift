@@ -13,11 +13,10 @@ enum RetentionQuery {
         try c.forEachBinaryRow(
             "SELECT funnel, cohort_day::text, day_n, completed, eligible, retained, pending FROM funnel_retention WHERE \(filter)", parameters
         ) { row in
-            guard let funnel = try row.text(0), let day = try row.text(1), let n = try row.int(2), let completed = try row.bool(3),
-                let eligible = try row.int(4), let retained = try row.int(5), let pending = try row.int(6)
-            else { throw PostgresError(.decoding, message: "a stored retention cell with a NULL column") }
-            cells[funnel, default: [:]][day, default: []].append(
-                RetentionCell(day: n, completed: completed, counts: RetentionSide(eligible: eligible, retained: retained, pending: pending)))
+            let counts = RetentionSide(
+                eligible: try row.required(4, row.int), retained: try row.required(5, row.int), pending: try row.required(6, row.int))
+            cells[try row.required(0, row.text), default: [:]][try row.required(1, row.text), default: []].append(
+                RetentionCell(day: try row.required(2, row.int), completed: try row.required(3, row.bool), counts: counts))
         }
         return cells
     }

@@ -40,12 +40,12 @@ enum TallyStore {
         // In binary: the 1 M bench's 155 tallies were a megabyte to send as
         // two of hex and decode again.
         try c.forEachBinaryRow("SELECT funnel, cohort_day::text, time_zone, tally FROM funnel_tallies WHERE \(filter)", parameters) { row in
-            guard let name = try row.text(0), let day = try row.text(1), let timeZone = try row.text(2), let bytes = try row.bytes(3) else {
-                throw PostgresError(.decoding, message: "a stored tally with a NULL column")
-            }
+            let name = try row.required(0, row.text)
             guard let funnel = byName[name] else { return }
-            tallies[name, default: [:]][day] = Stored(
-                timeZone: timeZone, tally: try TallyEncoding.decode(bytes, funnel: funnel), current: bytes.first == TallyEncoding.version)
+            let bytes = try row.required(3, row.bytes)
+            tallies[name, default: [:]][try row.required(1, row.text)] = Stored(
+                timeZone: try row.required(2, row.text), tally: try TallyEncoding.decode(bytes, funnel: funnel),
+                current: bytes.first == TallyEncoding.version)
         }
         return tallies
     }
