@@ -26,6 +26,31 @@ struct EventLogSchemaTests {
         try await db.drop()
     }
 
+    @Test("every partition's BRIN index is summarized as its ranges fill, partitions made later too")
+    func brinAutosummarize() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        #expect(try await pool.query("SELECT onramp_ensure_event_partitions(1, 6)").scalar(Int.self) == 3)
+        // The BRIN index of each partition and of `events` itself, with its storage parameters.
+        let indexes = try await pool.query(
+            """
+            SELECT t.relname, coalesce(array_to_string(c.reloptions, ','), '')
+            FROM pg_index x
+            JOIN pg_class c ON c.oid = x.indexrelid
+            JOIN pg_class t ON t.oid = x.indrelid
+            JOIN pg_am a ON a.oid = c.relam
+            WHERE a.amname = 'brin'
+              AND (t.oid = 'events'::regclass OR t.oid IN (SELECT inhrelid FROM pg_inherits WHERE inhparent = 'events'::regclass))
+            ORDER BY 1
+            """
+        ).rows.map { (try $0.decode(String.self, at: 0), try $0.decode(String.self, at: 1)) }
+        let partitions = try await pool.query("SELECT count(*) FROM pg_inherits WHERE inhparent = 'events'::regclass").scalar(Int.self)
+        #expect(indexes.count == partitions + 1)
+        for (table, options) in indexes { #expect(options.contains("autosummarize=on"), "\(table): \(options)") }
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("the log refuses UPDATE, DELETE and TRUNCATE")
     func appendOnly() async throws {
         let db = try await TestDatabase.create()
