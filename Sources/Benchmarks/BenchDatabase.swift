@@ -47,7 +47,7 @@ public final class BenchDatabase: Sendable {
     /// the whole database through the WAL), so what is timed next does not
     /// share the machine with the copy's writes.
     public func copy(_ suffix: String) async throws -> String {
-        guard Self.isCopySuffix(suffix) else { throw BenchError("not a copy suffix (a–z, 0–9, '_', at most 30): '\(suffix)'") }
+        try Self.checkCopySuffix(suffix)
         try await Self.onServer(serverURL, ["CREATE DATABASE \(name)_\(suffix) TEMPLATE \(name) STRATEGY = FILE_COPY", "CHECKPOINT"])
         return try Self.database("\(name)_\(suffix)", on: serverURL)
     }
@@ -59,8 +59,12 @@ public final class BenchDatabase: Sendable {
         (1...30).contains(suffix.utf8.count) && suffix.utf8.allSatisfy { (0x61...0x7a).contains($0) || (0x30...0x39).contains($0) || $0 == 0x5f }
     }
 
+    private static func checkCopySuffix(_ suffix: String) throws {
+        guard isCopySuffix(suffix) else { throw BenchError("not a copy suffix (a–z, 0–9, '_', at most 30): '\(suffix)'") }
+    }
+
     public func dropCopy(_ suffix: String) async throws {
-        guard Self.isCopySuffix(suffix) else { throw BenchError("not a copy suffix (a–z, 0–9, '_', at most 30): '\(suffix)'") }
+        try Self.checkCopySuffix(suffix)
         try await Self.onServer(serverURL, ["DROP DATABASE IF EXISTS \(name)_\(suffix)"])
     }
 

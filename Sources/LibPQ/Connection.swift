@@ -80,13 +80,8 @@ public final class Connection: Sendable {
     @discardableResult
     public func query(_ sql: String, _ parameters: [PostgresValue] = []) throws(PostgresError) -> QueryResult {
         try withHandle { (h: ConnectionHandle) throws(PostgresError) -> QueryResult in
-            let raw = h.raw
-            let result = try Parameters.with(parameters) { (count, types, values, lengths, formats) in
-                PQexecParams(raw, sql, count, types, values, lengths, formats, 0)
-            }
-            guard let result else { throw Connection.connectionError(raw) }
-            let owner = ResultHandle(raw: result)
-            return try Connection.materialize(owner, connection: raw)
+            let owner = try Connection.execute(h.raw, sql, parameters, binary: false)
+            return try Connection.materialize(owner, connection: h.raw)
         }
     }
 
@@ -121,13 +116,8 @@ public final class Connection: Sendable {
             return
         }
         try withHandle { (h: ConnectionHandle) throws -> Void in
-            let raw = h.raw
-            let result = try Parameters.with(parameters) { (count, types, values, lengths, formats) in
-                PQexecParams(raw, sql, count, types, values, lengths, formats, 1)
-            }
-            guard let result else { throw Connection.connectionError(raw) }
-            let owner = ResultHandle(raw: result)
-            try Connection.check(owner.raw, connection: raw, accepting: [PGRES_TUPLES_OK])
+            let owner = try Connection.execute(h.raw, sql, parameters, binary: true)
+            try Connection.check(owner.raw, connection: h.raw, accepting: [PGRES_TUPLES_OK])
             let width = Int(PQnfields(owner.raw))
             for index in 0..<PQntuples(owner.raw) {
                 try body(BinaryRow(result: owner.raw, row: index, count: width))
@@ -347,6 +337,18 @@ public final class Connection: Sendable {
             hint: field(UInt8(ascii: "H")),
             constraint: field(UInt8(ascii: "n"))
         )
+    }
+
+    /// Runs a statement with bound parameters, its result in binary format
+    /// or text; a result is owned by the handle returned, whatever its status.
+    private static func execute(
+        _ raw: OpaquePointer, _ sql: String, _ parameters: [PostgresValue], binary: Bool
+    ) throws(PostgresError) -> ResultHandle {
+        let result = try Parameters.with(parameters) { (count, types, values, lengths, formats) in
+            PQexecParams(raw, sql, count, types, values, lengths, formats, binary ? 1 : 0)
+        }
+        guard let result else { throw connectionError(raw) }
+        return ResultHandle(raw: result)
     }
 
     static func materialize(_ owner: borrowing ResultHandle, connection raw: OpaquePointer) throws(PostgresError) -> QueryResult {
