@@ -40,15 +40,18 @@ public final class BenchDatabase: Sendable {
         self.cluster = cluster
     }
 
-    /// A copy of this database as it stands (`CREATE DATABASE … TEMPLATE`;
-    /// nothing may be connected to it meanwhile), for runs that must each
-    /// start from the same state. Returns its URL; `dropCopy` removes it.
+    /// A copy of this database as it stands, or of its copy `source`
+    /// (`CREATE DATABASE … TEMPLATE`; nothing may be connected to it
+    /// meanwhile), for runs that must each start from the same state.
+    /// Returns its URL; `dropCopy` removes it.
     /// The files are copied and checkpointed (`FILE_COPY`; the default writes
     /// the whole database through the WAL), so what is timed next does not
     /// share the machine with the copy's writes.
-    public func copy(_ suffix: String) async throws -> String {
+    public func copy(_ suffix: String, of source: String? = nil) async throws -> String {
         try Self.checkCopySuffix(suffix)
-        try await Self.onServer(serverURL, ["CREATE DATABASE \(name)_\(suffix) TEMPLATE \(name) STRATEGY = FILE_COPY", "CHECKPOINT"])
+        if let source { try Self.checkCopySuffix(source) }
+        let template = source.map { "\(name)_\($0)" } ?? name
+        try await Self.onServer(serverURL, ["CREATE DATABASE \(name)_\(suffix) TEMPLATE \(template) STRATEGY = FILE_COPY", "CHECKPOINT"])
         return try Self.database("\(name)_\(suffix)", on: serverURL)
     }
 

@@ -11,8 +11,8 @@ public import Simulation
 /// messages over 30 days with COPY, then, in the same run and `rounds` times over: the
 /// raw read limit (`COPY (SELECT … FROM events) TO STDOUT`, discarded),
 /// `onramp rebuild`, the one-query SQL funnel for each configured funnel
-/// (`SQLFunnel`); then one more day appended, and the incremental `onramp report`
-/// (`rounds` times, each on a copy of the database). Ratios, not absolute
+/// (`SQLFunnel`), and the incremental `onramp report` of one more day (on a
+/// copy of the rebuilt database with the day appended). Ratios, not absolute
 /// times, are the result: this machine is shared and noisy.
 public struct ReportBenchmark: Sendable {
     public struct Result: Sendable, Codable {
@@ -28,13 +28,13 @@ public struct ReportBenchmark: Sendable {
         public var dayEvents: Int
         public var incrementalSeconds: Double
         public var incrementalPeakRSSMegabytes: Double
-        /// Scan, rebuild and SQL funnels ran this many times, interleaved; the
-        /// seconds above are the medians, the samples below every run.
+        /// Scan, rebuild, SQL funnels and the nightly run ran this many times,
+        /// interleaved; the seconds above are the medians, the samples below every run.
         public var rounds: Int
         public var rawScanSamples: [Double]
         public var rebuildSamples: [Double]
         public var sqlFunnelSamples: [Double]
-        /// One report per round, each on a copy of the database after the appended day.
+        /// One report per round, after its rebuild, each on a copy of the database with the day appended.
         public var incrementalSamples: [Double]
 
         public var rebuildEventsPerSecond: Double { Double(events) / rebuildSeconds }
@@ -44,7 +44,9 @@ public struct ReportBenchmark: Sendable {
         public var rebuildOverSQLFunnels: Double { ReportBenchmark.median(rebuildOverSQLFunnelsByRound) }
         public var rebuildOverRawScanByRound: [Double] { zip(rebuildSamples, rawScanSamples).map { $0 / $1 } }
         public var rebuildOverSQLFunnelsByRound: [Double] { zip(rebuildSamples, sqlFunnelSamples).map { $0 / $1 } }
-        public var incrementalOverRebuild: Double { incrementalSeconds / rebuildSeconds }
+        /// Each round's nightly run against that round's rebuild, as above.
+        public var incrementalOverRebuild: Double { ReportBenchmark.median(incrementalOverRebuildByRound) }
+        public var incrementalOverRebuildByRound: [Double] { zip(incrementalSamples, rebuildSamples).map { $0 / $1 } }
     }
 
     public struct SQLFunnelRun: Sendable, Codable {
@@ -86,8 +88,17 @@ public struct ReportBenchmark: Sendable {
         try await BenchDatabase.with(serverURL: serverURL, migrations: migrations) { try await run(on: $0) }
     }
 
+    /// The suffixes of the copies the benchmark makes itself: the nightly
+    /// run's database and each round's copy of it. `keptCopySuffix` must be
+    /// none of them.
+    public static func isReservedCopySuffix(_ suffix: String) -> Bool {
+        suffix == nightlySuffix || (suffix.first == "r" && suffix.dropFirst().allSatisfy(\.isNumber) && suffix.count > 1)
+    }
+
+    private static let nightlySuffix = "nightly"
+
     private func run(on database: BenchDatabase) async throws -> Result {
-        let pool = ConnectionPool(url: database.url, maxConnections: 1)
+        var pool = ConnectionPool(url: database.url, maxConnections: 1)
         let now = Date()
         let historyStart = now.addingTimeInterval(-31 * 86_400)
         let historyEnd = now.addingTimeInterval(-86_400)
@@ -107,74 +118,113 @@ public struct ReportBenchmark: Sendable {
         try await pool.query("VACUUM ANALYZE events")
         try await pool.query("VACUUM ANALYZE event_ids")
         // Interleaved rounds, so a slow spell of this shared machine weighs on
-        // all three alike; medians, so one outlier does not decide a ratio.
+        // all four alike; medians, so one outlier does not decide a ratio.
+        // The nightly run too: each round's report runs right after that
+        // round's rebuild, on a copy of the nightly run's database, so its
+        // ratio is taken within the round as the others are. Timed after
+        // every rebuild instead, the reports had met other spells than the
+        // rebuilds they were divided by.
         var scans: [Double] = [], rebuilds: [Double] = [], sqlTotals: [Double] = []
         var bytes = 0
         var rebuildRSS = 0
         var sqlRuns: [[SQLFunnelRun]] = []
+        var nightly: (url: String, dayEvents: Int)?
+        var incrementals: [Double] = []
+        var incrementalRSS = 0
         let funnels = try FunnelConfiguration.default().funnels
-        for round in 1...rounds {
-            log("round \(round)/\(rounds): raw scan (COPY (SELECT * FROM events) TO STDOUT), onramp rebuild, one-query SQL funnels …")
-            let (scanned, scan) = try await measure {
-                try await pool.withConnection { c in
-                    try c.copyOut("COPY (SELECT * FROM events) TO STDOUT") { _ in }
+        do {
+            for round in 1...rounds {
+                log("round \(round)/\(rounds): raw scan (COPY (SELECT * FROM events) TO STDOUT), onramp rebuild, one-query SQL funnels, the nightly run …")
+                let (scanned, scan) = try await measure {
+                    try await pool.withConnection { c in
+                        try c.copyOut("COPY (SELECT * FROM events) TO STDOUT") { _ in }
+                    }
                 }
+                bytes = scanned
+                scans.append(scan)
+                let rebuild = try ChildProcess.run(
+                    [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
+                guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
+                rebuilds.append(rebuild.exit.seconds)
+                rebuildRSS = max(rebuildRSS, rebuild.exit.maxResidentKilobytes)
+                var runs: [SQLFunnelRun] = []
+                for funnel in funnels {
+                    let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
+                    runs.append(SQLFunnelRun(funnel: funnel.name, seconds: seconds, stepPersons: persons))
+                }
+                sqlRuns.append(runs)
+                sqlTotals.append(runs.map(\.seconds).reduce(0, +))
+                if nightly == nil {
+                    // A copy is taken with nobody connected to its template.
+                    await pool.close()
+                    nightly = try await appendDay(to: database, from: historyStart, to: now, kept: historyEnd..<now, count: generated)
+                    pool = ConnectionPool(url: database.url, maxConnections: 1)
+                }
+                guard let nightly else { break }
+                // One report is one sample of a noisy machine, and a report
+                // cannot be repeated on the same database (it moves the
+                // checkpoint): with several rounds each runs on its own copy.
+                let suffix = "r\(round)"
+                let url = rounds == 1 ? nightly.url : try await database.copy(suffix, of: Self.nightlySuffix)
+                let incremental = try ChildProcess.run([executable, "report", "--quiet", "--format", "json", "--database-url", url])
+                if rounds > 1 { try await database.dropCopy(suffix) }
+                guard incremental.exit.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
+                incrementals.append(incremental.exit.seconds)
+                incrementalRSS = max(incrementalRSS, incremental.exit.maxResidentKilobytes)
             }
-            bytes = scanned
-            scans.append(scan)
-            let rebuild = try ChildProcess.run(
-                [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
-            guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
-            rebuilds.append(rebuild.exit.seconds)
-            rebuildRSS = max(rebuildRSS, rebuild.exit.maxResidentKilobytes)
-            var runs: [SQLFunnelRun] = []
-            for funnel in funnels {
-                let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
-                runs.append(SQLFunnelRun(funnel: funnel.name, seconds: seconds, stepPersons: persons))
-            }
-            sqlRuns.append(runs)
-            sqlTotals.append(runs.map(\.seconds).reduce(0, +))
+        } catch {
+            await pool.close()
+            // On a server of one's own, the copies would be left behind.
+            try? await database.dropCopy("r\(incrementals.count + 1)")
+            try? await database.dropCopy(Self.nightlySuffix)
+            throw error
         }
+        await pool.close()
+        try await database.dropCopy(Self.nightlySuffix)
         let sqlFunnels = (sqlRuns.first ?? []).indices.map { index in
             var run = sqlRuns[0][index]
             run.seconds = Self.median(sqlRuns.map { $0[index].seconds })
             return run
         }
-        log("appending one more day and running the incremental report …")
-        let dayCount = try await pool.withConnection { c in
-            try LogWriter.append(
-                c, count: generated, from: historyStart, to: now, seed: 1, prefix: "h", laterUse: laterUse, kept: historyEnd..<now,
-                receivedAt: now)
-        }
-        try await pool.query("ANALYZE events")
-        // The rounds' rebuilds leave dirty pages behind; the nightly run does
-        // not start with a checkpoint's backlog of them.
-        try await pool.query("CHECKPOINT")
-        await pool.close()
-        if let keptCopySuffix { log("kept a copy of the database before the report: \(try await database.copy(keptCopySuffix))") }
-        // One report is one sample of a noisy machine, and a report cannot
-        // be repeated on the same database (it moves the checkpoint). With
-        // several rounds each report runs on its own copy of the database as
-        // it now stands, so all start from the same state.
-        var incrementals: [Double] = []
-        var incrementalRSS = 0
-        for round in 1...rounds {
-            let suffix = "r\(round)"
-            let url = rounds == 1 ? database.url : try await database.copy(suffix)
-            let incremental = try ChildProcess.run([executable, "report", "--quiet", "--format", "json", "--database-url", url])
-            if rounds > 1 { try await database.dropCopy(suffix) }
-            guard incremental.exit.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
-            incrementals.append(incremental.exit.seconds)
-            incrementalRSS = max(incrementalRSS, incremental.exit.maxResidentKilobytes)
-        }
         return Result(
             events: written, loadSeconds: load, rawScanSeconds: Self.median(scans), rawScanBytes: bytes,
             rebuildSeconds: Self.median(rebuilds), rebuildPeakRSSMegabytes: Double(rebuildRSS) / 1024,
-            sqlFunnelSeconds: Self.median(sqlTotals), sqlFunnels: sqlFunnels, dayEvents: dayCount,
+            sqlFunnelSeconds: Self.median(sqlTotals), sqlFunnels: sqlFunnels, dayEvents: nightly?.dayEvents ?? 0,
             incrementalSeconds: Self.median(incrementals),
             incrementalPeakRSSMegabytes: Double(incrementalRSS) / 1024,
             rounds: rounds, rawScanSamples: scans, rebuildSamples: rebuilds, sqlFunnelSamples: sqlTotals,
             incrementalSamples: incrementals)
+    }
+
+    /// The nightly run's database: a copy of the bench database as the
+    /// rebuild left it, with the history's held-back day (`kept`) appended,
+    /// as the day's ingestion would have; returns its URL and the day's events.
+    private func appendDay(
+        to database: BenchDatabase, from historyStart: Date, to now: Date, kept: Range<Date>, count generated: Int
+    ) async throws -> (url: String, dayEvents: Int) {
+        log("appending one more day to a copy of the rebuilt history, for the nightly run …")
+        let url = try await database.copy(Self.nightlySuffix)
+        let pool = ConnectionPool(url: url, maxConnections: 1)
+        let dayEvents: Int
+        do {
+            dayEvents = try await pool.withConnection { c in
+                try LogWriter.append(
+                    c, count: generated, from: historyStart, to: now, seed: 1, prefix: "h", laterUse: laterUse, kept: kept,
+                    receivedAt: now)
+            }
+            try await pool.query("ANALYZE events")
+            // The rebuild leaves dirty pages behind; the nightly run does not
+            // start with a checkpoint's backlog of them.
+            try await pool.query("CHECKPOINT")
+        } catch {
+            await pool.close()
+            throw error
+        }
+        await pool.close()
+        if let keptCopySuffix {
+            log("kept a copy of the database before the report: \(try await database.copy(keptCopySuffix, of: Self.nightlySuffix))")
+        }
+        return (url, dayEvents)
     }
 
     public static func median(_ values: [Double]) -> Double {

@@ -10,7 +10,7 @@ struct BenchReport: AsyncParsableCommand {
     @Option(help: "Events of history to write (over 30 days).")
     var events: Int = 1_000_000
 
-    @Option(help: "Times to run the raw scan, rebuild and SQL funnels, interleaved; medians are reported.")
+    @Option(help: "Times to run the raw scan, rebuild, SQL funnels and the nightly run, interleaved; medians are reported.")
     var rounds: Int = 3
 
     @Option(help: "How much devices use the app after onboarding: 0 for onboarding only, 1 for the simulator's model (most events), 2 for twice as busy.")
@@ -26,6 +26,9 @@ struct BenchReport: AsyncParsableCommand {
             }
             guard BenchDatabase.isCopySuffix(keepCopy) else {
                 throw ValidationError("--keep-copy must be 1 to 30 of a–z, 0–9 and '_' (got '\(keepCopy)')")
+            }
+            guard !ReportBenchmark.isReservedCopySuffix(keepCopy) else {
+                throw ValidationError("--keep-copy '\(keepCopy)' names a copy the benchmark makes itself ('nightly', 'r1', 'r2', …): choose another")
             }
         }
     }
@@ -49,7 +52,7 @@ struct BenchReport: AsyncParsableCommand {
         if try options.printedJSON(r) { return }
         print(
             """
-            events                       \(r.events)   (scan, rebuild and SQL funnels: medians of \(r.rounds) interleaved rounds, ratios: median of the rounds' ratios; report: \(r.rounds == 1 ? "one run" : "median of \(r.rounds), each on a copy of the database"))
+            events                       \(r.events)   (scan, rebuild, SQL funnels and report: medians of \(r.rounds) interleaved rounds, ratios: median of the rounds' ratios; \(r.rounds == 1 ? "the report" : "each report") on a copy of the rebuilt database with the day appended)
             load (COPY, incl. ledger)    \(fmt(r.loadSeconds)) s   \(Int(Double(r.events) / r.loadSeconds)) events/s
             raw scan (COPY TO STDOUT)    \(fmt(r.rawScanSeconds)) s   \(Int(Double(r.events) / r.rawScanSeconds)) events/s, \(r.rawScanBytes / 1_048_576) MB
             rebuild                      \(fmt(r.rebuildSeconds)) s   \(Int(r.rebuildEventsPerSecond)) events/s, peak RSS \(fmt(r.rebuildPeakRSSMegabytes)) MB
@@ -58,7 +61,7 @@ struct BenchReport: AsyncParsableCommand {
             rounds: scan \(r.rawScanSamples.map(fmt).joined(separator: ", ")) s; rebuild \(r.rebuildSamples.map(fmt).joined(separator: ", ")) s; SQL funnels \(r.sqlFunnelSamples.map(fmt).joined(separator: ", ")) s; report \(r.incrementalSamples.map(fmt).joined(separator: ", ")) s
             rebuild ÷ raw scan           \(fmt(r.rebuildOverRawScan))   (goal ≤ 2; by round \(r.rebuildOverRawScanByRound.map(fmt).joined(separator: ", ")))
             rebuild ÷ SQL funnels        \(fmt(r.rebuildOverSQLFunnels))   (goal < 1; by round \(r.rebuildOverSQLFunnelsByRound.map(fmt).joined(separator: ", ")))
-            incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild, places: 3))   (goal ≤ 0.10)
+            incremental ÷ rebuild        \(fmt(r.incrementalOverRebuild, places: 3))   (goal ≤ 0.10; by round \(r.incrementalOverRebuildByRound.map { fmt($0, places: 3) }.joined(separator: ", ")))
             """)
     }
 
