@@ -161,16 +161,9 @@ public struct ReportBenchmark: Sendable {
                     pool = ConnectionPool(url: database.url, maxConnections: 1)
                 }
                 guard let nightly else { break }
-                // One report is one sample of a noisy machine, and a report
-                // cannot be repeated on the same database (it moves the
-                // checkpoint): with several rounds each runs on its own copy.
-                let suffix = "r\(round)"
-                let url = rounds == 1 ? nightly.url : try await database.copy(suffix, of: Self.nightlySuffix)
-                let incremental = try ChildProcess.run([executable, "report", "--quiet", "--format", "json", "--database-url", url])
-                if rounds > 1 { try await database.dropCopy(suffix) }
-                guard incremental.exit.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
-                incrementals.append(incremental.exit.seconds)
-                incrementalRSS = max(incrementalRSS, incremental.exit.maxResidentKilobytes)
+                let incremental = try await report(round: round, nightly: nightly.url, on: database)
+                incrementals.append(incremental.seconds)
+                incrementalRSS = max(incrementalRSS, incremental.maxResidentKilobytes)
             }
         } catch {
             await pool.close()
@@ -194,6 +187,19 @@ public struct ReportBenchmark: Sendable {
             incrementalPeakRSSMegabytes: Double(incrementalRSS) / 1024,
             rounds: rounds, rawScanSamples: scans, rebuildSamples: rebuilds, sqlFunnelSamples: sqlTotals,
             incrementalSamples: incrementals)
+    }
+
+    /// The round's timed `onramp report`. One report is one sample of a
+    /// noisy machine, and a report cannot be repeated on the same database
+    /// (it moves the checkpoint): with several rounds each runs on its own
+    /// copy of the nightly run's database, with one on that database itself.
+    private func report(round: Int, nightly: String, on database: BenchDatabase) async throws -> ChildProcess.Exit {
+        let suffix = "r\(round)"
+        let url = rounds == 1 ? nightly : try await database.copy(suffix, of: Self.nightlySuffix)
+        let incremental = try ChildProcess.run([executable, "report", "--quiet", "--format", "json", "--database-url", url])
+        if rounds > 1 { try await database.dropCopy(suffix) }
+        guard incremental.exit.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
+        return incremental.exit
     }
 
     /// The nightly run's database: a copy of the bench database as the
