@@ -221,13 +221,13 @@ public struct DropOffCounts: Sendable, Hashable {
 extension DropOffCounts {
     /// Adds one person's outcome in the funnel whose required steps are at
     /// `required`, with the facts of it, if it counts: once its window has
-    /// closed (or it completed), as the drop-offs of a report are counted.
+    /// closed, completed or not (`PersonOutcome.windowClosed`).
     public mutating func add(_ outcome: PersonOutcome, facts: DropOffFacts, required: [Int]) {
-        guard !outcome.inProgress || outcome.completed else { return }
+        guard outcome.windowClosed else { return }
         add(level: outcome.level, completed: outcome.completed, breakdown: outcome.breakdown, facts: facts, required: required)
     }
 
-    /// Adds one person whose window has closed (or who completed), not
+    /// Adds one person whose window has closed, not
     /// excluded, at `level` ≥ 1 of the funnel whose required steps are at
     /// `required`: their lingering and next event if they dropped, and
     /// every transition they took part in with their breakdown values and

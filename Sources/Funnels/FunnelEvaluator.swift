@@ -71,7 +71,15 @@ public enum FunnelEvaluator {
         // Open windows: the latest step-1 event's is the last to close.
         let lastStart = timeline.events.indices.last { timeline.startsFunnel($0) }.map { timeline.events[$0].timestamp }
         let inProgress = !completed && lastStart.map { windowIsOpen(start: $0, window: window, now: now) } == true
-        let openUntil = inProgress ? lastStart.flatMap { windowEnd(start: $0, window: window) } : nil
+        let openUntil: Int64?
+        if inProgress {
+            openUntil = lastStart.flatMap { windowEnd(start: $0, window: window) }
+        } else if completed, let start = chain?.start, windowIsOpen(start: start, window: window, now: now) {
+            // The chain's window (SPEC §10: t_1 + window).
+            openUntil = windowEnd(start: start, window: window)
+        } else {
+            openUntil = nil
+        }
 
         return PersonOutcome(
             level: level,

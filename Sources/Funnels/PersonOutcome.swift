@@ -29,10 +29,20 @@ public struct PersonOutcome: Sendable, Hashable {
     /// Breakdown dimension -> value (`(none)` when missing).
     public var breakdown: [String: String]
     /// While in progress, when the last open window closes (the latest step-1
-    /// event plus the window). Only the clock changes an outcome without new
-    /// events, and only then: the nightly job closes such windows without
-    /// reading the person's events again. Nil when not in progress.
+    /// event plus the window); for a completer whose chain's window is still
+    /// open, when it closes (`chainStartTime` plus the window). Only the
+    /// clock changes an outcome without new events, and only then: the
+    /// nightly job closes such windows without reading the person's events
+    /// again. Nil once the window has closed.
     public var openUntil: Int64?
+
+    /// Whether the person's window has closed at the run (SPEC §10, §12):
+    /// only then do the drop-off diagnostics and retention count them. A
+    /// completer is counted as completed at once (§4), but counted here only
+    /// with those who dropped in the same days: counted sooner, the latest
+    /// days' fast converters would meet no drop-offs, and whatever they
+    /// share (the newest app version) would look like a driver.
+    public var windowClosed: Bool { !inProgress && openUntil == nil }
 
     public init(
         level: Int,

@@ -51,7 +51,7 @@ struct DropOffAnalysis: PersonAnalysis {
 
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
         var parts: [FunnelDay: any AnalysisTally] = [:]
-        try Self.forEachCounted(c, from: Self.touchedOutcomes, where: "NOT p.in_progress", [], shapes: shapes) { day, add in add(&parts[day]) }
+        try Self.forEachCounted(c, from: Self.touchedOutcomes, where: Self.windowClosed, [], shapes: shapes) { day, add in add(&parts[day]) }
         return parts
     }
 
@@ -61,7 +61,7 @@ struct DropOffAnalysis: PersonAnalysis {
         try Self.forEachCounted(
             c, from: "funnel_persons p",
             where: """
-                p.in_progress AND p.open_until <= $1 AND NOT p.completed
+                p.open_until <= $1
                 AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
                 """, [.microseconds(now)], shapes: shapes
         ) { day, add in add(&change.added[day]) }
@@ -83,7 +83,11 @@ struct DropOffAnalysis: PersonAnalysis {
         try Self.write(&writes, funnel: funnel, counts: counts)
     }
 
-    /// Hands `body` each counted person (window closed or completed, not
+    /// The persons of `funnel_persons p` whose window has closed, as
+    /// `PersonOutcome.windowClosed` says: the ones the analyses count.
+    static let windowClosed = "NOT p.in_progress AND p.open_until IS NULL"
+
+    /// Hands `body` each counted person (window closed, not
     /// excluded, at step 1 or beyond) of `from` (the code's own text, naming
     /// `funnel_persons p`) that `filter` picks, with its funnel day and a
     /// function adding the person to a tally.

@@ -69,11 +69,14 @@ struct IncrementalStart: Sendable {
         }
         try OutcomeStore.closeWindows(c, now: now) { name, cohortDay, outcome in
             affected.insert(FunnelDay(funnel: name, day: cohortDay))
+            windowsClosed += 1
+            // A completer was counted as completed already: only the
+            // analyses' day tables change (`PersonAnalysis.storedDayChange`).
+            guard !outcome.completed else { return }
             var open = outcome
             open.inProgress = true
             tally(&removed, name, cohortDay, open)
             tally(&closed, name, cohortDay, outcome)
-            windowsClosed += 1
         }
         // Open windows, and days stored before there were tallies.
         for row in try c.query(

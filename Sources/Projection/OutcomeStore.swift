@@ -37,15 +37,17 @@ enum OutcomeStore {
     }
 
     /// Closes in place the windows that closed since the last run, for the
-    /// persons in progress whom nothing else makes the run recompute (not in
-    /// `touched`): with no new events only `in_progress` can change, and it
-    /// turns false at `open_until`. Hands over each row as it now is
-    /// (funnel, cohort day, outcome), so the days' tallies can follow.
+    /// persons whom nothing else makes the run recompute (not in `touched`):
+    /// with no new events only the window's state can change, at
+    /// `open_until`: a person in progress drops off, a completer starts to
+    /// count in the diagnostics and retention (`PersonOutcome.windowClosed`).
+    /// Hands over each row as it now is (funnel, cohort day, outcome), so
+    /// the days' tallies can follow.
     static func closeWindows(_ c: Connection, now: Int64, _ body: (String, String, PersonOutcome) throws -> Void) throws {
         try c.forEachBinaryRow(
             """
             UPDATE funnel_persons f SET in_progress = false, open_until = NULL
-            WHERE f.in_progress AND f.open_until <= $1
+            WHERE f.open_until <= $1
               AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = f.app AND t.person = f.person_id)
             RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
             """, [.microseconds(now)]

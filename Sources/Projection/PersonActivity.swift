@@ -23,9 +23,11 @@ struct PersonActivity: Sendable {
         /// The end of the latest window the stored facts of the row look at
         /// (given the funnel's window): an event after it changes none of them.
         let windowEnd: Int64
+        /// `open_until` is unset: the window has closed (`PersonOutcome.windowClosed`).
+        let windowClosed: Bool
 
         /// Whether the day tables count the person: window closed, not excluded, at step 1.
-        var isCounted: Bool { !inProgress && !excluded && level >= 1 }
+        var isCounted: Bool { !inProgress && windowClosed && !excluded && level >= 1 }
     }
 
     let app: String
@@ -280,13 +282,14 @@ struct PersonActivity: Sendable {
             // window ends, or before the open window's end (a window no longer
             // configured ends at once: the funnel is not read).
             let (end, overflow) = max(start, chainStart).addingReportingOverflow(windows[funnel] ?? 0)
-            let windowEnd = max(overflow ? Int64.max : end, try row.timestamp(5) ?? Int64.min)
+            let openUntil = try row.timestamp(5)
+            let windowEnd = max(overflow ? Int64.max : end, openUntil ?? Int64.min)
             found[persons[persons.startIndex + n - 1], default: []].append(
                 Start(
                     funnel: funnel, cohortDay: try row.required(2, row.text), start: start, completed: try row.required(6, row.bool),
                     inProgress: try row.required(7, row.bool), excluded: try row.required(8, row.bool),
                     level: try row.required(9, row.int), retainedDays: try RetentionAnalysis.retainedDays(row, at: 10),
-                    windowEnd: windowEnd))
+                    windowEnd: windowEnd, windowClosed: openUntil == nil))
         }
         return found
     }

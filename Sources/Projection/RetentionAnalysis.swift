@@ -38,7 +38,7 @@ struct RetentionAnalysis: PersonAnalysis {
         let funnel = evaluated.funnel, outcome = evaluated.outcome
         guard outcome.level >= 1, !outcome.excluded, let start = outcome.startTime, let settings = settings[funnel.name] else { return }
         let retained = settings.retainedDays(start: start, events: events)
-        if !outcome.inProgress {
+        if outcome.windowClosed {
             Tally.update(&tally) { $0.counts.add(start: start, completed: outcome.completed, retainedDays: retained) }
         }
         guard !retained.isEmpty else { return }
@@ -60,7 +60,7 @@ struct RetentionAnalysis: PersonAnalysis {
         try forEachCounted(
             c, from: "funnel_persons p",
             where: """
-                p.in_progress AND p.open_until <= $1 AND NOT p.completed
+                p.open_until <= $1
                 AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
                 """, [.microseconds(now)]
         ) { day, start, completed, retained in
@@ -73,7 +73,7 @@ struct RetentionAnalysis: PersonAnalysis {
     /// records: read before or after it, they are as the run found them.
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
         var parts: [FunnelDay: any AnalysisTally] = [:]
-        try forEachCounted(c, from: Self.touchedOutcomes, where: "NOT p.in_progress", []) { day, start, completed, retained in
+        try forEachCounted(c, from: Self.touchedOutcomes, where: DropOffAnalysis.windowClosed, []) { day, start, completed, retained in
             Tally.update(&parts[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
         }
         return parts

@@ -44,7 +44,7 @@ import Testing
         var checkedDrivers = 0
         for (funnel, result) in zip(configuration.funnels, reports) {
             let diagnostics = try #require(result.report.diagnostics)
-            let expected = try await pool.withConnection { c in try Reference.diagnostics(c, funnel: funnel) }
+            let expected = try await pool.withConnection { c in try Reference.diagnostics(c, funnel: funnel, now: now) }
             #expect(diagnostics.steps.count == funnel.requiredStepIndices.count)
             for (step, reference) in zip(diagnostics.steps, expected.steps) {
                 let label = "\(funnel.name) step \(step.index)"
@@ -122,7 +122,8 @@ enum Reference {
         }
     }
 
-    static func diagnostics(_ c: Connection, funnel: Funnel) throws -> (steps: [Step], drivers: [Driver]) {
+    /// At the run's clock `now`: a person counts in the drivers once their chain's window has closed at it.
+    static func diagnostics(_ c: Connection, funnel: Funnel, now: Int64) throws -> (steps: [Step], drivers: [Driver]) {
         let required = funnel.requiredStepIndices.map { $0 + 1 }
         let stepLabels = Array(Set(funnel.steps.flatMap { $0.matchers.map(\.name) }))
         let window = Double(funnel.windowSeconds)
@@ -171,7 +172,9 @@ enum Reference {
 
                 // Transition k -> k+1: totals, breakdown values, event labels.
                 let parameters: [PostgresValue] = [.text(funnel.name), .int(Int64(k))]
-                let eligible = "funnel = $1 AND level >= $2::int AND NOT in_progress AND NOT excluded"
+                // The window's end is a number of the test's own, not input.
+                let closed = "step_times[\(required[0])] + make_interval(secs => \(window)) <= to_timestamp(\(Double(now) / 1_000_000))"
+                let eligible = "funnel = $1 AND level >= $2::int AND NOT in_progress AND NOT excluded AND \(closed)"
                 guard let totals = try c.query(
                     "SELECT count(*) FILTER (WHERE level > $2::int), count(*) FILTER (WHERE level = $2::int) FROM analytics.funnel_persons WHERE \(eligible)",
                     parameters).first else { continue }

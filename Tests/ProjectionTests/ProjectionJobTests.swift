@@ -154,6 +154,66 @@ struct ProjectionJobTests {
         try await db.drop()
     }
 
+    @Test("a completer counts in the drop-off diagnostics and retention once their window has closed, closed in place, as a rebuild would")
+    func completersCountOnceTheirWindowCloses() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let hour: Int64 = 3_600_000_000
+        let t = (Timestamps.microseconds(Date()) / (24 * hour) - 3) * 24 * hour + hour  // 3 days ago, 01:00 UTC
+        let umuve = { (event: String, device: String, at: Int64, properties: String) in
+            SeedEvent(app: "umuve", event: event, anonymousId: device, timestamp: at, properties: properties)
+        }
+        // dev-a completes within minutes; dev-b, a day earlier, stopped after step 1.
+        let events = [
+            umuve("onboarding_screen_viewed", "dev-b", t - 26 * hour, #"{"page": 1}"#),
+            umuve("onboarding_screen_viewed", "dev-a", t, #"{"page": 1}"#),
+            umuve("onboarding_skipped", "dev-a", t + 60_000_000, "{}"),
+            umuve("apple_sign_in_completed", "dev-a", t + 120_000_000, "{}"),
+            umuve("main_screen_viewed", "dev-a", t + 180_000_000, "{}"),
+        ]
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        // (converted, dropped) at step 1 -> 2, and the completers retention counts (eligible + pending on day 1).
+        func counted() async throws -> [Int] {
+            let drivers = try await pool.query(
+                """
+                SELECT COALESCE(sum(converted), 0)::int8, COALESCE(sum(dropped), 0)::int8 FROM funnel_driver_counts
+                WHERE funnel = 'umuve_onboarding' AND kind = 'all' AND from_index = 1
+                """
+            ).rows.first
+            let completers = try await pool.query(
+                """
+                SELECT COALESCE(sum(eligible + pending), 0)::int8 FROM funnel_retention
+                WHERE funnel = 'umuve_onboarding' AND completed AND day_n = 1
+                """
+            ).scalar(Int.self)
+            return [try drivers?.decode(Int.self, at: 0) ?? -1, try drivers?.decode(Int.self, at: 1) ?? -1, completers]
+        }
+
+        // An hour after: dev-a completed (counted so in the funnel), its window still open.
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental, now: t + hour) }
+        #expect(try await counted() == [0, 1, 0])
+        #expect(try await pool.query(
+            "SELECT count(*) FROM funnel_persons WHERE completed AND NOT in_progress AND open_until = $1", [.microseconds(t + 24 * hour)]
+        ).scalar(Int.self) == 1)
+        #expect(try await pool.query("SELECT completed FROM funnel_cohorts WHERE funnel = 'umuve_onboarding' AND completed > 0").rows.count == 1)
+        let early = try await pool.withConnection { try TableDump.dump($0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: t + hour) }
+        #expect(try await pool.withConnection { try TableDump.dump($0) } == early)
+
+        // A day later, nothing new: dev-a's window closes in place and it counts.
+        let later = try await pool.withConnection { c in try job.run(c, mode: .incremental, now: t + 25 * hour) }
+        #expect(later.personsRecomputed == 0)
+        #expect(later.windowsClosed == 1)
+        #expect(try await counted() == [1, 1, 1])
+        #expect(try await pool.query("SELECT count(*) FROM funnel_persons WHERE open_until IS NOT NULL").scalar(Int.self) == 0)
+        let incremental = try await pool.withConnection { try TableDump.dump($0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: t + 25 * hour) }
+        #expect(try await pool.withConnection { try TableDump.dump($0) } == incremental)
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("a late event showing an earlier user moves a device's events to that user, as a rebuild would")
     func relinkMovesDeviceToEarlierUser() async throws {
         let db = try await TestDatabase.create()

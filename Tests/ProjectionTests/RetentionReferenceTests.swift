@@ -246,6 +246,8 @@ private enum RetentionReference {
             WITH persons AS (
                 SELECT p.app, p.person_id, p.cohort_day, p.completed, p.start_time FROM analytics.funnel_persons p
                 WHERE p.funnel = $1 AND NOT p.in_progress AND NOT p.excluded AND p.level >= 1
+                  -- A completer's window closes at their chain's start plus the window.
+                  AND (NOT p.completed OR p.chain_start_time + make_interval(secs => $7) <= to_timestamp($3 / 1e6))
             ), days AS (SELECT unnest($2::int[]) AS n)
             SELECT p.cohort_day::text, d.n, p.completed,
                    count(*) FILTER (WHERE p.start_time + (d.n + 1) * interval '1 day' < to_timestamp($3 / 1e6)),
@@ -260,7 +262,7 @@ private enum RetentionReference {
             GROUP BY 1, 2, 3
             """,
             [.text(funnel.name), .text("{" + funnel.retention.days.map(String.init).joined(separator: ",") + "}"),
-             .int(now), .textArray(tracks), .textArray(screens), .bool(active.isEmpty)]
+             .int(now), .textArray(tracks), .textArray(screens), .bool(active.isEmpty), .double(Double(funnel.windowSeconds))]
         ).rows.map { row in
             Cell(
                 cohortDay: try row.decode(String.self, at: 0), day: try row.decode(Int.self, at: 1),
