@@ -121,9 +121,13 @@ public struct DropOffDiagnostics: Sendable, Hashable {
         return (l.from, l.kind.rawValue, l.dimension ?? "", l.value) < (r.from, r.kind.rawValue, r.dimension ?? "", r.value)
     }
 
-    /// The drivers other outputs show: q < 0.05, both directions, most significant first.
+    /// The drivers other outputs show: q < 0.05, the `limit` most
+    /// significant of each direction (converting less, converting more), so
+    /// that many strong ones one way never hide the other; most significant first.
     public func significantDrivers(limit: Int = 10) -> [Driver] {
-        Array(drivers.filter { $0.qValue < 0.05 }.prefix(limit))
+        let significant = drivers.filter { $0.qValue < 0.05 }
+        let less = significant.filter { $0.oddsRatio < 1 }.prefix(limit), more = significant.filter { !($0.oddsRatio < 1) }.prefix(limit)
+        return (less + more).sorted(by: Self.moreSignificant)
     }
 
     static func spread(_ sorted: [Double], window: Double) -> Spread {

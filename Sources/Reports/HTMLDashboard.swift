@@ -266,7 +266,7 @@ public struct HTMLDashboard: Sendable {
         }
         out += section("What they did instead", tables + "</div><p class=\"legend\">The first event after the step they left at, within their"
             + " window, that was not the step again.</p>")
-        let drivers = d.significantDrivers(limit: 20)
+        let drivers = d.significantDrivers()
         var table = ""
         if !drivers.isEmpty {
             table = "<table class=\"drivers\"><thead><tr><th>transition</th><th>candidate</th><th class=\"num\">persons</th>"

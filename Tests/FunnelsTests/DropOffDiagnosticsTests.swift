@@ -51,6 +51,21 @@ import Testing
         #expect(abs(zero.value - (0.5 * 3.5) / (5.5 * 12.5)) < 1e-12)
     }
 
+    @Test("the other outputs show the most significant drivers of each direction: many strong ones one way never hide the other")
+    func significantDriversOfBothDirections() {
+        var diagnostics = DropOffDiagnostics(funnel: Self.funnel, tally: FunnelTally(funnel: Self.funnel), counts: DropOffCounts())
+        func driver(_ value: String, _ ratio: Double, p: Double, q: Double) -> DropOffDiagnostics.Driver {
+            DropOffDiagnostics.Driver(
+                from: 1, to: 2, kind: .event, dimension: nil, value: value, table: TwoByTwo(a: 20, b: 20, c: 20, d: 20),
+                oddsRatio: ratio, ci95: ConfidenceInterval(lower: ratio, upper: ratio), pValue: p, qValue: q)
+        }
+        let less = (0..<15).map { driver("less \($0)", 0.2, p: 1e-10 * Double($0 + 1), q: 1e-8) }
+        diagnostics.drivers = less + [driver("more", 3, p: 1e-3, q: 0.01), driver("weak", 3, p: 0.2, q: 0.3)]
+        let shown = diagnostics.significantDrivers()
+        #expect(shown.map(\.value) == (0..<10).map { "less \($0)" } + ["more"])
+        #expect(diagnostics.significantDrivers(limit: 2).map(\.value) == ["less 0", "less 1", "more"])
+    }
+
     // MARK: Per-person facts
 
     static let funnel = linearFunnel(["start", "phone", "otp", "done"], window: 3600)

@@ -298,7 +298,7 @@ struct HTMLDashboardTests {
                 let rows = rest[..<(rest.range(of: "</table>")?.lowerBound ?? rest.endIndex)]
                 #expect(Self.attributeValues(in: String(rows), named: ["data-label"]) == step.nextEvents.prefix(8).map(\.label), "\(page) step \(step.index)")
             }
-            let shown = diagnostics.significantDrivers(limit: 20)
+            let shown = diagnostics.significantDrivers()
             #expect(!shown.isEmpty, "\(page): the realistic funnel has drivers")
             #expect(Self.attributeValues(in: dom, named: ["data-transition"]) == shown.map { "\($0.from)-\($0.to)" }, "\(page)")
             #expect(Self.attributeValues(in: dom, named: ["data-odds-ratio"]) == shown.map { "\($0.oddsRatio)" }, "\(page)")
