@@ -35,7 +35,9 @@ public enum Statistics {
         let denominator = 1 + z2 / n
         let center = (p + z2 / (2 * n)) / denominator
         let half = z / denominator * (p * (1 - p) / n + z2 / (4 * n * n)).squareRoot()
-        return ConfidenceInterval(lower: max(0, center - half), upper: min(1, center + half))
+        // At 0 or every success the bound is exactly 0 or 1, which rounding missed (1.4e-17).
+        return ConfidenceInterval(
+            lower: successes == 0 ? 0 : max(0, center - half), upper: successes == trials ? 1 : min(1, center + half))
     }
 
     /// PostgreSQL `percentile_cont(p)`: linear interpolation between the two
