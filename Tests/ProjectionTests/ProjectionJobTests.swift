@@ -117,16 +117,21 @@ struct ProjectionJobTests {
         try await db.drop()
     }
 
+    static let hour: Int64 = 3_600_000_000
+    /// Three days ago, 01:00 UTC: windows of a day open and close at runs set after it.
+    static var threeDaysAgo: Int64 { (Timestamps.microseconds(Date()) / (24 * hour) - 3) * 24 * hour + hour }
+
+    /// One of umuve's onboarding events from `device`.
+    static func umuve(_ event: String, _ device: String, _ at: Int64, _ properties: String) -> SeedEvent {
+        SeedEvent(app: "umuve", event: event, anonymousId: device, timestamp: at, properties: properties)
+    }
+
     @Test("a window that closes with no new events is closed in place, without recomputing the person, as a rebuild would")
     func closedWindowsAreClosedInPlace() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
         let job = self.job()
-        let hour: Int64 = 3_600_000_000
-        let t = (Timestamps.microseconds(Date()) / (24 * hour) - 3) * 24 * hour + hour  // 3 days ago, 01:00 UTC
-        let umuve = { (event: String, device: String, at: Int64, properties: String) in
-            SeedEvent(app: "umuve", event: event, anonymousId: device, timestamp: at, properties: properties)
-        }
+        let hour = Self.hour, t = Self.threeDaysAgo, umuve = Self.umuve
         let night1 = [
             umuve("onboarding_screen_viewed", "dev-a", t, #"{"page": 1}"#),
             umuve("onboarding_screen_viewed", "dev-b", t, #"{"page": 1}"#),
@@ -159,11 +164,7 @@ struct ProjectionJobTests {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
         let job = self.job()
-        let hour: Int64 = 3_600_000_000
-        let t = (Timestamps.microseconds(Date()) / (24 * hour) - 3) * 24 * hour + hour  // 3 days ago, 01:00 UTC
-        let umuve = { (event: String, device: String, at: Int64, properties: String) in
-            SeedEvent(app: "umuve", event: event, anonymousId: device, timestamp: at, properties: properties)
-        }
+        let hour = Self.hour, t = Self.threeDaysAgo, umuve = Self.umuve
         // dev-a completes within minutes; dev-b, a day earlier, stopped after step 1.
         let events = [
             umuve("onboarding_screen_viewed", "dev-b", t - 26 * hour, #"{"page": 1}"#),
