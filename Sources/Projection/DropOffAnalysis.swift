@@ -51,7 +51,7 @@ struct DropOffAnalysis: PersonAnalysis {
 
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
         var parts: [FunnelDay: any AnalysisTally] = [:]
-        try Self.forEachCounted(c, from: Self.touchedOutcomes, where: Self.windowClosed, [], shapes: shapes) { day, add in add(&parts[day]) }
+        try Self.forEachCounted(c, from: Self.touchedOutcomes, where: OutcomeStore.windowClosed, [], shapes: shapes) { day, add in add(&parts[day]) }
         return parts
     }
 
@@ -60,10 +60,7 @@ struct DropOffAnalysis: PersonAnalysis {
         // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
         try Self.forEachCounted(
             c, from: "funnel_persons p",
-            where: """
-                p.open_until <= $1
-                AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
-                """, [.microseconds(now)], shapes: shapes
+            where: OutcomeStore.closingInPlace, [.microseconds(now)], shapes: shapes
         ) { day, add in add(&change.added[day]) }
         return change
     }
@@ -82,10 +79,6 @@ struct DropOffAnalysis: PersonAnalysis {
         deleteDays(&writes, funnel: funnel, days: days)
         try Self.write(&writes, funnel: funnel, counts: counts)
     }
-
-    /// The persons of `funnel_persons p` whose window has closed, as
-    /// `PersonOutcome.windowClosed` says: the ones the analyses count.
-    static let windowClosed = "NOT p.in_progress AND p.open_until IS NULL"
 
     /// Hands `body` each counted person (window closed, not
     /// excluded, at step 1 or beyond) of `from` (the code's own text, naming

@@ -13,7 +13,7 @@ enum DropOffQuery {
         try DropOffAnalysis.forEachCounted(
             c, from: "funnel_persons p",
             where: """
-                p.funnel = $1 AND \(DropOffAnalysis.windowClosed)
+                p.funnel = $1 AND \(OutcomeStore.windowClosed)
                 AND ($2::date IS NULL OR (p.start_time AT TIME ZONE $4)::date >= $2::date)
                 AND ($3::date IS NULL OR (p.start_time AT TIME ZONE $4)::date <= $3::date)
                 """, [.text(funnel.name), .optional(from), .optional(to), .text(timeZone)],

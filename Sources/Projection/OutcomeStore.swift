@@ -36,6 +36,16 @@ enum OutcomeStore {
         return Array(persons)
     }
 
+    /// On `funnel_persons p`: the window has closed (`PersonOutcome.windowClosed`),
+    /// so the analyses count the person.
+    static let windowClosed = "NOT p.in_progress AND p.open_until IS NULL"
+
+    /// On `funnel_persons p`: the rows `closeWindows` closes in place at $1
+    /// (the run's clock), which the analyses' `storedDayChange` add first.
+    static let closingInPlace = """
+        p.open_until <= $1 AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
+        """
+
     /// Closes in place the windows that closed since the last run, for the
     /// persons whom nothing else makes the run recompute (not in `touched`):
     /// with no new events only the window's state can change, at
@@ -46,10 +56,9 @@ enum OutcomeStore {
     static func closeWindows(_ c: Connection, now: Int64, _ body: (String, String, PersonOutcome) throws -> Void) throws {
         try c.forEachBinaryRow(
             """
-            UPDATE funnel_persons f SET in_progress = false, open_until = NULL
-            WHERE f.open_until <= $1
-              AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = f.app AND t.person = f.person_id)
-            RETURNING f.funnel, f.cohort_day::text, \(outcomeColumns("f."))
+            UPDATE funnel_persons p SET in_progress = false, open_until = NULL
+            WHERE \(closingInPlace)
+            RETURNING p.funnel, p.cohort_day::text, \(outcomeColumns("p."))
             """, [.microseconds(now)]
         ) { row in
             try handOver(row, to: body)

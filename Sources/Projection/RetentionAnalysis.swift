@@ -59,10 +59,7 @@ struct RetentionAnalysis: PersonAnalysis {
         // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
         try forEachCounted(
             c, from: "funnel_persons p",
-            where: """
-                p.open_until <= $1
-                AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
-                """, [.microseconds(now)]
+            where: OutcomeStore.closingInPlace, [.microseconds(now)]
         ) { day, start, completed, retained in
             Tally.update(&change.added[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
         }
@@ -73,7 +70,7 @@ struct RetentionAnalysis: PersonAnalysis {
     /// records: read before or after it, they are as the run found them.
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
         var parts: [FunnelDay: any AnalysisTally] = [:]
-        try forEachCounted(c, from: Self.touchedOutcomes, where: DropOffAnalysis.windowClosed, []) { day, start, completed, retained in
+        try forEachCounted(c, from: Self.touchedOutcomes, where: OutcomeStore.windowClosed, []) { day, start, completed, retained in
             Tally.update(&parts[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
         }
         return parts
