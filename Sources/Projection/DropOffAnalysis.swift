@@ -155,10 +155,10 @@ struct DropOffAnalysis: PersonAnalysis {
             let dimension = try row.required(4, row.text), value = try row.required(5, row.text)
             if kind == .breakdown {
                 guard let position = required.firstIndex(of: step), position + 1 < required.count else { return }
+                // Added in place: taken out and put back, the pairs were copied for each row.
                 let key = DropOffCounts.BreakdownValue(dimension: dimension, value: value)
-                var pairs = days[funnel]?[day]?.breakdowns[key] ?? Array(repeating: DropOffCounts.Pair(), count: required.count - 1)
-                pairs[position].add(pair)
-                days[funnel, default: [:]][day, default: DropOffCounts()].breakdowns[key] = pairs
+                days[funnel, default: [:]][day, default: DropOffCounts()]
+                    .breakdowns[key, default: Array(repeating: DropOffCounts.Pair(), count: required.count - 1)][position].add(pair)
                 return
             }
             let candidate = DropOffCounts.Candidate(stepIndex: step, kind: kind, dimension: dimension, value: value)
