@@ -1,0 +1,150 @@
+import Foundation
+
+/// Everything of a funnel that shapes the rows the nightly job stores for it:
+/// who its persons are, what they reached and when, on which cohort day,
+/// under which breakdown values, what the diagnostics and retention count.
+/// The job stores it beside those rows and compares it with the
+/// configuration in force on every run, so a changed funnel is recomputed
+/// rather than reported from tables built for another definition.
+///
+/// What only reads stored rows (targets, alert thresholds, `min_support`, a
+/// description, the order of funnels in the file) is left out: changing it
+/// recomputes no one.
+public struct FunnelDefinition: Sendable, Hashable, Codable {
+    /// The engine's own rules: raised when a release changes what the same
+    /// configuration stores, so every funnel is recomputed once after it.
+    public static let currentEngine = 1
+
+    public struct Matcher: Sendable, Hashable, Codable {
+        public var kind: String
+        public var name: String
+        public var `where`: [String: String]
+
+        init(_ matcher: EventMatcher) {
+            kind = matcher.kind.rawValue
+            name = matcher.name
+            self.where = matcher.conditions
+        }
+
+        /// `event otp_verified where properties.method = sms`.
+        var text: String {
+            let filters = self.where.keys.sorted().map { "\($0) = \(self.where[$0] ?? "")" }
+            return "\(kind) \(name)" + (filters.isEmpty ? "" : " where " + filters.joined(separator: ", "))
+        }
+    }
+
+    public struct Step: Sendable, Hashable, Codable {
+        public var name: String
+        public var optional: Bool
+        public var matchers: [Matcher]
+
+        var text: String {
+            (optional ? "optional " : "") + matchers.map(\.text).joined(separator: " | ")
+        }
+    }
+
+    public var engine: Int
+    public var app: String
+    /// The zone cohort days are cut in.
+    public var timeZone: String
+    public var windowSeconds: Int64
+    public var steps: [Step]
+    public var exclusions: [Matcher]
+    public var breakdowns: [String]
+    public var retentionDays: [Int]
+    public var activeEvents: [Matcher]
+
+    /// `funnel`'s definition, its cohort days cut in `timeZone`.
+    public init(_ funnel: Funnel, timeZone: String) {
+        engine = Self.currentEngine
+        app = funnel.app
+        self.timeZone = timeZone
+        windowSeconds = funnel.windowSeconds
+        steps = funnel.steps.map { Step(name: $0.name, optional: $0.isOptional, matchers: $0.matchers.map(Matcher.init)) }
+        exclusions = funnel.exclusions.map(Matcher.init)
+        breakdowns = funnel.breakdowns
+        retentionDays = funnel.retention.days
+        activeEvents = funnel.retention.activeEvents.map(Matcher.init)
+    }
+
+    /// The definition as stored: JSON with sorted keys, the same text for the same definition.
+    public var json: String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        encoder.keyEncodingStrategy = .convertToSnakeCase
+        // Strings, integers and booleans only: encoding cannot fail.
+        return (try? encoder.encode(self)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+    }
+
+    /// A stored definition, or nil when it can't be read (written by another release).
+    public init?(json: String) {
+        let decoder = JSONDecoder()
+        decoder.keyDecodingStrategy = .convertFromSnakeCase
+        guard let value = try? decoder.decode(Self.self, from: Data(json.utf8)) else { return nil }
+        self = value
+    }
+
+    /// A short digest of `json` (64-bit FNV-1a, hex) for people and SQL to
+    /// compare definitions at a glance; the job compares the definitions.
+    public var fingerprint: String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in json.utf8 {
+            hash ^= UInt64(byte)
+            hash = hash &* 0x0000_0100_0000_01b3
+        }
+        let hex = String(hash, radix: 16)
+        return String(repeating: "0", count: 16 - hex.count) + hex
+    }
+
+    /// What changed from `old` to this definition, in words a person reads
+    /// ("window 24h → 1h"); empty when nothing did.
+    public func changes(since old: FunnelDefinition) -> [String] {
+        var changes: [String] = []
+        if old.engine != engine { changes.append("engine rules \(old.engine) → \(engine)") }
+        if old.app != app { changes.append("app \(old.app) → \(app)") }
+        if old.timeZone != timeZone { changes.append("time zone \(old.timeZone) → \(timeZone)") }
+        if old.windowSeconds != windowSeconds {
+            changes.append("window \(Self.duration(old.windowSeconds)) → \(Self.duration(windowSeconds))")
+        }
+        if old.steps.map(\.text) != steps.map(\.text) {
+            if old.steps.count != steps.count {
+                changes.append("steps \(old.steps.count) → \(steps.count)")
+            } else {
+                for (index, (was, now)) in zip(old.steps, steps).enumerated() where was.text != now.text {
+                    changes.append("step \(index + 1) \(was.text) → \(now.text)")
+                }
+            }
+        } else if old.steps.map(\.name) != steps.map(\.name) {
+            changes.append("step names \(old.steps.map(\.name).joined(separator: ", ")) → \(steps.map(\.name).joined(separator: ", "))")
+        }
+        Self.listChange("exclusion", old.exclusions.map(\.text), exclusions.map(\.text), into: &changes)
+        Self.listChange("breakdown", old.breakdowns, breakdowns, into: &changes)
+        if old.retentionDays != retentionDays {
+            changes.append(
+                "retention days \(old.retentionDays.map(String.init).joined(separator: ", ")) → "
+                    + retentionDays.map(String.init).joined(separator: ", "))
+        }
+        Self.listChange("retention active event", old.activeEvents.map(\.text), activeEvents.map(\.text), into: &changes)
+        return changes
+    }
+
+    /// "breakdown added: context.locale", "exclusion removed: …", or the
+    /// order when only that changed.
+    private static func listChange(_ noun: String, _ old: [String], _ new: [String], into changes: inout [String]) {
+        guard old != new else { return }
+        let added = new.filter { !old.contains($0) }, removed = old.filter { !new.contains($0) }
+        if !added.isEmpty { changes.append("\(noun)\(added.count > 1 ? "s" : "") added: \(added.joined(separator: "; "))") }
+        if !removed.isEmpty { changes.append("\(noun)\(removed.count > 1 ? "s" : "") removed: \(removed.joined(separator: "; "))") }
+        if added.isEmpty && removed.isEmpty { changes.append("\(noun)s reordered: \(new.joined(separator: ", "))") }
+    }
+
+    /// `86400` → `24h`, `90` → `90s`: the configuration's own units.
+    static func duration(_ seconds: Int64) -> String {
+        for (unit, size) in [("d", Int64(86_400)), ("h", 3_600), ("m", 60)] where seconds >= size && seconds % size == 0 {
+            // Days read better as hours up to two days, as windows are usually written.
+            if unit == "d" && seconds < 3 * 86_400 { continue }
+            return "\(seconds / size)\(unit)"
+        }
+        return "\(seconds)s"
+    }
+}
