@@ -81,6 +81,21 @@ public struct FunnelReport: Sendable, Hashable {
     public var regressions = RegressionFindings()
     /// Retention of completers and non-completers (SPEC §12), when the stored retention was read.
     public var retention: RetentionReport?
+    /// Set when the run behind the report computed this funnel from the
+    /// whole log because its definition was new or had changed.
+    public var recomputed: Recomputation?
+
+    /// Why a funnel's stored rows were computed anew, and from how many events.
+    public struct Recomputation: Sendable, Hashable {
+        /// "new funnel", "window 24h → 1h", … (`FunnelDefinition.changes`).
+        public var reason: String
+        public var events: Int
+
+        public init(reason: String, events: Int) {
+            self.reason = reason
+            self.events = events
+        }
+    }
 
     /// Aggregates outcomes of `FunnelEvaluator.evaluate` for this funnel.
     /// Outcomes with level 0 (never reached step 1) are ignored; pass only

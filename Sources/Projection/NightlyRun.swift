@@ -78,9 +78,15 @@ public enum NightlyRun {
                             FileHandle.standardError.write(Data("report: the stored days were not read beside the run (\(error))\n".utf8))
                         }
                         let beside = second.flatMap { !$0.isBroken && !$0.isInTransaction ? $0 : nil }
-                        let results = try query.results(
+                        var results = try query.results(
                             c, beside: beside, configuration: job.configuration, now: now,
                             stored: try? read?.get(), rewritten: fresh)
+                        let recomputed = Dictionary(summary.definitions.recompute.map { ($0.funnel, $0) }) { first, _ in first }
+                        for index in results.indices {
+                            results[index].report.recomputed = recomputed[results[index].report.funnel].map {
+                                FunnelReport.Recomputation(reason: $0.reason, events: $0.events)
+                            }
+                        }
                         let outcome = Outcome(summary: summary, results: results, now: now)
                         rendering.start { try render(outcome) }
                         BackgroundRelease.drop(read)

@@ -276,12 +276,16 @@ struct PersonActivity: Sendable {
         ) { row in
             let n = try row.required(0, row.int)
             guard n >= 1, n <= persons.count else { throw PostgresError(.unexpectedResult, message: "outcome lookup returned key \(n)") }
-            let funnel = try row.required(1, row.text), start = try row.required(3, row.timestamp)
+            let funnel = try row.required(1, row.text)
+            // A funnel this run does not compute (no longer configured, or
+            // recomputed from the whole log after it) is not read: the run's
+            // session has removed its rows, which this session still sees.
+            guard let window = windows[funnel] else { return }
+            let start = try row.required(3, row.timestamp)
             let chainStart = try row.timestamp(4) ?? start
             // Every event a stored fact looked at is before the latest chain's
-            // window ends, or before the open window's end (a window no longer
-            // configured ends at once: the funnel is not read).
-            let (end, overflow) = max(start, chainStart).addingReportingOverflow(windows[funnel] ?? 0)
+            // window ends, or before the open window's end.
+            let (end, overflow) = max(start, chainStart).addingReportingOverflow(window)
             let openUntil = try row.timestamp(5)
             let windowEnd = max(overflow ? Int64.max : end, openUntil ?? Int64.min)
             found[persons[persons.startIndex + n - 1], default: []].append(

@@ -27,7 +27,8 @@ public struct ProjectionJob: Sendable {
         public var mode: Mode
         public var previousHorizon: Int64
         public var horizon: Int64
-        /// Events committed since the last run (the run's new input).
+        /// Events committed since the last run (the run's new input), of
+        /// the apps of the funnels it kept incremental; a rebuild's: every event.
         public var newEvents: Int
         /// Events read to recompute the touched persons.
         public var eventsRead: Int
@@ -35,22 +36,29 @@ public struct ProjectionJob: Sendable {
         /// Outcomes whose window closed since the last run, closed in place.
         public var windowsClosed: Int
         public var cohortDaysRewritten: Int
+        /// The funnels the run recomputed from the whole log because their
+        /// definition changed, and those whose rows it removed.
+        public var definitions = DefinitionChanges()
     }
 
     static let lockKey: Int64 = 0x6f6e_7261_6d70_02
 
     public let configuration: FunnelConfiguration
-    /// Overrides the configured report time zone for cohort days.
-    public let timeZoneOverride: String?
     public let showProgress: Bool
+    /// Where the run says, before it writes, which funnels it recomputes or
+    /// removes and why (`DefinitionChanges.lines`); the CLI's stderr.
+    public var announce: (@Sendable (String) -> Void)?
     /// How runs read and evaluate (partition sizes, a second session, threads).
     var options = ProjectionRun.Options()
     /// The per-person analyses after the funnel evaluator, each with its own table.
     var analyses: [any PersonAnalysis]
 
-    public init(configuration: FunnelConfiguration, timeZoneOverride: String? = nil, showProgress: Bool = true) {
+    /// Cohort days are cut in each funnel's configured zone
+    /// (`FunnelConfiguration.timeZoneIdentifier(for:)`), which is part of
+    /// what its rows were built from: a report in another zone re-slices
+    /// what is stored (`ReportQuery.timeZoneOverride`) and writes no cohort day.
+    public init(configuration: FunnelConfiguration, showProgress: Bool = true) {
         self.configuration = configuration
-        self.timeZoneOverride = timeZoneOverride
         self.showProgress = showProgress
         analyses = [DropOffAnalysis(funnels: configuration.funnels), RetentionAnalysis(funnels: configuration.funnels)]
     }
@@ -65,16 +73,23 @@ public struct ProjectionJob: Sendable {
         try run(c, mode: mode, now: now, reader: reader, whenReaderIdle: nil).summary
     }
 
+    /// Which funnels a run with this configuration would recompute from the
+    /// whole log, and why, and which it would remove; writes nothing
+    /// (`onramp report --dry-run`).
+    public func preview(_ c: Connection) throws -> DefinitionChanges {
+        try DefinitionChanges.compare(c, configuration: configuration, timeZone: configuration.timeZoneIdentifier(for:), countEvents: true)
+    }
+
     /// `run`, which besides hands `reader` to `whenReaderIdle` once it
     /// reads no more there, under its snapshot and beside the rest of the
     /// run, and commits without waiting for it (the caller does:
     /// `ReaderHandoff.wait`); and says which cohort days it rewrote. Only an
-    /// incremental run hands it over: a rebuild empties the tables, and
-    /// every day the reader would see is gone.
+    /// incremental run that keeps every funnel's stored rows hands it over:
+    /// a rebuild empties the tables, and a recomputed funnel's days as the
+    /// reader would see them are another definition's.
     func run(
         _ c: Connection, mode: Mode, now: Int64, reader: Connection?, whenReaderIdle: ReaderHandoff?
     ) throws -> (summary: Summary, rewritten: Set<FunnelDay>) {
-        let whenReaderIdle = mode == .incremental ? whenReaderIdle : nil
         return try Self.locked(c) { try c.transaction(isolation: .repeatableRead) { c in
             // Once a night, for the run's session and its reader: room for the
             // incremental run's sorts and the rebuild's index builds, which
@@ -99,20 +114,72 @@ public struct ProjectionJob: Sendable {
             SpilledHistory.removeAbandoned()
             let current = try Checkpoint.current(c)
             let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
-            return try ProjectionRun.with(
-                self, session: c, readerSession: reader, settings: settings, now: now, whenReaderIdle: whenReaderIdle
-            ) { run in
-                switch mode {
-                case .rebuild:
-                    var plan = RebuildPlan()
-                    return try project(run, plan: &plan, from: previous, to: current)
-                case .incremental:
-                    var plan = IncrementalPlan(since: previous)
-                    defer { plan.releaseInBackground() }
-                    return try project(run, plan: &plan, from: previous, to: current)
+            let zone = configuration.timeZoneIdentifier(for:)
+            var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone, countEvents: false)
+            // A rebuild computes every funnel from the whole log: it only says which it removes.
+            if mode == .rebuild { definitions.recompute = [] }
+            let recomputed = Set(definitions.recompute.map(\.funnel))
+            // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
+            let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
+            func pass(_ plan: some ProjectionPlan, _ funnels: [Funnel], handoff: ReaderHandoff? = nil) throws -> Pass {
+                try self.pass(
+                    c, plan: plan, funnels: funnels, from: previous, to: current, settings: settings, now: now, reader: reader,
+                    whenReaderIdle: handoff)
+            }
+            if !definitions.recompute.isEmpty { definitions.recompute = try definitions.counting(c) }
+            announce(definitions)
+            // A rebuild empties the other tables itself.
+            try definitions.removeRows(c, tables: rebuildAll ? ["funnel_regressions"] : DefinitionChanges.funnelTables(analyses: analyses))
+            var result: Pass
+            if rebuildAll {
+                result = try pass(RebuildPlan(), configuration.funnels)
+            } else {
+                result = try pass(
+                    IncrementalPlan(since: previous), configuration.funnels.filter { !recomputed.contains($0.name) },
+                    handoff: definitions.isEmpty ? whenReaderIdle : nil)
+                if !recomputed.isEmpty {
+                    let recompute = try pass(RebuildPlan(only: recomputed), configuration.funnels.filter { recomputed.contains($0.name) })
+                    result.summary.eventsRead += recompute.summary.eventsRead
+                    result.summary.personsRecomputed += recompute.summary.personsRecomputed
+                    result.summary.cohortDaysRewritten += recompute.summary.cohortDaysRewritten
+                    result.rewritten.formUnion(recompute.rewritten)
                 }
             }
+            try TargetTable.write(c, configuration: configuration)
+            try DefinitionChanges.record(
+                c, configuration: configuration, timeZone: zone,
+                built: rebuildAll ? Set(configuration.funnels.map(\.name)) : recomputed, now: now)
+            try current.save(c)
+            result.summary.mode = mode
+            result.summary.definitions = definitions
+            return result
         } }
+    }
+
+    /// Says what the run recomputes and removes, before it writes.
+    private func announce(_ definitions: DefinitionChanges) {
+        guard let announce else { return }
+        for line in definitions.lines() { announce(line) }
+    }
+
+    typealias Pass = (summary: Summary, rewritten: Set<FunnelDay>)
+
+    /// One pass of a run over `funnels`, in its transaction on `c`: an
+    /// incremental run whose definitions changed makes two, the unchanged
+    /// funnels' and the recomputed ones'.
+    private func pass(
+        _ c: Connection, plan: some ProjectionPlan, funnels: [Funnel], from previous: Checkpoint, to current: Checkpoint,
+        settings: String, now: Int64, reader: Connection?, whenReaderIdle: ReaderHandoff?
+    ) throws -> Pass {
+        var plan = plan
+        var scoped = configuration
+        scoped.funnels = funnels
+        return try ProjectionRun.with(
+            self, configuration: scoped, session: c, readerSession: reader, settings: settings, now: now, whenReaderIdle: whenReaderIdle
+        ) { run in
+            defer { plan.releaseInBackground() }
+            return try project(run, plan: &plan, from: previous, to: current)
+        }
     }
 
     /// Runs `body` holding the job's lock on `c`'s session, or throws
@@ -126,15 +193,14 @@ public struct ProjectionJob: Sendable {
         return try body()
     }
 
-    /// One run, whichever the plan: evaluate, rewrite the cohort days it
-    /// changed, store the targets and the new checkpoint.
+    /// One pass, whichever the plan: evaluate, rewrite the cohort days it changed.
     private func project(
         _ run: ProjectionRun, plan: inout some ProjectionPlan, from previous: Checkpoint, to current: Checkpoint
-    ) throws -> (summary: Summary, rewritten: Set<FunnelDay>) {
+    ) throws -> Pass {
         let totals = try run.evaluate(&plan)
         run.readerIsIdle()
         let days = plan.cohortDays(evaluated: totals.affected)
-        let funnels = configuration.funnels
+        let funnels = run.configuration.funnels
         let configured = Set(funnels.map(\.name))
         let daysByFunnel = Dictionary(grouping: days, by: \.funnel).mapValues { Set($0.map(\.day)) }
         // What the day tables hold of the days to rewrite, read before any
@@ -180,8 +246,6 @@ public struct ProjectionJob: Sendable {
             }
         }
         try writes.write(run.session)
-        try TargetTable.write(run.session, configuration: configuration)
-        try current.save(run.session)
         let summary = Summary(
             mode: plan.mode, previousHorizon: previous.horizon, horizon: current.horizon,
             newEvents: run.reading.newEvents.values.reduce(0, +), eventsRead: totals.events, personsRecomputed: totals.persons,

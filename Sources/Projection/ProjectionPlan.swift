@@ -45,6 +45,9 @@ protocol ProjectionPlan {
     /// How the stored days of analysis `index` changed before evaluation;
     /// nil when the plan counts every person (a rebuild).
     func storedDayChange(of index: Int) -> StoredDayChange?
+
+    /// Lets go of what the plan holds beside the commit rather than before it.
+    mutating func releaseInBackground()
 }
 
 /// What a run reads: the apps in the order their histories go through the
@@ -58,6 +61,8 @@ struct Reading {
 }
 
 extension ProjectionPlan {
+    mutating func releaseInBackground() {}
+
     /// The apps' history readers, small apps at both ends of the pipeline
     /// (`ProjectionJob.pipelineOrder`), without those nobody is recomputed in.
     func readers(_ run: ProjectionRun, sizes: [String: Int]) -> [PersonHistoryReader] {
@@ -71,19 +76,33 @@ extension ProjectionPlan {
 
 /// Everything from scratch: the projection tables emptied, every person of
 /// every app recomputed, every cohort day written from what was counted.
+/// Or, for funnels whose definition changed (`only`), the same for those
+/// funnels alone, their rows removed beforehand (`DefinitionChanges.removeRows`)
+/// and their apps' links rebuilt, beside the other funnels' stored rows.
 struct RebuildPlan: ProjectionPlan {
     var mode: ProjectionJob.Mode { .rebuild }
     var windowsClosed: Int { 0 }
+    /// The funnels recomputed, when not all: the tables keep the others' rows.
+    let only: Set<String>?
     /// The primary keys and indexes dropped for the refill, to build once at the end.
     private var deferredIndexes: [String] = []
 
+    init(only: Set<String>? = nil) {
+        self.only = only
+    }
+
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
         let c = run.session
-        let tables = ["identity_links", "funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies"]
-            + run.analyses.flatMap { [$0.table] + $0.dayTables }
-        try c.executeScript("TRUNCATE " + tables.joined(separator: ", "))
-        for table in ["funnel_persons", "identity_links"] + run.analyses.map(\.table) {
-            deferredIndexes += try Self.dropIndexes(c, table: table)
+        if only == nil {
+            let tables = ["identity_links", "funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies"]
+                + run.analyses.flatMap { [$0.table] + $0.dayTables }
+            try c.executeScript("TRUNCATE " + tables.joined(separator: ", "))
+            for table in ["funnel_persons", "identity_links"] + run.analyses.map(\.table) {
+                deferredIndexes += try Self.dropIndexes(c, table: table)
+            }
+        } else {
+            // Rebuilt below, app by app, as a whole rebuild does.
+            try c.query("DELETE FROM identity_links WHERE app = ANY($1::text[])", [.textArray(run.apps)])
         }
         var counts: [String: Int] = [:]
         for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(run.apps)]).rows {

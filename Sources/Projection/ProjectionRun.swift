@@ -35,8 +35,8 @@ final class ProjectionRun {
         var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
     }
 
+    /// The funnels this run computes: the job's, or some of them (`ProjectionJob.pass`).
     let configuration: FunnelConfiguration
-    let timeZoneOverride: String?
     let options: Options
     let showProgress: Bool
     let now: Int64
@@ -55,13 +55,12 @@ final class ProjectionRun {
     private var closers: [() -> Void] = []
 
     private init(
-        job: ProjectionJob, session: Connection, reader: Connection, now: Int64
+        job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, reader: Connection, now: Int64
     ) {
-        configuration = job.configuration
-        timeZoneOverride = job.timeZoneOverride
+        self.configuration = configuration
         options = job.options
         analyses = job.analyses
-        apps = Array(Set(job.configuration.funnels.map(\.app))).sorted()
+        apps = Array(Set(configuration.funnels.map(\.app))).sorted()
         showProgress = job.showProgress
         self.now = now
         self.session = session
@@ -69,7 +68,7 @@ final class ProjectionRun {
         copier = CopyPipeline(connection: session)
     }
 
-    /// Runs `body` with a run on `session`, which must be inside the run's
+    /// Runs `body` with a run of `configuration`'s funnels on `session`, which must be inside the run's
     /// REPEATABLE READ transaction with `settings` applied; the reader gets
     /// the same settings. Everything the run started is closed when it ends.
     /// The reader is opened on `readerSession` when one is given, and its
@@ -77,13 +76,14 @@ final class ProjectionRun {
     /// `whenReaderIdle` is handed that session once the run reads no more
     /// there (`readerIsIdle`), and ends its transaction instead.
     static func with<T>(
-        _ job: ProjectionJob, session: Connection, readerSession: Connection? = nil, settings: String, now: Int64,
+        _ job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, readerSession: Connection? = nil,
+        settings: String, now: Int64,
         whenReaderIdle: ReaderHandoff? = nil, _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader is opened before the run writes anything (see `SnapshotReader`).
         let reader = job.options.secondSession
             ? try SnapshotReader.open(beside: session, on: readerSession, settings: settings) : session
-        let run = ProjectionRun(job: job, session: session, reader: reader, now: now)
+        let run = ProjectionRun(job: job, configuration: configuration, session: session, reader: reader, now: now)
         let lent = reader !== session && reader === readerSession
         run.handoff = lent ? whenReaderIdle : nil
         defer {
@@ -130,7 +130,7 @@ final class ProjectionRun {
 
     /// As configured ("UTC"; Foundation on Linux would call it "GMT").
     func timeZoneName(for funnel: Funnel) -> String {
-        timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
+        configuration.timeZoneIdentifier(for: funnel)
     }
 
     /// Prepares `plan`, then streams each app's history through the funnel

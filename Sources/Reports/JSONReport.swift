@@ -123,6 +123,10 @@ enum JSONReport {
             ),
             ("diagnostics", r.diagnostics.map(diagnostics) ?? .null),
             ("retention", r.retention.map { .array($0.days.map(retentionDay)) } ?? .null),
+            (
+                "recomputed",
+                r.recomputed.map { .object([("reason", .string($0.reason)), ("events", .number(Double($0.events)))]) } ?? .null
+            ),
         ])
     }
 

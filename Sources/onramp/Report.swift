@@ -1,4 +1,5 @@
 import ArgumentParser
+import LibPQ
 import Projection
 
 /// `onramp report`: the incremental nightly job, then the report.
@@ -11,7 +12,24 @@ struct Report: AsyncParsableCommand {
     @OptionGroup var configuration: ConfigurationOptions
     @OptionGroup var report: ReportOptions
 
+    @Flag(help: "Only say which funnels this configuration would recompute from the whole log or remove, and why; write nothing.")
+    var dryRun = false
+
     func run() async throws {
-        try await report.run(mode: .incremental, databaseURL: try database.resolvedURL(), configuration: configuration)
+        guard dryRun else {
+            try await report.run(mode: .incremental, databaseURL: try database.resolvedURL(), configuration: configuration)
+            return
+        }
+        let job = ProjectionJob(configuration: try configuration.load(), showProgress: false)
+        let pool = ConnectionPool(url: try database.resolvedURL(), maxConnections: 1)
+        let result = await Result(catching: { try await pool.withConnection { try job.preview($0) } })
+        await pool.close()
+        let changes = try result.get()
+        for line in changes.lines(conditional: true) { print(line) }
+        if changes.isEmpty {
+            print("no funnel would be recomputed or removed: the stored rows of all \(changes.unchanged.count) were built from this configuration")
+        } else if !changes.unchanged.isEmpty {
+            print("unchanged (incremental): \(changes.unchanged.joined(separator: ", "))")
+        }
     }
 }

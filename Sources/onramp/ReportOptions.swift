@@ -67,7 +67,9 @@ struct ReportOptions: ParsableArguments {
 
     /// Runs the job, then writes the report; the shared body of `report` and `rebuild`.
     func run(mode: ProjectionJob.Mode, databaseURL: String, configuration options: ConfigurationOptions) async throws {
-        let job = ProjectionJob(configuration: try options.load(), timeZoneOverride: timeZone, showProgress: !quiet)
+        var job = ProjectionJob(configuration: try options.load(), showProgress: !quiet)
+        // Not progress: a run that recomputes or removes a funnel says so even when quiet.
+        job.announce = { Console.info($0) }
         let query = ReportQuery(from: from, to: to, funnels: funnels, timeZoneOverride: timeZone)
         let writer = ReportWriter(format: ReportFormat(rawValue: format) ?? .table, directory: out.map(URL.init(fileURLWithPath:)))
         let (from, to) = (from, to)

@@ -151,4 +151,59 @@ struct ReportCommandTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test("an edited file: --dry-run foretells the recompute and writes nothing; the report says why and equals a rebuild's")
+    func editedConfiguration() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 200, seed: 23, detours: true)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        let first = try OnrampBinary.run(["report", "--database-url", db.url, "--quiet"])
+        #expect(first.status == 0, "\(first.stderr)")
+        // As a team edits it: a new two-step funnel, and a window cut from 24h to 1h.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let bundled = try String(contentsOf: root.appendingPathComponent("Sources/Funnels/Resources/default-funnels.yaml"), encoding: .utf8)
+        let changed = bundled.replacingOccurrences(
+            of: "  - name: yoked_onboarding\n    app: yoked\n    window: 24h", with: "  - name: yoked_onboarding\n    app: yoked\n    window: 1h")
+            + "\n  - name: yoked_otp\n    app: yoked\n    steps:\n      - event: phone_entered\n      - event: otp_verified\n"
+        #expect(changed.contains("window: 1h"))
+        let file = FileManager.default.temporaryDirectory.appendingPathComponent("changed-\(UUID().uuidString).yaml")
+        try changed.write(to: file, atomically: true, encoding: .utf8)
+        defer { try? FileManager.default.removeItem(at: file) }
+
+        let stored = try await pool.withConnection { try TableDump.dump($0) }
+        let dry = try OnrampBinary.run(["report", "--dry-run", "--database-url", db.url, "--config", file.path])
+        #expect(dry.status == 0, "\(dry.stderr)")
+        #expect(dry.stdout.contains("yoked_onboarding: window 24h → 1h: would be recomputed from the whole log"))
+        #expect(dry.stdout.contains("yoked_otp: new funnel: would be recomputed"))
+        #expect(dry.stdout.contains("unchanged (incremental): ops_company_creator, ops_employee, umuve_onboarding, forma_onboarding"))
+        #expect(try await pool.withConnection { try TableDump.dump($0) } == stored, "the dry run wrote")
+
+        let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", file.path, "--quiet", "--format", "json"])
+        #expect(report.status == 0, "\(report.stderr)")
+        #expect(report.stderr.contains("yoked_onboarding: window 24h → 1h: will be recomputed from the whole log"))
+        #expect(report.stderr.contains("yoked_otp: new funnel: will be recomputed"))
+        let rebuild = try OnrampBinary.run(["rebuild", "--database-url", db.url, "--config", file.path, "--quiet", "--format", "json"])
+        #expect(rebuild.status == 0, "\(rebuild.stderr)")
+        func funnels(_ json: String) throws -> [String: [String: Any]] {
+            let document = try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any]
+            let list = document?["funnels"] as? [[String: Any]] ?? []
+            return Dictionary(list.map { (($0["funnel"] as? String) ?? "", $0) }) { first, _ in first }
+        }
+        let incremental = try funnels(report.stdout), rebuilt = try funnels(rebuild.stdout)
+        #expect(Set(incremental.keys) == Set(Self.configuration.funnels.map(\.name) + ["yoked_otp"]))
+        let reason = incremental["yoked_onboarding"]?["recomputed"] as? [String: Any]
+        #expect(reason?["reason"] as? String == "window 24h → 1h")
+        #expect((reason?["events"] as? Int ?? 0) == events.filter { $0.app == "yoked" }.count)
+        #expect((incremental["ops_employee"]?["recomputed"]) is NSNull)
+        for (name, funnel) in incremental {
+            var a = funnel, b = rebuilt[name] ?? [:]
+            a["recomputed"] = nil
+            b["recomputed"] = nil
+            #expect(NSDictionary(dictionary: a).isEqual(to: b), "\(name) differs from the rebuild's")
+        }
+        #expect((incremental["yoked_otp"]?["completed"] as? Int ?? 0) > 0)
+        await pool.close()
+        try await db.drop()
+    }
 }

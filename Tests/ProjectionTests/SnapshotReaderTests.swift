@@ -39,7 +39,7 @@ struct SnapshotReaderTests {
     func handedSessionIsLeftIdle() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
-        let job = ProjectionJob(configuration: bundledConfiguration, timeZoneOverride: "UTC", showProgress: false)
+        let job = ProjectionJob(configuration: bundledConfiguration, showProgress: false)
         let seeded = EventSeeder.journeys(configuration: bundledConfiguration, personsPerFunnel: 40, seed: 11)
         try await pool.withConnection { c in try EventSeeder.insert(c, seeded.filter { $0.timestamp < seeded[seeded.count / 2].timestamp }) }
         let now = Timestamps.microseconds(Date())

@@ -88,7 +88,7 @@ struct TallyStorageTests {
     func tallyReportEqualsPersonReport() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
-        let job = ProjectionJob(configuration: Self.configuration, timeZoneOverride: "UTC", showProgress: false)
+        let job = ProjectionJob(configuration: Self.configuration, showProgress: false)
         let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 250, seed: 3)
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
         // Reports are read at the run's time, as `onramp report` does: the stored retention was counted then.

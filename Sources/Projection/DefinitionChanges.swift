@@ -1,0 +1,126 @@
+import Foundation
+import Funnels
+import LibPQ
+
+/// What a run does about the funnels' definitions: the stored rows of each
+/// funnel were built from the definition in `funnel_definitions`
+/// (`FunnelDefinition`), and a run whose configuration differs recomputes
+/// that funnel from the whole log and removes the rows of a funnel it no
+/// longer configures. docs/operations.md, "Changing the funnels".
+public struct DefinitionChanges: Sendable, Equatable {
+    /// A funnel the run computes from the whole log, and why.
+    public struct Recompute: Sendable, Equatable {
+        public var funnel: String
+        public var app: String
+        /// "new funnel", "window 24h → 1h", …
+        public var reasons: [String]
+        /// The events of its app the run reads for it.
+        public var events: Int
+
+        public var reason: String { reasons.joined(separator: "; ") }
+    }
+
+    /// In configuration order.
+    public var recompute: [Recompute] = []
+    /// Funnels whose rows are stored but that the configuration no longer has, by name.
+    public var removed: [String] = []
+    /// Funnels whose stored rows stand.
+    public var unchanged: [String] = []
+
+    public var isEmpty: Bool { recompute.isEmpty && removed.isEmpty }
+
+    /// What a run says before it writes (and `--dry-run` instead of running).
+    public func lines(conditional: Bool = false) -> [String] {
+        let will = conditional ? "would" : "will"
+        var lines = recompute.map { r in
+            "\(r.funnel): \(r.reason): \(will) be recomputed from the whole log (\(r.events) events of app \(r.app))"
+        }
+        lines += removed.map { "\($0): no longer configured: its rows \(will) be removed from every funnel table" }
+        return lines
+    }
+
+    /// The tables whose rows are a funnel's: its outcomes, day tables and
+    /// analyses (`analyses`), targets and regressions. Names are the code's own.
+    static func funnelTables(analyses: [any PersonAnalysis]) -> [String] {
+        ["funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies", "funnel_targets", "funnel_regressions"]
+            + analyses.flatMap { [$0.table] + $0.dayTables }
+    }
+
+    /// Compares `configuration` (its funnels' cohort days cut in `timeZone`'s
+    /// zone) with the stored definitions on `c`; counts the events each
+    /// recomputed funnel's app holds when `countEvents` (the run counts them
+    /// as it reads them).
+    static func compare(
+        _ c: Connection, configuration: FunnelConfiguration, timeZone: (Funnel) -> String, countEvents: Bool
+    ) throws -> DefinitionChanges {
+        var stored: [String: String] = [:]
+        for row in try c.query("SELECT funnel, definition::text FROM funnel_definitions").rows {
+            stored[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+        }
+        // Rows stored before definitions were (or by a run that wrote none):
+        // nothing says what they were built from.
+        let unknown = try Set(c.query(
+            "SELECT DISTINCT funnel FROM funnel_cohorts WHERE NOT funnel = ANY($1::text[])", [.textArray(Array(stored.keys))]
+        ).rows.map { try $0.decode(String.self, at: 0) })
+        var changes = DefinitionChanges()
+        for funnel in configuration.funnels {
+            let definition = FunnelDefinition(funnel, timeZone: timeZone(funnel))
+            let reasons: [String]
+            if let json = stored[funnel.name] {
+                reasons = FunnelDefinition(json: json).map { definition.changes(since: $0) } ?? ["stored definition unreadable"]
+            } else {
+                reasons = [unknown.contains(funnel.name) ? "stored rows of an unrecorded definition" : "new funnel"]
+            }
+            if reasons.isEmpty {
+                changes.unchanged.append(funnel.name)
+            } else {
+                changes.recompute.append(Recompute(funnel: funnel.name, app: funnel.app, reasons: reasons, events: 0))
+            }
+        }
+        let configured = Set(configuration.funnels.map(\.name))
+        changes.removed = Set(stored.keys).union(unknown).subtracting(configured).sorted()
+        if countEvents, !changes.recompute.isEmpty { changes.recompute = try changes.counting(c) }
+        return changes
+    }
+
+    /// `recompute`, with the events each funnel's app holds.
+    func counting(_ c: Connection) throws -> [Recompute] {
+        let counts = try Self.eventCounts(c, apps: Array(Set(recompute.map(\.app))))
+        return recompute.map { var r = $0; r.events = counts[r.app] ?? 0; return r }
+    }
+
+    /// Events per app in the log.
+    static func eventCounts(_ c: Connection, apps: [String]) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(apps)]).rows {
+            counts[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+        }
+        return counts
+    }
+
+    /// Removes every row of the funnels recomputed and removed from `tables`.
+    func removeRows(_ c: Connection, tables: [String]) throws {
+        let names = recompute.map(\.funnel) + removed
+        guard !names.isEmpty else { return }
+        for table in tables {
+            try c.query("DELETE FROM \(table) WHERE funnel = ANY($1::text[])", [.textArray(names)])
+        }
+    }
+
+    /// Records what every configured funnel's rows are now built from:
+    /// `built` (the funnels computed from the whole log) at `now`, the rest
+    /// as they were; drops the definitions of funnels no longer configured.
+    static func record(
+        _ c: Connection, configuration: FunnelConfiguration, timeZone: (Funnel) -> String, built: Set<String>, now: Int64
+    ) throws {
+        try c.query(
+            "DELETE FROM funnel_definitions WHERE NOT funnel = ANY($1::text[]) OR funnel = ANY($2::text[])",
+            [.textArray(configuration.funnels.map(\.name)), .textArray(Array(built))])
+        for funnel in configuration.funnels where built.contains(funnel.name) {
+            let definition = FunnelDefinition(funnel, timeZone: timeZone(funnel))
+            try c.query(
+                "INSERT INTO funnel_definitions (funnel, app, fingerprint, definition, built_at) VALUES ($1, $2, $3, $4::jsonb, $5)",
+                [.text(funnel.name), .text(funnel.app), .text(definition.fingerprint), .text(definition.json), .microseconds(now)])
+        }
+    }
+}
