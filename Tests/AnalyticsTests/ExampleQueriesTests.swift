@@ -23,6 +23,7 @@ struct ExampleQueriesTests {
         "06_daily_completion_trend.sql", "07_events_per_platform_per_day.sql", "08_umuve_skip_or_swipe.sql",
         "09_operator_quarantine_by_reason.sql", "10_yoked_what_otp_dropoffs_did_next.sql",
         "11_yoked_app_versions_driving_profile_dropoff.sql", "12_forma_d7_retention_by_app_version.sql",
+        "13_what_each_funnel_was_built_from.sql",
     ]
 
     @Test("the examples give the answers the dataset implies")
@@ -122,6 +123,15 @@ struct ExampleQueriesTests {
                 == [["1.0.3", "2", "2", "2", "1", "0.5000"], ["1.0.2", "1", "1", "1", "0", "1.0000"]])
         let pD7 = try #require(Statistics.twoProportionZTest(successes1: 2, trials1: 2, successes2: 1, trials2: 2))
         #expect(abs((Double(retention.first?["p_value"] ?? "") ?? -1) - pD7.pValue) < 1e-6)
+
+        // 13: the five bundled funnels, as configured.
+        let built = try await run("13_what_each_funnel_was_built_from.sql")
+        #expect(built.map { $0["funnel"] ?? "" } == [
+            "forma_onboarding", "ops_company_creator", "ops_employee", "umuve_onboarding", "yoked_onboarding",
+        ])
+        #expect(built.allSatisfy { $0["window_seconds"] == "86400" && $0["time_zone"] == "UTC" && $0["fingerprint"]?.count == 16 })
+        #expect(built.first { $0["funnel"] == "umuve_onboarding" }?["steps"]
+                == "onboarding_screen_viewed → onboarding_screen_viewed | onboarding_skipped → apple_sign_in_completed → main_screen_viewed")
 
         // 09 is the operator's: the analyst is refused, the operator sees the reasons.
         let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }
