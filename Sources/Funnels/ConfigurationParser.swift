@@ -11,14 +11,15 @@ struct ConfigurationParser {
 
     private static let funnelKeys: Set<String> = [
         "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description", "diagnostics", "alerts",
-        "retention",
+        "retention", "order", "ignore", "hold", "attribution",
     ]
     private static let alertKeys: Set<String> = [
         "alpha", "min_effect", "min_time_effect", "min_persons", "recent_days", "baseline_days",
     ]
     private static let diagnosticsKeys: Set<String> = ["min_support"]
     private static let retentionKeys: Set<String> = ["days", "active_events"]
-    private static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional"]
+    private static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional", "within"]
+    private static let exclusionKeys: Set<String> = ["event", "screen", "where", "between"]
     private static let matcherKeys: Set<String> = ["event", "screen", "where"]
     private static let targetKeys: Set<String> = ["name", "metric", "threshold", "min", "max", "from", "to"]
 
@@ -151,11 +152,13 @@ struct ConfigurationParser {
         var explicitNames: [String?] = []
         var matchers: [[EventMatcher]] = []
         var optional: [Bool] = []
+        var within: [Int64?] = []
         for (index, stepNode) in stepNodes.enumerated() {
             let step = try parseStep(stepNode, field: "steps[\(index)]", reader: reader)
             explicitNames.append(step.name)
             matchers.append(step.matchers)
             optional.append(step.optional)
+            within.append(step.within)
         }
         if optional.first == true { throw reader.error("steps[0].optional", "the first step cannot be optional") }
         if optional.last == true {
@@ -167,13 +170,20 @@ struct ConfigurationParser {
         }
         let names = StepNaming.resolve(explicit: explicitNames, matchers: matchers)
         let steps = names.indices.map {
-            FunnelStep(name: names[$0], matchers: matchers[$0], isOptional: optional[$0])
+            var step = FunnelStep(name: names[$0], matchers: matchers[$0], isOptional: optional[$0])
+            step.within = within[$0]
+            return step
+        }
+        for (index, limit) in within.enumerated() where limit != nil {
+            let field = "steps[\(index)].within"
+            if index == 0 { throw reader.error(field, "the first step has no previous step to be within") }
+            if optional[index] { throw reader.error(field, "an optional step takes no within (it is measured between required steps)") }
         }
 
-        var exclusions: [EventMatcher] = []
+        var exclusions: [Exclusion] = []
         if let node = fields["exclude"] {
             for (index, item) in try reader.sequence(node, "exclude").enumerated() {
-                exclusions.append(try parseMatcher(item, field: "exclude[\(index)]", reader: reader))
+                exclusions.append(try parseExclusion(item, field: "exclude[\(index)]", steps: steps, reader: reader))
             }
         }
 
@@ -181,6 +191,7 @@ struct ConfigurationParser {
             name: name, app: app, windowSeconds: window, steps: steps,
             breakdowns: breakdowns, exclusions: exclusions
         )
+        try parseOptions(fields, into: &funnel, reader: reader)
         if let node = fields["targets"] {
             for (index, item) in try reader.sequence(node, "targets").enumerated() {
                 let target = try parseTarget(item, field: "targets[\(index)]", funnel: funnel, reader: reader)
@@ -207,6 +218,92 @@ struct ConfigurationParser {
             funnel.retention = try parseRetention(node, reader: reader)
         }
         return funnel
+    }
+
+    /// `order`, `ignore`, `hold` and `attribution`, and what `order: any` rules out.
+    private func parseOptions(_ fields: [String: Node], into funnel: inout Funnel, reader: YAMLReader) throws {
+        if let node = fields["order"] {
+            let text = try reader.scalar(node, "order")
+            guard let order = Funnel.Order(rawValue: text) else {
+                throw reader.error("order", "expected ordered, strict or any (got '\(text)')")
+            }
+            funnel.order = order
+        }
+        if let node = fields["ignore"] {
+            guard funnel.order == .strict else { throw reader.error("ignore", "only applies with order: strict") }
+            let items = try reader.sequence(node, "ignore", expected: "expected a list of matchers")
+            funnel.ignore = try items.enumerated().map { index, item in try parseMatcher(item, field: "ignore[\(index)]", reader: reader) }
+        }
+        if let node = fields["hold"] {
+            let paths = try reader.stringList(node, "hold")
+            guard !paths.isEmpty else { throw reader.error("hold", "must list at least one path (leave it out to hold nothing)") }
+            for (index, path) in paths.enumerated() where !Self.isDottedPath(path) {
+                throw reader.error("hold[\(index)]", "'\(path)' is not a dotted path such as context.device.id")
+            }
+            if let duplicate = firstDuplicate(paths) { throw reader.error("hold", "'\(duplicate)' is listed twice") }
+            funnel.hold = paths
+        }
+        if let node = fields["attribution"] {
+            funnel.attribution = try parseAttribution(node, steps: funnel.steps, reader: reader)
+        }
+        guard funnel.order == .any else { return }
+        // Without an order, there is no previous step and no step between others.
+        for (index, step) in funnel.steps.enumerated() {
+            if step.within != nil { throw reader.error("steps[\(index)].within", "does not apply with order: any") }
+            if step.isOptional { throw reader.error("steps[\(index)].optional", "does not apply with order: any") }
+        }
+        for (index, exclusion) in funnel.exclusions.enumerated() where exclusion.between != nil {
+            throw reader.error("exclude[\(index)].between", "does not apply with order: any")
+        }
+        if case .step = funnel.attribution { throw reader.error("attribution", "{step: N} does not apply with order: any") }
+    }
+
+    /// `first_step`, `last_step` or `{step: N}`, N counting the steps as written from 1.
+    private func parseAttribution(_ node: Node, steps: [FunnelStep], reader: YAMLReader) throws -> Funnel.Attribution {
+        if case .mapping = node {
+            let fields = try reader.object(node, "attribution", allowed: ["step"])
+            guard let stepNode = fields["step"] else { throw reader.error("attribution", "expected {step: N}") }
+            let value = try reader.number(stepNode, "attribution.step")
+            guard value == value.rounded(), value >= 1, value <= Double(steps.count) else {
+                throw reader.error("attribution.step", "expected a step number from 1 to \(steps.count) (got \(value))")
+            }
+            return .step(Int(value) - 1)
+        }
+        let text = try reader.scalar(node, "attribution")
+        switch text {
+        case "first_step": return .firstStep
+        case "last_step": return .lastStep
+        default: throw reader.error("attribution", "expected first_step, last_step or {step: N} (got '\(text)')")
+        }
+    }
+
+    /// An `exclude:` entry: a matcher, and `between: [i, j]`, two required steps numbered from 1, i before j.
+    private func parseExclusion(_ node: Node, field: String, steps: [FunnelStep], reader: YAMLReader) throws -> Exclusion {
+        var fields = try reader.object(node, field, allowed: Self.exclusionKeys)
+        let betweenNode = fields.removeValue(forKey: "between")
+        var exclusion = Exclusion(try parseMatcherFields(fields, field: field, reader: reader))
+        guard let betweenNode else { return exclusion }
+        let betweenField = "\(field).between"
+        let items = try reader.sequence(betweenNode, betweenField, expected: "expected two step numbers such as [2, 3]")
+        guard items.count == 2 else { throw reader.error(betweenField, "expected two step numbers such as [2, 3] (got \(items.count))") }
+        var bounds: [Int] = []
+        for (index, item) in items.enumerated() {
+            let value = try reader.number(item, "\(betweenField)[\(index)]")
+            guard value == value.rounded(), value >= 1, value <= Double(steps.count) else {
+                throw reader.error("\(betweenField)[\(index)]", "expected a step number from 1 to \(steps.count) (got \(value))")
+            }
+            guard !steps[Int(value) - 1].isOptional else {
+                throw reader.error("\(betweenField)[\(index)]", "step \(Int(value)) is optional; exclusions are bounded by required steps")
+            }
+            bounds.append(Int(value) - 1)
+        }
+        guard bounds[0] < bounds[1] else { throw reader.error(betweenField, "the first step must come before the second") }
+        exclusion.between = bounds[0]...bounds[1]
+        return exclusion
+    }
+
+    private static func isDottedPath(_ path: String) -> Bool {
+        !path.isEmpty && !path.hasPrefix(".") && !path.hasSuffix(".") && !path.contains("..")
     }
 
     /// `retention:` — whole days from 0 to `RetentionSettings.maximumDay`,
@@ -281,10 +378,18 @@ struct ConfigurationParser {
 
     private func parseStep(
         _ node: Node, field: String, reader: YAMLReader
-    ) throws -> (name: String?, matchers: [EventMatcher], optional: Bool) {
-        let fields = try reader.object(node, field, allowed: Self.stepKeys)
+    ) throws -> (name: String?, matchers: [EventMatcher], optional: Bool, within: Int64?) {
+        var fields = try reader.object(node, field, allowed: Self.stepKeys)
         let name = try fields["name"].map { try reader.nonEmptyString($0, "\(field).name") }
         let optional = try fields["optional"].map { try reader.bool($0, "\(field).optional") } ?? false
+        var within: Int64?
+        if let node = fields.removeValue(forKey: "within") {
+            let text = try reader.scalar(node, "\(field).within")
+            guard let seconds = WindowDuration.seconds(from: text) else {
+                throw reader.error("\(field).within", "cannot parse '\(text)' (expected e.g. 2m, 90s, 1h or whole seconds)")
+            }
+            within = seconds
+        }
         if let anyOf = fields["any_of"] {
             for key in ["event", "screen", "where"] where fields[key] != nil {
                 throw reader.error("\(field).\(key)", "cannot be combined with any_of (put it inside each alternative)")
@@ -294,10 +399,10 @@ struct ConfigurationParser {
             let matchers = try items.enumerated().map { index, item in
                 try parseMatcher(item, field: "\(field).any_of[\(index)]", reader: reader)
             }
-            return (name, matchers, optional)
+            return (name, matchers, optional, within)
         }
         let matcher = try parseMatcherFields(fields, field: field, reader: reader)
-        return (name, [matcher], optional)
+        return (name, [matcher], optional, within)
     }
 
     private func parseMatcher(_ node: Node, field: String, reader: YAMLReader) throws -> EventMatcher {

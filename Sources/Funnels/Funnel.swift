@@ -15,12 +15,25 @@ public struct Funnel: Sendable, Hashable {
         didSet {
             requiredStepIndices = Self.required(steps)
             requiredMatchers = Self.requiredMatchers(steps)
+            isPlainWindowFunnel = isPlain
         }
     }
     public var breakdowns: [String]
-    /// Matchers whose events, between a person's start and last reached step,
-    /// take the person out of the funnel.
-    public var exclusions: [EventMatcher]
+    /// Matchers whose events, between a person's start and last reached step
+    /// (or between two chosen steps), take the person out of the funnel.
+    public var exclusions: [Exclusion]
+    /// How the steps follow one another (docs/funnels.md, "Step order").
+    public var order = Order.ordered {
+        didSet { isPlainWindowFunnel = isPlain }
+    }
+    /// With `strict`: events that are never between two steps (heartbeats, lifecycle).
+    public var ignore: [EventMatcher] = []
+    /// Paths whose values every event of a chain shares (docs/funnels.md, "Hold a property constant").
+    public var hold: [String] = [] {
+        didSet { isPlainWindowFunnel = isPlain }
+    }
+    /// Which event of the chain gives the breakdown values.
+    public var attribution = Attribution.firstStep
     public var targets: [FunnelTarget]
     /// Persons a drop-off driver candidate needs to be tested (SPEC §10).
     public var minSupport: Int
@@ -37,7 +50,7 @@ public struct Funnel: Sendable, Hashable {
         windowSeconds: Int64 = Funnel.defaultWindowSeconds,
         steps: [FunnelStep],
         breakdowns: [String] = Funnel.defaultBreakdowns,
-        exclusions: [EventMatcher] = [],
+        exclusions: [Exclusion] = [],
         targets: [FunnelTarget] = [],
         minSupport: Int = Funnel.defaultMinSupport
     ) {
@@ -47,6 +60,7 @@ public struct Funnel: Sendable, Hashable {
         self.steps = steps
         self.requiredStepIndices = Self.required(steps)
         self.requiredMatchers = Self.requiredMatchers(steps)
+        self.isPlainWindowFunnel = steps.allSatisfy { $0.within == nil }
         self.breakdowns = breakdowns
         self.exclusions = exclusions
         self.targets = targets
@@ -96,13 +110,97 @@ public struct Funnel: Sendable, Hashable {
     }
 
     /// Every attribute path this funnel reads: `where` paths of steps,
-    /// exclusions and active events, and breakdown dimensions.
+    /// exclusions, ignored events and active events, held paths and
+    /// breakdown dimensions.
     public var referencedPaths: Set<String> {
-        var paths = Set(breakdowns).union(retention.referencedPaths)
-        for matcher in steps.flatMap(\.matchers) + exclusions {
+        var paths = Set(breakdowns).union(retention.referencedPaths).union(hold)
+        for matcher in steps.flatMap(\.matchers) + exclusions.map(\.matcher) + ignore {
             paths.formUnion(matcher.conditions.keys)
         }
         return paths
+    }
+
+    /// Whether a person's level is plain `windowFunnel`'s (ordered, one
+    /// window, nothing held): the evaluator's fast sweep. Any other option
+    /// takes the general search (`ChainSearch`). Kept with the options, as
+    /// the evaluator asks for every person and funnel.
+    public private(set) var isPlainWindowFunnel = true
+
+    private var isPlain: Bool {
+        order == .ordered && hold.isEmpty && steps.allSatisfy { $0.within == nil }
+    }
+
+    /// How steps follow one another.
+    public enum Order: String, Sendable, Hashable, CaseIterable {
+        /// Each step at or after the previous one (ClickHouse's `windowFunnel`).
+        case ordered
+        /// Each step directly after the previous one: no other event of the
+        /// person in between but those `ignore` matches.
+        case strict
+        /// Step 1 first, the others in any order; the level counts the steps done.
+        case any
+    }
+
+    /// Which event gives a person's breakdown values.
+    public enum Attribution: Sendable, Hashable {
+        /// The first step-1 event (and for a value it lacks, the earliest later event within its window).
+        case firstStep
+        /// The event of the last step the person reached.
+        case lastStep
+        /// The event of this step (a position in `steps`), when reached.
+        case step(Int)
+    }
+}
+
+extension Funnel {
+    /// The options beyond `windowFunnel`'s defaults, in words, for the
+    /// reports to name under the funnel's title; empty for a plain funnel.
+    public var optionWords: [String] {
+        var words: [String] = []
+        switch order {
+        case .ordered: break
+        case .strict:
+            words.append("strict order" + (ignore.isEmpty ? "" : " (ignoring \(ignore.map(\.name).joined(separator: ", ")))"))
+        case .any: words.append("steps in any order after the first")
+        }
+        for step in steps {
+            if let within = step.within { words.append("\(step.name) within \(FunnelDefinition.duration(within)) of the previous step") }
+        }
+        if !hold.isEmpty { words.append("held constant: \(hold.joined(separator: ", "))") }
+        switch attribution {
+        case .firstStep: break
+        case .lastStep: words.append("breakdowns from the last step reached")
+        case .step(let index): words.append("breakdowns from step \(index + 1) (\(index < steps.count ? steps[index].name : "?"))")
+        }
+        for exclusion in exclusions {
+            guard let between = exclusion.between else { continue }
+            words.append("excluded: \(exclusion.matcher.name) between steps \(between.lowerBound + 1) and \(between.upperBound + 1)")
+        }
+        return words
+    }
+}
+
+/// An `exclude:` matcher, over the whole chain or between two steps.
+public struct Exclusion: Sendable, Hashable {
+    public var matcher: EventMatcher
+    /// Positions in `steps` (required steps, the first before the second)
+    /// between whose times on the chain an event excludes; nil: from the
+    /// chain's start to its last reached step.
+    public var between: ClosedRange<Int>?
+
+    public init(_ matcher: EventMatcher, between: ClosedRange<Int>? = nil) {
+        self.matcher = matcher
+        self.between = between
+    }
+
+    /// Shorthand for a whole-chain exclusion of a track event.
+    public static func event(_ name: String, where conditions: [String: String] = [:]) -> Exclusion {
+        Exclusion(.event(name, where: conditions))
+    }
+
+    /// Shorthand for a whole-chain exclusion of a screen.
+    public static func screen(_ name: String, where conditions: [String: String] = [:]) -> Exclusion {
+        Exclusion(.screen(name, where: conditions))
     }
 }
 

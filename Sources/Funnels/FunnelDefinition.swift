@@ -37,9 +37,40 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         public var name: String
         public var optional: Bool
         public var matchers: [Matcher]
+        /// Seconds after the previous required step, when limited.
+        public var within: Int64?
 
         var text: String {
             (optional ? "optional " : "") + matchers.map(\.text).joined(separator: " | ")
+                + (within.map { " within \(FunnelDefinition.duration($0))" } ?? "")
+        }
+    }
+
+    public struct Exclusion: Sendable, Hashable, Codable {
+        public var matcher: Matcher
+        /// Step numbers from 1, as configured.
+        public var between: [Int]?
+
+        var text: String {
+            matcher.text + (between.map { " between steps \($0.map(String.init).joined(separator: " and "))" } ?? "")
+        }
+
+        init(matcher: Matcher, between: [Int]?) {
+            self.matcher = matcher
+            self.between = between
+        }
+
+        private enum CodingKeys: String, CodingKey { case matcher, between }
+
+        /// Stored before exclusions had `between`, an exclusion was its matcher alone.
+        public init(from decoder: any Decoder) throws {
+            if let c = try? decoder.container(keyedBy: CodingKeys.self), c.contains(.matcher) {
+                matcher = try c.decode(Matcher.self, forKey: .matcher)
+                between = try c.decodeIfPresent([Int].self, forKey: .between)
+            } else {
+                matcher = try Matcher(from: decoder)
+                between = nil
+            }
         }
     }
 
@@ -49,10 +80,16 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
     public var timeZone: String
     public var windowSeconds: Int64
     public var steps: [Step]
-    public var exclusions: [Matcher]
+    public var exclusions: [Exclusion]
     public var breakdowns: [String]
     public var retentionDays: [Int]
     public var activeEvents: [Matcher]
+    /// `ordered`, `strict` or `any`.
+    public var order: String
+    public var ignore: [Matcher]
+    public var hold: [String]
+    /// `first_step`, `last_step` or `step N` (from 1).
+    public var attribution: String
 
     /// `funnel`'s definition, its cohort days cut in `timeZone`.
     public init(_ funnel: Funnel, timeZone: String) {
@@ -60,11 +97,47 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         app = funnel.app
         self.timeZone = timeZone
         windowSeconds = funnel.windowSeconds
-        steps = funnel.steps.map { Step(name: $0.name, optional: $0.isOptional, matchers: $0.matchers.map(Matcher.init)) }
-        exclusions = funnel.exclusions.map(Matcher.init)
+        steps = funnel.steps.map {
+            Step(name: $0.name, optional: $0.isOptional, matchers: $0.matchers.map(Matcher.init), within: $0.within)
+        }
+        exclusions = funnel.exclusions.map {
+            Exclusion(matcher: Matcher($0.matcher), between: $0.between.map { [$0.lowerBound + 1, $0.upperBound + 1] })
+        }
         breakdowns = funnel.breakdowns
         retentionDays = funnel.retention.days
         activeEvents = funnel.retention.activeEvents.map(Matcher.init)
+        order = funnel.order.rawValue
+        ignore = funnel.ignore.map(Matcher.init)
+        hold = funnel.hold
+        switch funnel.attribution {
+        case .firstStep: attribution = "first_step"
+        case .lastStep: attribution = "last_step"
+        case .step(let index): attribution = "step \(index + 1)"
+        }
+    }
+
+    private enum CodingKeys: String, CodingKey {
+        case engine, app, timeZone, windowSeconds, steps, exclusions, breakdowns, retentionDays, activeEvents
+        case order, ignore, hold, attribution
+    }
+
+    /// Reads a stored definition; the options absent from one stored before
+    /// they existed take their defaults, which is what built its rows.
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.container(keyedBy: CodingKeys.self)
+        engine = try c.decode(Int.self, forKey: .engine)
+        app = try c.decode(String.self, forKey: .app)
+        timeZone = try c.decode(String.self, forKey: .timeZone)
+        windowSeconds = try c.decode(Int64.self, forKey: .windowSeconds)
+        steps = try c.decode([Step].self, forKey: .steps)
+        exclusions = try c.decode([Exclusion].self, forKey: .exclusions)
+        breakdowns = try c.decode([String].self, forKey: .breakdowns)
+        retentionDays = try c.decode([Int].self, forKey: .retentionDays)
+        activeEvents = try c.decode([Matcher].self, forKey: .activeEvents)
+        order = try c.decodeIfPresent(String.self, forKey: .order) ?? Funnel.Order.ordered.rawValue
+        ignore = try c.decodeIfPresent([Matcher].self, forKey: .ignore) ?? []
+        hold = try c.decodeIfPresent([String].self, forKey: .hold) ?? []
+        attribution = try c.decodeIfPresent(String.self, forKey: .attribution) ?? "first_step"
     }
 
     /// The definition as stored: JSON with sorted keys, the same text for the same definition.
@@ -117,6 +190,10 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         } else if old.steps.map(\.name) != steps.map(\.name) {
             changes.append("step names \(old.steps.map(\.name).joined(separator: ", ")) → \(steps.map(\.name).joined(separator: ", "))")
         }
+        if old.order != order { changes.append("order \(old.order) → \(order)") }
+        Self.listChange("ignored event", old.ignore.map(\.text), ignore.map(\.text), into: &changes)
+        Self.listChange("held path", old.hold, hold, into: &changes)
+        if old.attribution != attribution { changes.append("attribution \(old.attribution) → \(attribution)") }
         Self.listChange("exclusion", old.exclusions.map(\.text), exclusions.map(\.text), into: &changes)
         Self.listChange("breakdown", old.breakdowns, breakdowns, into: &changes)
         if old.retentionDays != retentionDays {

@@ -27,10 +27,12 @@ public enum FunnelEvaluator {
         let required = funnel.requiredStepIndices
         let window = funnel.windowMicroseconds
         let timeline = Timeline(events: events, distinct: distinct, funnel: funnel)
-        let sweep = ChainSweep.run(timeline: timeline, stepCount: required.count, window: window)
+        let firstReach = funnel.isPlainWindowFunnel
+            ? ChainSweep.run(timeline: timeline, stepCount: required.count, window: window).firstReach
+            : ChainSearch(timeline: timeline, funnel: funnel).firstReach()
 
-        let level = sweep.firstReach.lastIndex { $0 != nil }.map { $0 + 1 } ?? 0
-        let chain = level > 0 ? sweep.firstReach[level - 1] : nil
+        let level = firstReach.lastIndex { $0 != nil }.map { $0 + 1 } ?? 0
+        let chain = level > 0 ? firstReach[level - 1] : nil
         let completed = level > 0 && level == required.count
         let chainTimes = chain.map { $0.events.map { timeline.events[$0].timestamp } } ?? []
 
@@ -40,7 +42,11 @@ public enum FunnelEvaluator {
         }
 
         var optionalDone = Set<Int>()
+        /// Optional step (position in `steps`) -> the event that did it, for attribution.
+        var optionalEvents: [Int: Int] = [:]
         if let chain {
+            // With `hold`, an optional step's event shares the chain's held values too.
+            let held = funnel.hold.isEmpty ? nil : chain.events.first.flatMap { ChainSearch.heldValues(timeline.events[$0], paths: funnel.hold) }
             let used = Set(chain.events)
             for stepIndex in funnel.steps.indices where funnel.steps[stepIndex].isOptional {
                 // `next` = position (among required steps) of the first required step after it.
@@ -51,19 +57,30 @@ public enum FunnelEvaluator {
                     let event = timeline.events[index]
                     return !used.contains(index) && event.timestamp >= lower && event.timestamp <= upper
                         && funnel.steps[stepIndex].matches(event)
+                        && (funnel.hold.isEmpty || ChainSearch.heldValues(event, paths: funnel.hold) == held)
                 }
                 if let done {
                     optionalDone.insert(stepIndex)
                     stepTimes[stepIndex] = timeline.events[done].timestamp
+                    optionalEvents[stepIndex] = done
                 }
             }
         }
 
         var excluded = false
         if let chain, let last = chainTimes.last, !funnel.exclusions.isEmpty {
-            excluded = timeline.events.contains { event in
-                event.timestamp >= chain.start && event.timestamp <= last
-                    && funnel.exclusions.contains { $0.matches(event) }
+            excluded = funnel.exclusions.contains { exclusion in
+                // Between two chosen steps: from the first's time (when reached) to the second's, or the last reached.
+                var lower = chain.start, upper = last
+                if let between = exclusion.between {
+                    guard let from = required.firstIndex(of: between.lowerBound), from < chainTimes.count else { return false }
+                    let to = required.firstIndex(of: between.upperBound) ?? required.count - 1
+                    lower = chainTimes[from]
+                    upper = chainTimes[min(to, chainTimes.count - 1)]
+                }
+                return timeline.events.contains { event in
+                    event.timestamp >= lower && event.timestamp <= upper && exclusion.matcher.matches(event)
+                }
             }
         }
 
@@ -91,7 +108,9 @@ public enum FunnelEvaluator {
             completionTime: completed ? chainTimes.last : nil,
             stepTimes: stepTimes,
             optionalStepsDone: optionalDone,
-            breakdown: breakdownValues(timeline: timeline, firstStart: firstStart, window: window, dimensions: funnel.breakdowns),
+            breakdown: breakdownValues(
+                timeline: timeline, funnel: funnel, firstStart: firstStart,
+                attributed: attributedEvent(funnel, chain: chain, optionalEvents: optionalEvents)),
             openUntil: openUntil
         )
     }
@@ -107,17 +126,39 @@ public enum FunnelEvaluator {
         windowEnd(start: start, window: window).map { $0 > now } ?? true
     }
 
-    /// Values come from the first step-1 event; a dimension it lacks (e.g.
-    /// `properties.auth_method`, known only after signup) is taken from the
-    /// earliest later event within that event's window that carries it, else
-    /// `(none)`. Within the window: a value is the person's as at their
-    /// start, and the nightly job can then leave persons alone whose new
-    /// events (everyday use of the app) all fall past their windows.
-    private static func breakdownValues(timeline: Timeline, firstStart: Int?, window: Int64, dimensions: [String]) -> [String: String] {
+    /// The event whose values a person's breakdowns take under the funnel's
+    /// attribution other than the first step's: the last reached step's, or
+    /// a chosen step's (nil when not reached); `.none` for the first step's rule.
+    private static func attributedEvent(_ funnel: Funnel, chain: Chain?, optionalEvents: [Int: Int]) -> Int?? {
+        switch funnel.attribution {
+        case .firstStep: return .none
+        case .lastStep: return .some(chain?.events.last)
+        case .step(let index):
+            guard let position = funnel.requiredStepIndices.firstIndex(of: index) else { return .some(optionalEvents[index]) }
+            return .some(chain.flatMap { position < $0.events.count ? $0.events[position] : nil })
+        }
+    }
+
+    /// Under `first_step` attribution, values come from the first step-1
+    /// event; a dimension it lacks (e.g. `properties.auth_method`, known
+    /// only after signup) is taken from the earliest later event within that
+    /// event's window that carries it, else `(none)`. Within the window: a
+    /// value is the person's as at their start, and the nightly job can then
+    /// leave persons alone whose new events (everyday use of the app) all
+    /// fall past their windows. Under `last_step` or `{step: N}`, they are
+    /// that step's event's values, `(none)` where it has none or was not reached.
+    private static func breakdownValues(timeline: Timeline, funnel: Funnel, firstStart: Int?, attributed: Int??) -> [String: String] {
+        let dimensions = funnel.breakdowns
         var values: [String: String] = [:]
         values.reserveCapacity(dimensions.count)
         let events = timeline.events
-        let end = firstStart.flatMap { windowEnd(start: events[$0].timestamp, window: window) } ?? Int64.max
+        if case .some(let index) = attributed {
+            for dimension in dimensions {
+                values[dimension] = index.flatMap { events[$0].attributes[dimension] } ?? PersonOutcome.missingBreakdownValue
+            }
+            return values
+        }
+        let end = firstStart.flatMap { windowEnd(start: events[$0].timestamp, window: funnel.windowMicroseconds) } ?? Int64.max
         for dimension in dimensions {
             var value: String?
             if let firstStart {
@@ -176,8 +217,10 @@ struct Timeline {
         var offsets: [Int] = [0]
         offsets.reserveCapacity(unique.count + 1)
         let byName = funnel.requiredMatchers
+        let hold = funnel.hold
         for index in unique.indices {
-            if let name = unique[index].name, let candidates = byName[name] {
+            // With `hold`, a step event lacking a held path can be on no chain.
+            if let name = unique[index].name, let candidates = byName[name], hold.isEmpty || Self.carries(unique[index], hold) {
                 var last = -1
                 for candidate in candidates where candidate.position != last && candidate.matcher.matches(unique[index]) {
                     positions.append(candidate.position)
@@ -212,6 +255,16 @@ struct Timeline {
         }
         self.positions = sortedPositions
         self.offsets = sortedOffsets
+    }
+}
+
+extension Timeline {
+    /// Whether `event` has a value at every held path. Out of line: a plain
+    /// funnel never calls it, and inside the loop it kept the matchers from
+    /// being inlined there (7 % of the engine's time).
+    @inline(never)
+    static func carries(_ event: FunnelEvent, _ paths: [String]) -> Bool {
+        paths.allSatisfy { event.attributes[$0] != nil }
     }
 }
 

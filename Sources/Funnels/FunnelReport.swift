@@ -23,6 +23,8 @@ public struct StepReport: Sendable, Hashable {
     /// Median over persons who reached both of (this step − previous required
     /// step), along each person's chain; `nil` for step 1 or without data.
     public var medianSecondsFromPrevious: Double?
+    /// The step's `within`: seconds it may come after the previous required step.
+    public var withinSeconds: Int64?
 
     /// dropOff / persons.
     public var dropOffRate: Rate { Rate(successes: dropOff, trials: persons) }
@@ -84,6 +86,14 @@ public struct FunnelReport: Sendable, Hashable {
     /// Set when the run behind the report computed this funnel from the
     /// whole log because its definition was new or had changed.
     public var recomputed: Recomputation?
+    /// `ordered`, `strict` or `any`.
+    public var order: Funnel.Order
+    /// The paths every event of a chain shares.
+    public var hold: [String]
+    /// `first_step`, `last_step` or `step N`.
+    public var attribution: String
+    /// The options beyond the defaults, in words (`Funnel.optionWords`).
+    public var options: [String]
 
     /// Why a funnel's stored rows were computed anew, and from how many events.
     public struct Recomputation: Sendable, Hashable {
@@ -111,6 +121,10 @@ public struct FunnelReport: Sendable, Hashable {
         self.windowSeconds = funnel.windowSeconds
         self.now = now
         self.timeZone = timeZone.identifier
+        order = funnel.order
+        hold = funnel.hold
+        attribution = FunnelDefinition(funnel, timeZone: timeZone.identifier).attribution
+        options = funnel.optionWords
         started = tally.started
         completed = tally.completed
         inProgress = tally.inProgress
@@ -157,7 +171,7 @@ public struct FunnelReport: Sendable, Hashable {
                     dropOff: 0, inProgress: 0,
                     conversionFromPrevious: Rate(successes: counts.persons, trials: next < reached.count ? reached[next] : 0),
                     conversionFromStart: Rate(successes: counts.persons, trials: tally.started),
-                    medianSecondsFromPrevious: median
+                    medianSecondsFromPrevious: median, withinSeconds: nil
                 )
             }
             return StepReport(
@@ -165,7 +179,7 @@ public struct FunnelReport: Sendable, Hashable {
                 dropOff: counts.dropOff, inProgress: counts.inProgress,
                 conversionFromPrevious: Rate(successes: reached[next], trials: next > 0 ? reached[next - 1] : reached[next]),
                 conversionFromStart: Rate(successes: reached[next], trials: tally.started),
-                medianSecondsFromPrevious: median
+                medianSecondsFromPrevious: median, withinSeconds: step.within
             )
         }
     }

@@ -8,6 +8,17 @@ public struct FunnelStep: Sendable, Hashable {
     /// Alternatives; the step matches when any of them does.
     public var matchers: [EventMatcher]
     public var isOptional: Bool
+    /// Seconds this step may come after the previous required step on a
+    /// chain, besides the funnel's window; nil: the window alone.
+    public var within: Int64?
+
+    /// `within` in the unit of `FunnelEvent.timestamp`, saturating.
+    var withinMicroseconds: Int64? {
+        within.map { seconds in
+            let (value, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000)
+            return overflow ? Int64.max : max(0, value)
+        }
+    }
 
     /// `name` defaults to the matcher names joined with `" | "`.
     public init(name: String? = nil, matchers: [EventMatcher], isOptional: Bool = false) {

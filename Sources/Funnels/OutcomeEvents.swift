@@ -13,7 +13,7 @@ public struct OutcomeEvents: Sendable {
         for funnel in funnels {
             // Active events with filters need the event's attributes, which only a recompute reads.
             let filtered = funnel.retention.activeEvents.filter { !$0.conditions.isEmpty }
-            for matcher in funnel.steps.flatMap(\.matchers) + funnel.exclusions + filtered {
+            for matcher in funnel.steps.flatMap(\.matchers) + funnel.exclusions.map(\.matcher) + filtered {
                 switch matcher.kind {
                 case .event: trackNames.insert(matcher.name)
                 case .screen: screenNames.insert(matcher.name)

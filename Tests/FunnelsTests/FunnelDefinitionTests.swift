@@ -18,6 +18,13 @@ struct FunnelDefinitionTests {
         #expect(FunnelDefinition(Self.yoked, timeZone: "UTC").json == json)
         #expect(definition.fingerprint.count == 16 && definition.fingerprint.allSatisfy(\.isHexDigit))
         #expect(FunnelDefinition(json: "{\"app\": 1}") == nil)
+        // Stored before the options existed: read with their defaults, equal to today's plain definition.
+        var older = json.replacingOccurrences(of: #","order":"ordered""#, with: "").replacingOccurrences(of: #""attribution":"first_step","#, with: "")
+        older = older.replacingOccurrences(of: #","hold":[]"#, with: "").replacingOccurrences(of: #""ignore":[],"#, with: "")
+        #expect(!older.contains("order") && !older.contains("attribution") && !older.contains("hold") && !older.contains("ignore"), "\(older)")
+        #expect(FunnelDefinition(json: older) == definition)
+        let oldExclusions = #"{"active_events":[],"app":"a","breakdowns":[],"engine":1,"exclusions":[{"kind":"event","name":"x","where":{}}],"retention_days":[1],"steps":[],"time_zone":"UTC","window_seconds":60}"#
+        #expect(FunnelDefinition(json: oldExclusions)?.exclusions.first?.matcher.name == "x")
     }
 
     @Test("settings that only read the stored rows are not part of it")
@@ -54,6 +61,11 @@ struct FunnelDefinitionTests {
             == ["breakdown added: context.locale", "breakdowns removed: context.os.name; context.app.version"])
         #expect(said { $0.retention.days = [1, 7] } == ["retention days 1, 7, 30 → 1, 7"])
         #expect(said { $0.app = "other" } == ["app yoked → other"])
+        #expect(said { $0.order = .strict; $0.ignore = [.event("heartbeat")] } == ["order ordered → strict", "ignored event added: event heartbeat"])
+        #expect(said { $0.steps[2].within = 120 } == ["step 3 event otp_verified → event otp_verified within 2m"])
+        #expect(said { $0.hold = ["context.device.id"] } == ["held path added: context.device.id"])
+        #expect(said { $0.attribution = .step(1) } == ["attribution first_step → step 2"])
+        #expect(said { $0.exclusions = [Exclusion(.event("x"), between: 1...2)] } == ["exclusion added: event x between steps 2 and 3"])
         var older = old
         older.engine = 0
         #expect(FunnelDefinition(Self.yoked, timeZone: "UTC").changes(since: older) == ["engine rules 0 → 1"])

@@ -21,7 +21,7 @@ func screen(_ name: String, at seconds: Int64, id: String? = nil, _ attributes: 
 }
 
 /// A funnel of track events, one required step per name.
-func linearFunnel(_ names: [String], window: Int64 = 86_400, exclusions: [EventMatcher] = []) -> Funnel {
+func linearFunnel(_ names: [String], window: Int64 = 86_400, exclusions: [Exclusion] = []) -> Funnel {
     Funnel(
         name: "test", app: "test", windowSeconds: window,
         steps: names.map { FunnelStep(.event($0)) }, exclusions: exclusions

@@ -1,0 +1,231 @@
+import TestSupport
+import Testing
+@testable import Funnels
+
+/// The funnel options (`order`, `within`, `hold`, `ignore`, exclusions
+/// `between`, `attribution`) against a brute force written from
+/// docs/funnels.md alone: every candidate chain enumerated, on thousands of
+/// small random histories with ties, duplicates and repeated steps.
+@Suite struct FunnelOptionsPropertyTests {
+    /// What the brute force finds for one person.
+    struct Reference {
+        var level = 0
+        /// Per level reached (index level − 1): the earliest time a chain
+        /// reaches it, and the latest start among the chains reaching it then.
+        var firstReach: [(end: Int64, start: Int64)] = []
+    }
+
+    /// docs/funnels.md, "Step order", "A window per step", "Hold a property
+    /// constant", by enumeration.
+    static func bruteForce(events input: [FunnelEvent], funnel: Funnel) -> Reference {
+        // Each message once, its earliest copy.
+        var byId: [String: FunnelEvent] = [:]
+        for event in input where byId[event.messageId].map({ event.timestamp < $0.timestamp }) ?? true { byId[event.messageId] = event }
+        let events = byId.values.sorted { $0.messageId < $1.messageId }
+        let required = funnel.steps.filter { !$0.isOptional }
+        let optional = funnel.steps.filter(\.isOptional)
+        let window = funnel.windowSeconds * 1_000_000
+        func held(_ event: FunnelEvent) -> [String]? {
+            var values: [String] = []
+            for path in funnel.hold {
+                guard let value = event.attributes[path] else { return nil }
+                values.append(value)
+            }
+            return values
+        }
+        // An event that, strictly between two steps' times, breaks a strict chain.
+        func counts(_ event: FunnelEvent) -> Bool {
+            !funnel.ignore.contains { $0.matches(event) } && !optional.contains { $0.matches(event) }
+        }
+        var reference = Reference()
+        func record(level: Int, end: Int64, start: Int64) {
+            reference.level = max(reference.level, level)
+            while reference.firstReach.count < level { reference.firstReach.append((Int64.max, Int64.min)) }
+            let current = reference.firstReach[level - 1]
+            if end < current.end || (end == current.end && start > current.start) { reference.firstReach[level - 1] = (end, start) }
+        }
+        var used = [Bool](repeating: false, count: events.count)
+
+        if funnel.order == .any {
+            // From every start: each subset of the other steps done by distinct events in the window.
+            for first in events.indices where required[0].matches(events[first]) {
+                guard let key = held(events[first]) else { continue }
+                let t1 = events[first].timestamp
+                used[first] = true
+                record(level: 1, end: t1, start: t1)
+                func assign(step: Int, done: Int, latest: Int64) {
+                    if done > 1 { record(level: done, end: latest, start: t1) }
+                    guard step < required.count else { return }
+                    assign(step: step + 1, done: done, latest: latest)
+                    for index in events.indices where !used[index] {
+                        let event = events[index]
+                        guard required[step].matches(event), held(event) == key, event.timestamp >= t1,
+                              event.timestamp - t1 <= window else { continue }
+                        used[index] = true
+                        assign(step: step + 1, done: done + 1, latest: max(latest, event.timestamp))
+                        used[index] = false
+                    }
+                }
+                assign(step: 1, done: 1, latest: t1)
+                used[first] = false
+            }
+            return reference
+        }
+
+        func search(depth: Int, start: Int64, last: Int64, key: [String]?) {
+            if depth > 0 { record(level: depth, end: last, start: start) }
+            guard depth < required.count else { return }
+            for index in events.indices where !used[index] {
+                let event = events[index]
+                guard required[depth].matches(event), let values = held(event) else { continue }
+                if depth > 0 {
+                    guard values == key, event.timestamp >= last, event.timestamp - start <= window else { continue }
+                    if let within = required[depth].within, event.timestamp - last > within * 1_000_000 { continue }
+                    if funnel.order == .strict,
+                       events.contains(where: { $0.timestamp > last && $0.timestamp < event.timestamp && counts($0) }) { continue }
+                }
+                used[index] = true
+                search(depth: depth + 1, start: depth == 0 ? event.timestamp : start, last: event.timestamp, key: values)
+                used[index] = false
+            }
+        }
+        search(depth: 0, start: 0, last: 0, key: nil)
+        return reference
+    }
+
+    static let names = ["a", "b", "c", "d"]
+
+    static func randomMatcher(_ rng: inout SplitMix) -> EventMatcher {
+        let conditions: [String: String] = rng.next() % 5 == 0 ? ["properties.x": String(rng.next() % 2)] : [:]
+        return .event(names[Int(rng.next() % 4)], where: conditions)
+    }
+
+    static func randomFunnel(_ rng: inout SplitMix) -> Funnel {
+        let order = Funnel.Order.allCases[Int(rng.next() % 3)]
+        let requiredCount = 1 + Int(rng.next() % 4)
+        var steps: [FunnelStep] = []
+        for index in 0..<requiredCount {
+            if order != .any && index > 0 && rng.next() % 6 == 0 { steps.append(FunnelStep(randomMatcher(&rng), isOptional: true)) }
+            var step = FunnelStep(matchers: rng.next() % 5 == 0 ? [randomMatcher(&rng), randomMatcher(&rng)] : [randomMatcher(&rng)])
+            if order != .any && index > 0 && rng.next() % 3 == 0 { step.within = Int64(rng.next() % 4) }
+            steps.append(step)
+        }
+        var funnel = Funnel(name: "random", app: "x", windowSeconds: [0, 2, 4, 6, 11][Int(rng.next() % 5)], steps: steps)
+        funnel.order = order
+        funnel.breakdowns = ["properties.y"]
+        if rng.next() % 3 == 0 { funnel.hold = ["properties.x"] }
+        if order == .strict && rng.next() % 2 == 0 { funnel.ignore = [.event("hb")] }
+        let required = funnel.requiredStepIndices
+        if rng.next() % 3 == 0 {
+            var exclusion = Exclusion(.event(["e", "hb", "a"][Int(rng.next() % 3)]))
+            if order != .any && required.count >= 2 && rng.next() % 2 == 0 {
+                let i = Int(rng.next() % UInt64(required.count - 1))
+                let j = i + 1 + Int(rng.next() % UInt64(required.count - 1 - i))
+                exclusion.between = required[i]...required[j]
+            }
+            funnel.exclusions = [exclusion]
+        }
+        switch rng.next() % 3 {
+        case 0: funnel.attribution = .lastStep
+        case 1 where order != .any: funnel.attribution = .step(Int(rng.next() % UInt64(steps.count)))
+        default: break
+        }
+        return funnel
+    }
+
+    static func randomHistory(_ rng: inout SplitMix) -> [FunnelEvent] {
+        let count = 2 + Int(rng.next() % 8)
+        var events: [FunnelEvent] = []
+        for index in 0..<count {
+            if !events.isEmpty && rng.next() % 8 == 0 {
+                var again = events[Int(rng.next() % UInt64(events.count))]  // delivered twice, maybe later
+                again.timestamp += Int64(rng.next() % 2) * 1_000_000
+                events.append(again)
+                continue
+            }
+            var attributes: [String: String] = [:]
+            if rng.next() % 4 != 0 { attributes["properties.x"] = String(rng.next() % 2) }
+            if rng.next() % 3 != 0 { attributes["properties.y"] = String(rng.next() % 3) }
+            let name = rng.next() % 6 == 0 ? ["e", "hb"][Int(rng.next() % 2)] : names[Int(rng.next() % 4)]
+            events.append(FunnelEvent(
+                messageId: "m\(index)", kind: .track, name: name, timestamp: Int64(rng.next() % 12) * 1_000_000, attributes: attributes))
+        }
+        events.shuffle(using: &rng)
+        return events
+    }
+
+    @Test(arguments: [UInt64(11), 12, 13, 14])
+    func engineMatchesBruteForce(seed: UInt64) {
+        var rng = SplitMix(seed: seed)
+        var seen: [String: Int] = [:]
+        for iteration in 0..<5_000 {
+            let funnel = Self.randomFunnel(&rng)
+            let events = Self.randomHistory(&rng)
+            let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: Int64.max)
+            let reference = Self.bruteForce(events: events, funnel: funnel)
+            let context = Comment(rawValue: "seed \(seed) iteration \(iteration): \(funnel) \(events)")
+            let required = funnel.requiredStepIndices
+            #expect(outcome.level == reference.level, context)
+            #expect(outcome.completed == (reference.level == required.count && reference.level > 0), context)
+            guard outcome.level > 0, outcome.level == reference.level else { continue }
+            seen["\(funnel.order)", default: 0] += 1
+            if outcome.completed { seen["completed", default: 0] += 1 }
+            if !funnel.hold.isEmpty { seen["hold", default: 0] += 1 }
+            if funnel.steps.contains(where: { $0.within != nil }) { seen["within", default: 0] += 1 }
+            if outcome.excluded { seen["excluded", default: 0] += 1 }
+            // The reported chain is the first to reach the level, with the latest start.
+            let best = reference.firstReach[reference.level - 1]
+            let times = required.prefix(outcome.level).compactMap { outcome.stepTimes[$0] }
+            #expect(times.count == outcome.level, context)
+            #expect(times.max() == best.end, context)
+            #expect(outcome.chainStartTime == best.start, context)
+            #expect(times.first == best.start, context)
+            if outcome.completed {
+                #expect(outcome.completionTime == best.end, context)
+                #expect(outcome.microsecondsToComplete == best.end - best.start, context)
+            }
+            // The chain's own times keep every rule.
+            #expect(zip(times, times.dropFirst()).allSatisfy { $0 <= $1 }, context)
+            #expect((times.last ?? 0) - (times.first ?? 0) <= funnel.windowMicroseconds, context)
+            if funnel.order != .any {
+                for (position, index) in required.enumerated().dropFirst() where position < times.count {
+                    if let within = funnel.steps[index].within { #expect(times[position] - times[position - 1] <= within * 1_000_000, context) }
+                }
+            }
+            // An exclusion between steps i and j looks from step i's time to step j's (or the last reached).
+            var byId: [String: FunnelEvent] = [:]
+            for event in events where byId[event.messageId].map({ event.timestamp < $0.timestamp }) ?? true { byId[event.messageId] = event }
+            let excluded = funnel.exclusions.contains { exclusion in
+                var lower = times[0], upper = times[times.count - 1]
+                if let between = exclusion.between {
+                    guard let from = required.firstIndex(of: between.lowerBound), from < times.count,
+                          let to = required.firstIndex(of: between.upperBound) else { return false }
+                    lower = times[from]
+                    upper = times[min(to, times.count - 1)]
+                }
+                return byId.values.contains { $0.timestamp >= lower && $0.timestamp <= upper && exclusion.matcher.matches($0) }
+            }
+            #expect(outcome.excluded == excluded, context)
+            // Attribution: the value of an event of the attributed step at its time.
+            let attributedStep: Int? = switch funnel.attribution {
+            case .firstStep: nil
+            case .lastStep: funnel.order == .any ? nil : required[outcome.level - 1]
+            case .step(let index): index
+            }
+            if let step = attributedStep {
+                let value = outcome.breakdown["properties.y"]
+                if let time = outcome.stepTimes[step] {
+                    let candidates = byId.values.filter { $0.timestamp == time && funnel.steps[step].matches($0) }
+                        .map { $0.attributes["properties.y"] ?? PersonOutcome.missingBreakdownValue }
+                    #expect(candidates.contains(value ?? ""), context)
+                } else {
+                    #expect(value == PersonOutcome.missingBreakdownValue, context)
+                }
+            }
+        }
+        // Every option must have been exercised, with completions and exclusions.
+        for (name, least) in [("ordered", 600), ("strict", 600), ("any", 600), ("completed", 800), ("hold", 400), ("within", 400), ("excluded", 80)] {
+            #expect((seen[name] ?? 0) >= least, "\(name): \(seen[name] ?? 0) of \(seen)")
+        }
+    }
+}
