@@ -82,7 +82,8 @@ public struct HTMLDashboard: Sendable {
             let met = r.targets.count(where: \.met), missed = r.targets.count - met
             body += "<article class=\"card\" data-funnel=\"\(HTML.escape(r.funnel))\" data-page=\"\(HTML.escape(page))\">"
             body += "<h2><a href=\"\(HTML.escape(page))\">\(HTML.escape(r.funnel))</a></h2>"
-            body += "<p class=\"muted\">app \(HTML.escape(r.app)) · window \(Formatting.window(r.windowSeconds))</p>"
+            body += "<p class=\"muted\">app \(HTML.escape(r.app)) · window \(Formatting.window(r.windowSeconds))"
+                + r.options.map { " · " + HTML.escape($0) }.joined() + "</p>"
             body += "<p class=\"big\"><span data-field=\"completion-rate\" data-value=\"\(raw(r.completionRate.value))\">\(Formatting.percent(r.completionRate.value))</span>"
                 + " <span class=\"ci\" data-field=\"completion-ci\">\(Formatting.interval(r.completionRate))</span></p>"
             body += "<p class=\"muted\">completion rate, 95% CI</p>"
@@ -322,6 +323,7 @@ public struct HTMLDashboard: Sendable {
         var parts: [String] = []
         if let r {
             parts += ["app \(HTML.escape(r.app))", "window \(Formatting.window(r.windowSeconds))", "time zone \(HTML.escape(r.timeZone))"]
+            parts += r.options.map(HTML.escape)
         }
         parts += [HTML.escape(range.label), "generated \(HTML.escape(range.generatedAt))"]
         return "<p class=\"meta\">\(parts.joined(separator: " · "))</p>"

@@ -37,6 +37,9 @@ enum JSONReport {
             ("app", .string(r.app)),
             ("window_seconds", .number(Double(r.windowSeconds))),
             ("time_zone", .string(r.timeZone)),
+            ("order", .string(r.order.rawValue)),
+            ("hold", .array(r.hold.map(JSON.string))),
+            ("attribution", .string(r.attribution)),
             ("started", .number(Double(r.started))),
             ("completed", .number(Double(r.completed))),
             ("in_progress", .number(Double(r.inProgress))),
@@ -52,6 +55,7 @@ enum JSONReport {
                             ("conversion_from_start", .optional(s.conversionFromStart.value)),
                             ("drop_off", .number(Double(s.dropOff))), ("in_progress", .number(Double(s.inProgress))),
                             ("median_seconds_from_previous", .optional(s.medianSecondsFromPrevious)),
+                            ("within_seconds", s.withinSeconds.map { .number(Double($0)) } ?? .null),
                         ])
                     })
             ),

@@ -140,4 +140,36 @@ struct RenderersTests {
         #expect(retention.count == 1 + 4 + 4)  // the range, then its one cohort day
         #expect(retention[1].hasPrefix("\"checkout, \"\"quoted\"\"\",,1,completers,40,30,0,0.75,"))
     }
+
+    @Test("a funnel's options are named under its title in every output, and in the JSON as fields")
+    func optionsNamed() throws {
+        let configuration = try FunnelConfiguration.parse(
+            yaml: """
+                apps: [{name: shop}]
+                funnels:
+                  - name: checkout
+                    app: shop
+                    order: strict
+                    ignore: [{event: heartbeat}]
+                    hold: [context.device.id]
+                    attribution: last_step
+                    steps: [{event: cart}, {event: pay, within: 2m}]
+                """, source: "test.yaml")
+        let funnel = try #require(configuration.funnels.first)
+        let report = FunnelReport(funnel: funnel, outcomes: [], now: 0, timeZone: TimeZone(identifier: "UTC") ?? .gmt)
+        let words = ["strict order (ignoring heartbeat)", "pay within 2m of the previous step", "held constant: context.device.id",
+                     "breakdowns from the last step reached"]
+        #expect(report.options == words)
+        for format in [ReportFormat.table, .markdown] {
+            let text = format.render([report], range: Self.range)
+            #expect(words.allSatisfy(text.contains), "\(format)")
+        }
+        let html = HTMLDashboard(range: Self.range).render([DashboardFunnel(report: report, secondsToComplete: [])])
+        #expect(html.allSatisfy { _, page in words.allSatisfy(page.contains) })
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(ReportFormat.json.render([report], range: Self.range).utf8)) as? [String: Any])
+        let first = try #require((json["funnels"] as? [[String: Any]])?.first)
+        #expect(first["order"] as? String == "strict" && first["hold"] as? [String] == ["context.device.id"])
+        #expect(first["attribution"] as? String == "last_step")
+        #expect(((first["steps"] as? [[String: Any]])?.map { $0["within_seconds"] as? Int }) == [nil, 120])
+    }
 }
