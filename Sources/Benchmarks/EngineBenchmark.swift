@@ -22,16 +22,48 @@ public struct EngineBenchmark: Sendable {
         public var allNanosecondsPerEvent: Double { allSeconds * 1e9 / Double(events) }
     }
 
+    /// The funnel options every configured funnel is run with (docs/funnels.md).
+    public enum Variant: String, Sendable, CaseIterable, Codable {
+        /// As configured: `ordered`, one window.
+        case plain
+        /// `order: strict`.
+        case strict
+        /// `order: any`.
+        case any
+        /// `within:` a quarter of the window on every step after the first.
+        case within
+        /// `hold: [context.os.name]` (one value per device: the levels stay, the work is the option's).
+        case hold
+        /// `attribution: last_step` and an exclusion of `help_opened` between steps 1 and 2.
+        case attribution
+
+        func apply(to funnel: inout Funnel) {
+            switch self {
+            case .plain: break
+            case .strict: funnel.order = .strict
+            case .any: funnel.order = .any
+            case .within: for index in funnel.steps.indices.dropFirst() { funnel.steps[index].within = funnel.windowSeconds / 4 }
+            case .hold: funnel.hold = ["context.os.name"]
+            case .attribution:
+                funnel.attribution = .lastStep
+                if funnel.steps.count > 1 { funnel.exclusions.append(Exclusion(.event("help_opened"), between: 0...1)) }
+            }
+        }
+    }
+
     public var events: Int
     public var passes: Int
+    public var variant: Variant
 
-    public init(events: Int, passes: Int) {
+    public init(events: Int, passes: Int, variant: Variant = .plain) {
         self.events = events
         self.passes = passes
+        self.variant = variant
     }
 
     public func run() throws -> Result {
-        let configuration = try FunnelConfiguration.default()
+        var configuration = try FunnelConfiguration.default()
+        for index in configuration.funnels.indices { variant.apply(to: &configuration.funnels[index]) }
         let paths = configuration.funnels.reduce(into: Set<String>()) { $0.formUnion($1.referencedPaths) }
         let now = Date()
         var persons: [(app: String, events: [FunnelEvent])] = []
