@@ -42,7 +42,8 @@ public struct EngineBenchmark: Sendable {
             case .plain: break
             case .strict: funnel.order = .strict
             case .any: funnel.order = .any
-            case .within: for index in funnel.steps.indices.dropFirst() { funnel.steps[index].within = funnel.windowSeconds / 4 }
+            case .within:
+                for index in funnel.requiredStepIndices.dropFirst() { funnel.steps[index].within = funnel.windowSeconds / 4 }
             case .hold: funnel.hold = ["context.os.name"]
             case .attribution:
                 funnel.attribution = .lastStep

@@ -76,7 +76,10 @@ struct ChainSearch {
     }
 
     /// For each event (sorted by time), the time of the first event strictly
-    /// later than it that counts as between two steps, or `Int64.max`.
+    /// later than it that counts as between two steps, or `Int64.max`: a
+    /// person's action (track, screen, page), not ignored and not an optional
+    /// step's; identify, group and alias messages say who they are, not what
+    /// they did, and are never between.
     static func nextBetweenTimes(_ events: [FunnelEvent], funnel: Funnel) -> [Int64] {
         let optional = funnel.steps.filter(\.isOptional)
         var next = [Int64](repeating: Int64.max, count: events.count)
@@ -89,7 +92,8 @@ struct ChainSearch {
             for i in first...index { next[i] = later }
             for i in first...index {
                 let event = events[i]
-                let ignored = funnel.ignore.contains { $0.matches(event) } || optional.contains { $0.matches(event) }
+                let action = event.kind == .track || event.kind == .screen || event.kind == .page
+                let ignored = !action || funnel.ignore.contains { $0.matches(event) } || optional.contains { $0.matches(event) }
                 if !ignored { later = event.timestamp }
             }
             index = first - 1
@@ -103,13 +107,20 @@ struct ChainSearch {
         var last: Int64
         var key: Int
         var events: [Int]
-        /// Whether it took events of the timestamp being swept (compared with others only once it is over).
+        /// Whether it reached its step at the timestamp being swept.
         var fresh: Bool
     }
 
     /// Per required step, the chain that first reached it.
     func firstReach() -> [Chain?] {
         funnel.order == .any ? anyOrder() : inOrder()
+    }
+
+    /// Whether only a chain's start matters for what can extend it (no
+    /// `within`, not `strict`): then of two chains of the same held values
+    /// and start, the one with the earlier times is kept, as the plain sweep keeps it.
+    private var onlyStartMatters: Bool {
+        funnel.order == .ordered && within.allSatisfy { $0 == nil }
     }
 
     private func inOrder() -> [Chain?] {
@@ -124,25 +135,10 @@ struct ChainSearch {
             let group = (groupStart..<groupEnd).filter { !timeline.matches($0).isEmpty && keys[$0] != nil }
             groupStart = groupEnd
             guard !group.isEmpty else { continue }
-            // Step by step, so a chain can take same-time events for consecutive steps.
-            for step in 0..<stepCount {
-                for index in group where timeline.matches(index).contains(step) {
-                    guard let key = keys[index] else { continue }
-                    if step == 0 {
-                        add(Partial(start: time, last: time, key: key, events: [index], fresh: true), to: &fronts[0])
-                        continue
-                    }
-                    for chain in fronts[step - 1] where chain.key == key && !chain.events.contains(index) {
-                        guard ChainSweep.within(start: chain.start, end: time, window: window) else { continue }
-                        if let limit = within[step], !ChainSweep.within(start: chain.last, end: time, window: limit) { continue }
-                        if funnel.order == .strict, let last = chain.events.last, nextBetween[last] < time { continue }
-                        add(Partial(start: chain.start, last: time, key: key, events: chain.events + [index], fresh: true), to: &fronts[step])
-                    }
-                }
-            }
+            extend(&fronts, group: group, time: time)
             for step in 0..<stepCount where first[step] == nil {
-                // The first reach: the latest start among the chains that reached the step now.
-                if let best = fronts[step].filter(\.fresh).max(by: { $0.start < $1.start }) {
+                // The first reach: the latest start among the chains that reached the step now, then the earliest times.
+                if let best = fronts[step].filter(\.fresh).min(by: { precedes($0, $1) }) {
                     first[step] = Chain(start: best.start, events: best.events)
                 }
             }
@@ -151,23 +147,63 @@ struct ChainSearch {
         return first
     }
 
-    /// Adds `chain` unless one of the same held values that took the same
-    /// events of this timestamp starts as late or later.
-    private func add(_ chain: Partial, to front: inout [Partial]) {
-        let time = chain.last
-        let taken = Set(chain.events.filter { timeline.events[$0].timestamp == time })
-        for (position, other) in front.enumerated() where other.fresh && other.key == chain.key {
-            guard Set(other.events.filter { timeline.events[$0].timestamp == time }) == taken else { continue }
-            if other.start >= chain.start { return }
-            front[position] = chain
-            return
+    /// The chains one timestamp's events make: a chain may enter the group
+    /// at any step (from a chain reaching the step before, or as a new start
+    /// at the first step) and fill that step and the next ones with distinct
+    /// events of its held values at this time, as long as a matching of
+    /// steps to events exists (`GroupMatching`, as `ChainSweep` does): the
+    /// work is polynomial however many events share the timestamp.
+    private func extend(_ fronts: inout [[Partial]], group: [Int], time: Int64) {
+        let previous = fronts
+        var byKey: [Int: [Int]] = [:]
+        for index in group { if let key = keys[index] { byKey[key, default: []].append(index) } }
+        for (key, members) in byKey.sorted(by: { $0.key < $1.key }) {
+            var eventsForStep = [[Int]](repeating: [], count: stepCount)
+            for (local, index) in members.enumerated() {
+                for step in timeline.matches(index) { eventsForStep[step].append(local) }
+            }
+            for entry in 0..<stepCount where !eventsForStep[entry].isEmpty {
+                let prefixes = entry == 0
+                    ? [Partial(start: time, last: time, key: key, events: [], fresh: true)]
+                    : previous[entry - 1].filter { $0.key == key && canExtend($0, toStep: entry, at: time) }
+                for prefix in prefixes {
+                    var matching = GroupMatching(eventsForStep: eventsForStep, groupSize: members.count)
+                    for step in entry..<stepCount {
+                        guard matching.assign(step) else { break }
+                        let filled = (entry...step).map { members[matching.eventOfStep[$0] ?? 0] }
+                        fronts[step].append(Partial(start: prefix.start, last: time, key: key, events: prefix.events + filled, fresh: true))
+                    }
+                }
+            }
         }
-        front.append(chain)
     }
 
-    /// Once a timestamp is over: keeps the chains no other outdoes (same
-    /// held values, a start and a step time no earlier), and none that can
-    /// no longer be extended before `next`, the next event's time.
+    /// Whether `chain` may take an event at `time` for required step `step`:
+    /// within the window from its start, within the step's `within` from its
+    /// last step, and with `strict`, nothing between.
+    private func canExtend(_ chain: Partial, toStep step: Int, at time: Int64) -> Bool {
+        guard ChainSweep.within(start: chain.start, end: time, window: window) else { return false }
+        if let limit = within[step], !ChainSweep.within(start: chain.last, end: time, window: limit) { return false }
+        if funnel.order == .strict, let last = chain.events.last, nextBetween[last] < time { return false }
+        return true
+    }
+
+    /// `a` is the better chain to report: the later start, then the earlier
+    /// times step by step (then the earlier events, for a stable choice).
+    private func precedes(_ a: Partial, _ b: Partial) -> Bool {
+        if a.start != b.start { return a.start > b.start }
+        for (x, y) in zip(a.events, b.events) where x != y {
+            let (tx, ty) = (timeline.events[x].timestamp, timeline.events[y].timestamp)
+            return tx != ty ? tx < ty : x < y
+        }
+        return a.events.count < b.events.count
+    }
+
+    /// Once a timestamp is over: drops the chains that can no longer be
+    /// extended before `next`, the next event's time, and those another of
+    /// the same held values outdoes: it starts no earlier, reaches the step
+    /// no earlier (unless only starts matter) and is the better chain to
+    /// report; everything that can extend the one dropped can extend it.
     private func prune(_ front: inout [Partial], next: Int64?) {
         guard !front.isEmpty else { return }
         if let next {
@@ -176,17 +212,13 @@ struct ChainSearch {
                     || (funnel.order == .strict && chain.events.last.map { nextBetween[$0] < next } == true)
             }
         }
-        // By held values, then the latest step time first: a chain stays when it starts later than every one kept before it.
-        front.sort { ($0.key, $1.last, $1.start) < ($1.key, $0.last, $0.start) }
+        front.sort { precedes($0, $1) }
         var kept: [Partial] = []
-        var key = -1, bestStart = Int64.min
         for var chain in front {
-            if chain.key != key {
-                key = chain.key
-                bestStart = Int64.min
+            let outdone = kept.contains { other in
+                other.key == chain.key && other.start >= chain.start && (onlyStartMatters || other.last >= chain.last)
             }
-            guard chain.start > bestStart else { continue }
-            bestStart = chain.start
+            guard !outdone else { continue }
             chain.fresh = false
             kept.append(chain)
         }
@@ -209,7 +241,10 @@ struct ChainSearch {
             var stepOfEvent: [Int: Int] = [:]
             var done = 1
             consider(reach: 0, at: t1, start: t1, events: [start], first: &first, reachTime: &reachTime)
-            for index in events.indices where index != start && events[index].timestamp >= t1 && keys[index] == key {
+            // From the first event at the start's time: the events are in time order.
+            var from = start
+            while from > 0 && events[from - 1].timestamp == t1 { from -= 1 }
+            for index in from..<events.count where index != start && keys[index] == key {
                 guard ChainSweep.within(start: t1, end: events[index].timestamp, window: window) else { break }
                 let steps = timeline.matches(index).filter { $0 > 0 }
                 guard !steps.isEmpty else { continue }

@@ -191,7 +191,6 @@ struct ConfigurationParser {
             name: name, app: app, windowSeconds: window, steps: steps,
             breakdowns: breakdowns, exclusions: exclusions
         )
-        try parseOptions(fields, into: &funnel, reader: reader)
         if let node = fields["targets"] {
             for (index, item) in try reader.sequence(node, "targets").enumerated() {
                 let target = try parseTarget(item, field: "targets[\(index)]", funnel: funnel, reader: reader)
@@ -217,6 +216,7 @@ struct ConfigurationParser {
         if let node = fields["retention"] {
             funnel.retention = try parseRetention(node, reader: reader)
         }
+        try parseOptions(fields, into: &funnel, reader: reader)
         return funnel
     }
 
@@ -237,8 +237,11 @@ struct ConfigurationParser {
         if let node = fields["hold"] {
             let paths = try reader.stringList(node, "hold")
             guard !paths.isEmpty else { throw reader.error("hold", "must list at least one path (leave it out to hold nothing)") }
-            for (index, path) in paths.enumerated() where !Self.isDottedPath(path) {
-                throw reader.error("hold[\(index)]", "'\(path)' is not a dotted path such as context.device.id")
+            // Only these hold a message's paths; any other would leave every step event without the value.
+            for (index, path) in paths.enumerated()
+            where !Self.isDottedPath(path) || !["properties.", "context.", "traits."].contains(where: path.hasPrefix) {
+                throw reader.error(
+                    "hold[\(index)]", "'\(path)' is not a path under properties., context. or traits. (such as context.device.id)")
             }
             if let duplicate = firstDuplicate(paths) { throw reader.error("hold", "'\(duplicate)' is listed twice") }
             funnel.hold = paths
@@ -256,6 +259,11 @@ struct ConfigurationParser {
             throw reader.error("exclude[\(index)].between", "does not apply with order: any")
         }
         if case .step = funnel.attribution { throw reader.error("attribution", "{step: N} does not apply with order: any") }
+        for (index, target) in funnel.targets.enumerated() {
+            guard case .conversion = target.metric else { continue }
+            throw reader.error(
+                "targets[\(index)]", "a conversion between named steps does not apply with order: any (its rows count steps done, whichever)")
+        }
     }
 
     /// `first_step`, `last_step` or `{step: N}`, N counting the steps as written from 1.

@@ -89,7 +89,7 @@ public struct DropOffDiagnostics: Sendable, Hashable {
                 NextEvent(label: label, persons: persons, share: lingering.isEmpty ? 0 : Double(persons) / Double(lingering.count))
             }
             return Step(
-                index: index + 1, name: funnel.steps[index].name,
+                index: index + 1, name: funnel.rowName(index),
                 secondsFromPrevious: position == 0
                     ? nil : Self.spread(FunnelReport.sortedSeconds(tally.steps[index].gaps), window: window),
                 dropped: lingering.count, lingeringSeconds: Self.spread(lingering, window: window),

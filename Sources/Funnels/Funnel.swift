@@ -149,6 +149,25 @@ public struct Funnel: Sendable, Hashable {
         case lastStep
         /// The event of this step (a position in `steps`), when reached.
         case step(Int)
+
+        /// `first_step`, `last_step` or `step N` (steps numbered from 1).
+        public var text: String {
+            switch self {
+            case .firstStep: "first_step"
+            case .lastStep: "last_step"
+            case .step(let index): "step \(index + 1)"
+            }
+        }
+    }
+
+    /// The name of the report's row for step `index` (a position in
+    /// `steps`): the step's own, or with `order: any`, where the k-th row
+    /// counts those who did at least k of the steps whichever they were,
+    /// "k of n steps".
+    public func rowName(_ index: Int) -> String {
+        guard index >= 0, index < steps.count else { return "" }
+        guard order == .any, let position = requiredStepIndices.firstIndex(of: index) else { return steps[index].name }
+        return "\(position + 1) of \(requiredStepIndices.count) steps"
     }
 }
 

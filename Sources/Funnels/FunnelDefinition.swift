@@ -100,20 +100,17 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         steps = funnel.steps.map {
             Step(name: $0.name, optional: $0.isOptional, matchers: $0.matchers.map(Matcher.init), within: $0.within)
         }
+        // Their order changes no stored row: sorted, so reordering them recomputes nothing.
         exclusions = funnel.exclusions.map {
             Exclusion(matcher: Matcher($0.matcher), between: $0.between.map { [$0.lowerBound + 1, $0.upperBound + 1] })
-        }
+        }.sorted { $0.text < $1.text }
         breakdowns = funnel.breakdowns
         retentionDays = funnel.retention.days
         activeEvents = funnel.retention.activeEvents.map(Matcher.init)
         order = funnel.order.rawValue
-        ignore = funnel.ignore.map(Matcher.init)
-        hold = funnel.hold
-        switch funnel.attribution {
-        case .firstStep: attribution = "first_step"
-        case .lastStep: attribution = "last_step"
-        case .step(let index): attribution = "step \(index + 1)"
-        }
+        ignore = funnel.ignore.map(Matcher.init).sorted { $0.text < $1.text }
+        hold = funnel.hold.sorted()
+        attribution = funnel.attribution.text
     }
 
     private enum CodingKeys: String, CodingKey {
@@ -202,6 +199,8 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
                     + retentionDays.map(String.init).joined(separator: ", "))
         }
         Self.listChange("retention active event", old.activeEvents.map(\.text), activeEvents.map(\.text), into: &changes)
+        // The words may miss a difference (two matchers that read alike): the values decide.
+        if changes.isEmpty && old != self { changes.append("definition changed") }
         return changes
     }
 

@@ -326,7 +326,9 @@ struct ChainSweep {
         for (local, index) in group.enumerated() {
             for step in timeline.matches(index) { eventsForStep[step].append(local) }
         }
-        for entry in 0..<best.count where !eventsForStep[entry].isEmpty {
+        // The highest entry first: of chains with the same start, the one that
+        // reached more steps before this time has the earlier times, and is kept.
+        for entry in (0..<best.count).reversed() where !eventsForStep[entry].isEmpty {
             let prefix: Chain
             if entry == 0 {
                 prefix = Chain(start: time, events: [])

@@ -123,7 +123,7 @@ public struct FunnelReport: Sendable, Hashable {
         self.timeZone = timeZone.identifier
         order = funnel.order
         hold = funnel.hold
-        attribution = FunnelDefinition(funnel, timeZone: timeZone.identifier).attribution
+        attribution = funnel.attribution.text
         options = funnel.optionWords
         started = tally.started
         completed = tally.completed
@@ -175,7 +175,7 @@ public struct FunnelReport: Sendable, Hashable {
                 )
             }
             return StepReport(
-                index: stepIndex + 1, name: step.name, isOptional: false, persons: reached[next],
+                index: stepIndex + 1, name: funnel.rowName(stepIndex), isOptional: false, persons: reached[next],
                 dropOff: counts.dropOff, inProgress: counts.inProgress,
                 conversionFromPrevious: Rate(successes: reached[next], trials: next > 0 ? reached[next - 1] : reached[next]),
                 conversionFromStart: Rate(successes: reached[next], trials: tally.started),

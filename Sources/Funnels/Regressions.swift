@@ -185,7 +185,7 @@ public enum Regressions {
         for (position, index) in required.enumerated() where position > 0 {
             let previous = required[position - 1]
             proportions(
-                .conversionFromPrevious, step: funnel.steps[index].name,
+                .conversionFromPrevious, step: funnel.rowName(index),
                 (b.reached[index], b.reached[previous]), (r.reached[index], r.reached[previous]))
         }
         proportions(.completionRate, step: nil, (b.completed, b.started), (r.completed, r.started))

@@ -171,7 +171,7 @@ struct DropOffAnalysis: PersonAnalysis {
     static func write(_ writes: inout DayWrites, funnel: Funnel, counts: [String: DropOffCounts]) throws {
         let required = funnel.requiredStepIndices
         let next = Dictionary(uniqueKeysWithValues: zip(required, required.dropFirst()))
-        func name(_ step: Int) -> PostgresValue { .text(funnel.steps.indices.contains(step) ? funnel.steps[step].name : "") }
+        func name(_ step: Int) -> PostgresValue { .text(funnel.rowName(step)) }
         let head: [PostgresValue] = [.text(funnel.name), .text(funnel.app)]
         try writes.copy("COPY funnel_step_lingering (funnel, app, cohort_day, step_index, step_name, dropped, lingering_us) FROM STDIN") { w in
             for (day, counts) in counts {

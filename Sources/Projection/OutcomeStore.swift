@@ -89,7 +89,7 @@ enum OutcomeStore {
         rows.append(date: day)
         rows.append(int32: level)
         rows.append(int32: Int32(truncatingIfNeeded: lastIndex + 1))
-        written = written && rows.append(text: funnel.steps.indices.contains(lastIndex) ? funnel.steps[lastIndex].name : "")
+        written = written && rows.append(text: funnel.rowName(lastIndex))
         rows.append(bool: o.completed)
         rows.append(bool: o.inProgress && !o.completed)
         rows.append(bool: o.excluded)

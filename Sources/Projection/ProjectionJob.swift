@@ -116,8 +116,13 @@ public struct ProjectionJob: Sendable {
             let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
             let zone = configuration.timeZoneIdentifier(for:)
             var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone, countEvents: false)
-            // A rebuild computes every funnel from the whole log: it only says which it removes.
-            if mode == .rebuild { definitions.recompute = [] }
+            // A rebuild computes every funnel from the whole log: it only says
+            // which it removes, and drops the regressions found under a changed
+            // definition (the report writes them again, over every day).
+            if mode == .rebuild {
+                try c.query("DELETE FROM funnel_regressions WHERE funnel = ANY($1::text[])", [.textArray(definitions.recompute.map(\.funnel))])
+                definitions.recompute = []
+            }
             let recomputed = Set(definitions.recompute.map(\.funnel))
             // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
             let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count

@@ -80,7 +80,9 @@ final class ProjectionRun {
         settings: String, now: Int64,
         whenReaderIdle: ReaderHandoff? = nil, _ body: (ProjectionRun) throws -> T
     ) throws -> T {
-        // The reader is opened before the run writes anything (see `SnapshotReader`).
+        // The reader sees the run's snapshot, none of its writes (see
+        // `SnapshotReader`): in a run's second pass, the rows the first
+        // deleted, which the pass's funnels alone are read from.
         let reader = job.options.secondSession
             ? try SnapshotReader.open(beside: session, on: readerSession, settings: settings) : session
         let run = ProjectionRun(job: job, configuration: configuration, session: session, reader: reader, now: now)

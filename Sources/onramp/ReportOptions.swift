@@ -17,7 +17,7 @@ struct ReportOptions: ParsableArguments {
     @Option(name: .customLong("funnel"), help: "A funnel to report (repeatable; default: all configured).")
     var funnels: [String] = []
 
-    @Option(name: .customLong("time-zone"), help: "IANA time zone for cohort days (default: the configured one).")
+    @Option(name: .customLong("time-zone"), help: "IANA time zone to cut this report's cohort days in (default: the configured one); the stored days stay in the configured zone.")
     var timeZone: String?
 
     @Option(help: "table, markdown, csv or json.")

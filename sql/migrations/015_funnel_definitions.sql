@@ -1,7 +1,8 @@
 -- 015: what each funnel's stored rows were built from. The nightly job
--- writes one row per configured funnel with every run: the definition
--- (app, steps and their matchers, exclusions, window, breakdowns, retention
--- days and active events, the cohort days' time zone) as JSON, and a short
+-- keeps one row per configured funnel, written when it computes the funnel
+-- from the whole log: the definition (app, steps and their matchers,
+-- exclusions, window, breakdowns, the funnel's options, retention days and
+-- active events, the cohort days' time zone) as JSON, and a short
 -- fingerprint of it. A run whose configuration differs recomputes that
 -- funnel from the whole log, and one that no longer configures a funnel
 -- removes its rows (docs/operations.md, "Changing the funnels").
