@@ -186,4 +186,20 @@ import Testing
         #expect(!excluded([Self.event("a", 1), Self.event("x", 2)]))  // never reached step 2
         #expect(!excluded([Self.event("a", 1), Self.event("b", 3), Self.event("c", 5), Self.event("x", 6)]))
     }
+
+    @Test("a batch stored at one receive time: hundreds of same-time step events fill the steps by matching, as the plain sweep does")
+    func sameTimeBatch() {
+        let names = ["a", "b", "c", "d", "e", "f"]
+        var events: [FunnelEvent] = [Self.event("a", 0)]
+        for copy in 0..<60 {
+            for name in names { events.append(Self.event(name, 100, id: "\(name)-\(copy)", ["context.device.id": "phone"])) }
+        }
+        let plain = FunnelEvaluator.evaluate(events: events, funnel: Self.funnel(names), now: Int64.max)
+        for option in [Self.funnel(names) { $0.hold = ["context.device.id"] }, Self.funnel(names) { $0.steps[5].within = 60 },
+                       Self.funnel(names) { $0.order = .strict }, Self.funnel(names) { $0.order = .any }] {
+            let outcome = FunnelEvaluator.evaluate(events: events, funnel: option, now: Int64.max)
+            #expect(outcome.completed && outcome.chainStartTime == 100_000_000 && outcome.completionTime == 100_000_000)
+        }
+        #expect(plain.completed && plain.chainStartTime == 100_000_000)
+    }
 }
