@@ -1,18 +1,20 @@
 /// The chains of a funnel with options beyond one window (docs/funnels.md,
 /// "Step order", "A window per step", "Hold a property constant"): per
 /// required step, the chain that first reached it (earliest time, then the
-/// latest start), as `ChainSweep` gives them for a plain funnel.
+/// latest start, then the earliest times step by step), as `ChainSweep`
+/// gives them for a plain funnel.
 ///
 /// `ordered` and `strict` sweep the events in time order, one timestamp at a
 /// time, and keep per step the chains that may still be extended: a chain
-/// is dropped only for one of the same held values that started no earlier
-/// and reached the step no earlier, since everything that can extend it can
-/// extend that one (a later start leaves more of the window, a later step
-/// time more of a `within` and of `strict`'s next event). Chains that took
-/// events of the current timestamp are compared only once it is over, so
-/// same-time events can fill consecutive steps in any order without one
-/// event filling two steps. `any` tries every start.
-struct ChainSearch {
+/// is dropped only for one of the same held values that started no earlier,
+/// reached the step no earlier (when that matters) and has times no later,
+/// since everything that can extend it can extend that one (a later start
+/// leaves more of the window, a later step time more of a `within` and of
+/// `strict`'s next event). Same-time events fill consecutive steps by a
+/// matching, as in `ChainSweep`, so one event never fills two steps and the
+/// work stays polynomial. `any` tries every start. A class, so the many
+/// closures of the search share it rather than copy its arrays.
+final class ChainSearch {
     let timeline: Timeline
     let funnel: Funnel
     let stepCount: Int
@@ -128,6 +130,7 @@ struct ChainSearch {
         var fronts = [[Partial]](repeating: [], count: stepCount)
         var first = [Chain?](repeating: nil, count: stepCount)
         var groupStart = 0
+        var reached = [Bool](repeating: false, count: stepCount)
         while groupStart < events.count {
             let time = events[groupStart].timestamp
             var groupEnd = groupStart + 1
@@ -135,16 +138,43 @@ struct ChainSearch {
             let group = (groupStart..<groupEnd).filter { !timeline.matches($0).isEmpty && keys[$0] != nil }
             groupStart = groupEnd
             guard !group.isEmpty else { continue }
-            extend(&fronts, group: group, time: time)
-            for step in 0..<stepCount where first[step] == nil {
-                // The first reach: the latest start among the chains that reached the step now, then the earliest times.
-                if let best = fronts[step].filter(\.fresh).min(by: { precedes($0, $1) }) {
-                    first[step] = Chain(start: best.start, events: best.events)
-                }
+            for step in reached.indices { reached[step] = false }
+            if group.count == 1 {
+                extend(&fronts, single: group[0], time: time, reached: &reached)
+            } else {
+                extend(&fronts, group: group, time: time, reached: &reached)
             }
-            for step in 0..<stepCount { prune(&fronts[step], next: groupStart < events.count ? events[groupStart].timestamp : nil) }
+            let next = groupStart < events.count ? events[groupStart].timestamp : nil
+            for step in 0..<stepCount {
+                if reached[step] && first[step] == nil {
+                    // The first reach: the latest start among the chains that reached the step now, then the earliest times.
+                    if let best = fronts[step].filter(\.fresh).min(by: { precedes($0, $1) }) {
+                        first[step] = Chain(start: best.start, events: best.events)
+                    }
+                }
+                prune(&fronts[step], next: next, compare: reached[step])
+            }
         }
         return first
+    }
+
+    /// `extend(group:)` for an event alone at its time, the usual case: it
+    /// can fill each step it matches, for a new chain at the first step or
+    /// for each chain reaching the step before. The steps are visited from
+    /// the highest down, so no chain takes it twice.
+    private func extend(_ fronts: inout [[Partial]], single index: Int, time: Int64, reached: inout [Bool]) {
+        guard let key = keys[index] else { return }
+        for step in timeline.matches(index).reversed() {
+            if step == 0 {
+                fronts[0].append(Partial(start: time, last: time, key: key, events: [index], fresh: true))
+                reached[0] = true
+                continue
+            }
+            for chain in fronts[step - 1] where chain.key == key && canExtend(chain, toStep: step, at: time) {
+                fronts[step].append(Partial(start: chain.start, last: time, key: key, events: chain.events + [index], fresh: true))
+                reached[step] = true
+            }
+        }
     }
 
     /// The chains one timestamp's events make: a chain may enter the group
@@ -153,7 +183,7 @@ struct ChainSearch {
     /// events of its held values at this time, as long as a matching of
     /// steps to events exists (`GroupMatching`, as `ChainSweep` does): the
     /// work is polynomial however many events share the timestamp.
-    private func extend(_ fronts: inout [[Partial]], group: [Int], time: Int64) {
+    private func extend(_ fronts: inout [[Partial]], group: [Int], time: Int64, reached: inout [Bool]) {
         let previous = fronts
         var byKey: [Int: [Int]] = [:]
         for index in group { if let key = keys[index] { byKey[key, default: []].append(index) } }
@@ -172,6 +202,7 @@ struct ChainSearch {
                         guard matching.assign(step) else { break }
                         let filled = (entry...step).map { members[matching.eventOfStep[$0] ?? 0] }
                         fronts[step].append(Partial(start: prefix.start, last: time, key: key, events: prefix.events + filled, fresh: true))
+                        reached[step] = true
                     }
                 }
             }
@@ -189,14 +220,10 @@ struct ChainSearch {
     }
 
     /// `a` is the better chain to report: the later start, then the earlier
-    /// times step by step (then the earlier events, for a stable choice).
+    /// times step by step, then the earlier events for a stable choice. The
+    /// events are in time order, so that is the smaller events, step by step.
     private func precedes(_ a: Partial, _ b: Partial) -> Bool {
-        if a.start != b.start { return a.start > b.start }
-        for (x, y) in zip(a.events, b.events) where x != y {
-            let (tx, ty) = (timeline.events[x].timestamp, timeline.events[y].timestamp)
-            return tx != ty ? tx < ty : x < y
-        }
-        return a.events.count < b.events.count
+        a.start != b.start ? a.start > b.start : a.events.lexicographicallyPrecedes(b.events)
     }
 
     /// Once a timestamp is over: drops the chains that can no longer be
@@ -204,7 +231,7 @@ struct ChainSearch {
     /// the same held values outdoes: it starts no earlier, reaches the step
     /// no earlier (unless only starts matter) and is the better chain to
     /// report; everything that can extend the one dropped can extend it.
-    private func prune(_ front: inout [Partial], next: Int64?) {
+    private func prune(_ front: inout [Partial], next: Int64?, compare: Bool) {
         guard !front.isEmpty else { return }
         if let next {
             front.removeAll { chain in
@@ -212,6 +239,8 @@ struct ChainSearch {
                     || (funnel.order == .strict && chain.events.last.map { nextBetween[$0] < next } == true)
             }
         }
+        // Only new chains can outdo or be outdone: the others were compared when they were new.
+        guard compare else { return }
         front.sort { precedes($0, $1) }
         var kept: [Partial] = []
         for var chain in front {
