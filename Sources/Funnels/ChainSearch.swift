@@ -7,8 +7,8 @@
 /// `ordered` and `strict` sweep the events in time order, one timestamp at a
 /// time, and keep per step the chains that may still be extended: a chain
 /// is dropped only for one of the same held values that started no earlier,
-/// reached the step no earlier (when that matters) and has times no later,
-/// since everything that can extend it can extend that one (a later start
+/// reached the step no earlier (when that matters) and is the better one to
+/// report (`precedes`), since everything that can extend it can extend that one (a later start
 /// leaves more of the window, a later step time more of a `within` and of
 /// `strict`'s next event). Same-time events fill consecutive steps by a
 /// matching, as in `ChainSweep`, so one event never fills two steps and the
@@ -220,10 +220,14 @@ final class ChainSearch {
     }
 
     /// `a` is the better chain to report: the later start, then the earlier
-    /// times step by step, then the earlier events for a stable choice. The
-    /// events are in time order, so that is the smaller events, step by step.
+    /// times step by step, then the earlier events for a stable choice.
     private func precedes(_ a: Partial, _ b: Partial) -> Bool {
-        a.start != b.start ? a.start > b.start : a.events.lexicographicallyPrecedes(b.events)
+        if a.start != b.start { return a.start > b.start }
+        let events = timeline.events
+        for (x, y) in zip(a.events, b.events) where events[x].timestamp != events[y].timestamp {
+            return events[x].timestamp < events[y].timestamp
+        }
+        return a.events.lexicographicallyPrecedes(b.events)
     }
 
     /// Once a timestamp is over: drops the chains that can no longer be
@@ -289,10 +293,13 @@ final class ChainSearch {
         return first
     }
 
-    /// Keeps the chain reaching `step` at `time` from `start` if it is the earliest, then the latest start.
+    /// Keeps the chain reaching `step` at `time` from `start` if it is the
+    /// earliest, then the latest start, then the earliest times in the order done.
     private func consider(reach step: Int, at time: Int64, start: Int64, events: [Int], first: inout [Chain?], reachTime: inout [Int64?]) {
         if let current = reachTime[step], let chain = first[step] {
-            guard time < current || (time == current && start > chain.start) else { return }
+            let times = events.map { timeline.events[$0].timestamp }, held = chain.events.map { timeline.events[$0].timestamp }
+            guard time < current || (time == current && start > chain.start)
+                || (time == current && start == chain.start && times.lexicographicallyPrecedes(held)) else { return }
         }
         reachTime[step] = time
         first[step] = Chain(start: start, events: events)

@@ -72,10 +72,14 @@ public struct DropOffFacts: Sendable, Hashable {
         let (sum, overflow) = times[0].addingReportingOverflow(funnel.windowMicroseconds)
         let windowEnd = overflow ? Int64.max : sum
         let highestStep = funnel.steps[shape.required[level - 1]]
+        // With `order: any` the k-th step done may be any of the steps.
+        func isHighestStep(_ event: FunnelEvent) -> Bool {
+            funnel.order == .any ? shape.required.contains { funnel.steps[$0].matches(event) } : highestStep.matches(event)
+        }
         // The step-k event's label: of the events at t_k that match the step, the least.
         var highestLabel: String?
         if dropped {
-            for event in events where event.timestamp == highest && highestStep.matches(event) {
+            for event in events where event.timestamp == highest && isHighestStep(event) {
                 let label = event.label
                 if highestLabel.map({ label < $0 }) ?? true { highestLabel = label }
             }

@@ -127,13 +127,13 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         timeZone = try c.decode(String.self, forKey: .timeZone)
         windowSeconds = try c.decode(Int64.self, forKey: .windowSeconds)
         steps = try c.decode([Step].self, forKey: .steps)
-        exclusions = try c.decode([Exclusion].self, forKey: .exclusions)
+        exclusions = try c.decode([Exclusion].self, forKey: .exclusions).sorted { $0.text < $1.text }
         breakdowns = try c.decode([String].self, forKey: .breakdowns)
         retentionDays = try c.decode([Int].self, forKey: .retentionDays)
         activeEvents = try c.decode([Matcher].self, forKey: .activeEvents)
         order = try c.decodeIfPresent(String.self, forKey: .order) ?? Funnel.Order.ordered.rawValue
-        ignore = try c.decodeIfPresent([Matcher].self, forKey: .ignore) ?? []
-        hold = try c.decodeIfPresent([String].self, forKey: .hold) ?? []
+        ignore = (try c.decodeIfPresent([Matcher].self, forKey: .ignore) ?? []).sorted { $0.text < $1.text }
+        hold = (try c.decodeIfPresent([String].self, forKey: .hold) ?? []).sorted()
         attribution = try c.decodeIfPresent(String.self, forKey: .attribution) ?? "first_step"
     }
 

@@ -202,4 +202,46 @@ import Testing
         }
         #expect(plain.completed && plain.chainStartTime == 100_000_000)
     }
+
+    @Test("of chains with the same start, the earliest times are reported, whatever the events' order at a shared time")
+    func earliestTimesWin() {
+        // Two devices start at the same instant; the tablet reaches b first.
+        let phone = ["context.device.id": "phone"], tablet = ["context.device.id": "tablet"]
+        let held = Self.funnel(["a", "b", "c"]) { $0.hold = ["context.device.id"]; $0.attribution = .lastStep; $0.breakdowns = ["context.device.id"] }
+        let devices = [
+            Self.event("a", 0, id: "m1", phone), Self.event("a", 0, id: "m2", tablet), Self.event("b", 5, id: "m3", tablet),
+            Self.event("b", 6, id: "m4", phone), Self.event("c", 9, id: "m5", phone), Self.event("c", 9, id: "m6", tablet),
+        ]
+        let outcome = FunnelEvaluator.evaluate(events: devices, funnel: held, now: Int64.max)
+        #expect(outcome.stepTimes == [0, 5_000_000, 9_000_000] && outcome.breakdown["context.device.id"] == "tablet")
+        // The same under any order: the tablet's b at 5.
+        var any = held
+        any.order = .any
+        any.attribution = .firstStep
+        #expect(FunnelEvaluator.evaluate(events: devices, funnel: any, now: Int64.max).stepTimes == [0, 5_000_000, 9_000_000])
+        // Same-time steps filled by a matching, then a later event for step 2: the earlier chain's times stand.
+        var plain = Funnel(name: "f", app: "x", steps: [
+            FunnelStep(.event("a")), FunnelStep(.event("a", where: ["properties.x": "0"])), FunnelStep(.event("b")),
+        ])
+        plain.breakdowns = []
+        let events = [
+            FunnelEvent(messageId: "m1", kind: .track, name: "a", timestamp: 10_000_000, attributes: ["properties.x": "0"]),
+            FunnelEvent(messageId: "m2", kind: .track, name: "a", timestamp: 10_000_000, attributes: ["properties.x": "1"]),
+            FunnelEvent(messageId: "m3", kind: .track, name: "a", timestamp: 20_000_000, attributes: ["properties.x": "0"]),
+            FunnelEvent(messageId: "m4", kind: .track, name: "b", timestamp: 30_000_000, attributes: [:]),
+        ]
+        let expected = FunnelEvaluator.evaluate(events: events, funnel: plain, now: Int64.max)
+        #expect(expected.stepTimes == [10_000_000, 10_000_000, 30_000_000])
+        var within = plain
+        within.steps[2].within = 3_600
+        var holding = plain
+        holding.hold = ["properties.y"]
+        let withY = events.map { event in
+            var event = event
+            event.attributes["properties.y"] = "1"
+            return event
+        }
+        #expect(FunnelEvaluator.evaluate(events: events, funnel: within, now: Int64.max).stepTimes == expected.stepTimes)
+        #expect(FunnelEvaluator.evaluate(events: withY, funnel: holding, now: Int64.max).stepTimes == expected.stepTimes)
+    }
 }
