@@ -279,7 +279,7 @@ struct PersonActivity: Sendable {
             let funnel = try row.required(1, row.text)
             // A funnel this run does not compute (no longer configured, or
             // recomputed from the whole log after it) is not read: the run's
-            // session has removed its rows, which this session still sees.
+            // session has removed its rows, which the snapshot reader still sees.
             guard let window = windows[funnel] else { return }
             let start = try row.required(3, row.timestamp)
             let chainStart = try row.timestamp(4) ?? start
