@@ -1,7 +1,7 @@
 import Crypto
 import Foundation
 
-/// Turns the raw messages of one batch into events or rejections, as SPEC §2
+/// Turns the raw messages of one batch into events or rejections, as docs/ingestion.md
 /// says. Pure: no I/O, the receive time and policy are inputs.
 public enum MessageValidator {
     public struct Outcome: Sendable {

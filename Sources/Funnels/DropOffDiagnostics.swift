@@ -1,6 +1,6 @@
 import Foundation
 
-/// Why persons dropped off a funnel (SPEC §10), for a range of cohort days:
+/// Why persons dropped off a funnel (docs/funnels.md, "Why they drop off"), for a range of cohort days:
 /// time at each step, what those who dropped did instead, and the
 /// breakdown values and events that go with converting or not.
 public struct DropOffDiagnostics: Sendable, Hashable {

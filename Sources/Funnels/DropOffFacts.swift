@@ -1,4 +1,4 @@
-/// What one person's events say about why they left (SPEC §10), worked out
+/// What one person's events say about why they left (docs/funnels.md, "Why they drop off"), worked out
 /// once per person and funnel by the nightly job and stored, so reports over
 /// any range of cohort days add them up without reading the log again.
 ///
@@ -108,7 +108,7 @@ public struct DropOffFacts: Sendable, Hashable {
 }
 
 extension FunnelEvent {
-    /// What the diagnostics call an event (SPEC §10), as `analytics.events`
+    /// What the diagnostics call an event (docs/funnels.md, "Why they drop off"), as `analytics.events`
     /// names it: a track event's name, a screen's or page's name, or for
     /// identify, group and alias messages (and a nameless screen or page) the
     /// message type.

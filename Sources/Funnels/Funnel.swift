@@ -1,11 +1,11 @@
 /// A configured funnel: ordered steps, a conversion window, exclusions,
 /// breakdown dimensions and targets.
 public struct Funnel: Sendable, Hashable {
-    /// The breakdowns used when a funnel names none (SPEC §4).
+    /// The breakdowns used when a funnel names none (docs/funnels.md).
     public static let defaultBreakdowns = ["context.os.name", "context.app.version"]
-    /// The dimension whose values the version comparison (SPEC §11) orders.
+    /// The dimension whose values the version comparison (docs/funnels.md, "Regressions and alerts") orders.
     public static let versionDimension = "context.app.version"
-    /// The window used when a funnel names none (SPEC §1).
+    /// The window used when a funnel names none (docs/funnels.md).
     public static let defaultWindowSeconds: Int64 = 86_400
 
     public var name: String
@@ -35,11 +35,11 @@ public struct Funnel: Sendable, Hashable {
     /// Which event of the chain gives the breakdown values.
     public var attribution = Attribution.firstStep
     public var targets: [FunnelTarget]
-    /// Persons a drop-off driver candidate needs to be tested (SPEC §10).
+    /// Persons a drop-off driver candidate needs to be tested (docs/funnels.md, "Why they drop off").
     public var minSupport: Int
-    /// Thresholds of the regression alerts (SPEC §11).
+    /// Thresholds of the regression alerts (docs/funnels.md, "Regressions and alerts").
     public var alerts = AlertSettings()
-    /// Which days after the start retention looks at, and what counts as activity (SPEC §12).
+    /// Which days after the start retention looks at, and what counts as activity (docs/funnels.md, "Retention").
     public var retention = RetentionSettings()
     /// The default `diagnostics.min_support`.
     public static let defaultMinSupport = 20

@@ -6,7 +6,7 @@ public import Foundation
 /// top-level and app keys are ignored, while everything inside a funnel is
 /// checked strictly because a typo there silently changes the numbers.
 public struct FunnelConfiguration: Sendable, Hashable {
-    /// The resource built into the module with the five SPEC §1 funnels.
+    /// The resource built into the module with the five shipped funnels.
     public static let defaultResourceName = "default-funnels"
 
     /// Global report time zone (IANA identifier), when configured.
@@ -62,7 +62,7 @@ public struct FunnelConfiguration: Sendable, Hashable {
         return try parse(yaml: text, source: source)
     }
 
-    /// The configuration built into the module (SPEC §1), from
+    /// The configuration built into the module (docs/funnels.md), from
     /// `Resources/default-funnels.yaml`.
     public static func `default`() throws(ConfigurationError) -> FunnelConfiguration {
         try parse(yaml: String(decoding: PackageResources.default_funnels_yaml, as: UTF8.self), source: "\(defaultResourceName).yaml")

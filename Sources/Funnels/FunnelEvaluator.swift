@@ -1,4 +1,4 @@
-/// Computes one person's `PersonOutcome` from their events (SPEC §4).
+/// Computes one person's `PersonOutcome` from their events (docs/funnels.md).
 ///
 /// Reach follows ClickHouse `windowFunnel`: the largest k such that distinct
 /// events e1..ek match required steps 1..k with t1 ≤ … ≤ tk and
@@ -92,7 +92,7 @@ public enum FunnelEvaluator {
         if inProgress {
             openUntil = lastStart.flatMap { windowEnd(start: $0, window: window) }
         } else if completed, let start = chain?.start, windowIsOpen(start: start, window: window, now: now) {
-            // The chain's window (SPEC §10: t_1 + window).
+            // The chain's window (docs/funnels.md: t_1 + window).
             openUntil = windowEnd(start: start, window: window)
         } else {
             openUntil = nil

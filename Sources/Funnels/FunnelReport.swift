@@ -50,7 +50,7 @@ public struct CohortDay: Sendable, Hashable {
     public var completionRate: Rate { Rate(successes: completed, trials: started) }
 }
 
-/// A funnel's aggregated report (SPEC §4, §5), computed from per-person
+/// A funnel's aggregated report (docs/funnels.md), computed from per-person
 /// outcomes so that it can be rebuilt from the stored outcomes at any time.
 public struct FunnelReport: Sendable, Hashable {
     public var funnel: String
@@ -76,12 +76,12 @@ public struct FunnelReport: Sendable, Hashable {
     public var breakdowns: [BreakdownReport]
     /// In the funnel's target order.
     public var targets: [TargetResult]
-    /// Why persons dropped off (SPEC §10), when the stored diagnostics were read.
+    /// Why persons dropped off (docs/funnels.md, "Why they drop off"), when the stored diagnostics were read.
     public var diagnostics: DropOffDiagnostics?
-    /// The period and version comparisons (SPEC §11); set by the caller, who
+    /// The period and version comparisons (docs/funnels.md, "Regressions and alerts"); set by the caller, who
     /// has the tallies by cohort day.
     public var regressions = RegressionFindings()
-    /// Retention of completers and non-completers (SPEC §12), when the stored retention was read.
+    /// Retention of completers and non-completers (docs/funnels.md, "Retention"), when the stored retention was read.
     public var retention: RetentionReport?
     /// Set when the run behind the report computed this funnel from the
     /// whole log because its definition was new or had changed.

@@ -57,7 +57,7 @@ public struct FunnelTally: Sendable, Hashable {
     }
 
     /// Starters of one app version (`context.app.version`), with what the
-    /// version comparison of SPEC §11 tests: reach per step and completers' times.
+    /// version comparison (docs/funnels.md) tests: reach per step and completers' times.
     public struct Version: Sendable, Hashable {
         public var started = 0
         public var completed = 0

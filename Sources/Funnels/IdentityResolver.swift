@@ -30,7 +30,7 @@ public struct IdentityLink: Sendable, Hashable {
     }
 }
 
-/// Merges anonymous ids into persons (SPEC §4).
+/// Merges anonymous ids into persons (docs/funnels.md).
 ///
 /// A person is the `userId` when a message has one, else the user its
 /// `anonymousId` is linked to, else the `anonymousId` itself. The mapping

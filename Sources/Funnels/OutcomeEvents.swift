@@ -2,7 +2,7 @@
 /// app's funnels, by kind and name alone: those a step, an exclusion or a
 /// filtered active-event matcher names (their `where` filters are not looked
 /// at, so this says "maybe"). Any other event is activity: it cannot start,
-/// advance or exclude anyone, and counts for retention (SPEC §12) through a
+/// advance or exclude anyone, and counts for retention (docs/funnels.md, "Retention") through a
 /// compact per-person record, so a person's everyday use of the app does not
 /// make every nightly run recompute their funnels from their whole history.
 public struct OutcomeEvents: Sendable {

@@ -36,7 +36,7 @@ public struct PersonOutcome: Sendable, Hashable {
     /// again. Nil once the window has closed.
     public var openUntil: Int64?
 
-    /// Whether the person's window has closed at the run (SPEC §10, §12):
+    /// Whether the person's window has closed at the run (docs/funnels.md):
     /// only then do the drop-off diagnostics and retention count them. A
     /// completer is counted as completed at once (§4), but counted here only
     /// with those who dropped in the same days: counted sooner, the latest

@@ -1,5 +1,5 @@
 /// A proportion with its 95 % Wilson interval; every rate in a report is one
-/// of these so no rate is ever shown without its uncertainty (SPEC §4).
+/// of these so no rate is ever shown without its uncertainty (docs/funnels.md).
 public struct Rate: Sendable, Hashable {
     public var successes: Int
     public var trials: Int

@@ -1,6 +1,6 @@
 import Foundation
 
-/// The thresholds of a funnel's regression alerts (SPEC §11), under
+/// The thresholds of a funnel's regression alerts (docs/funnels.md, "Regressions and alerts"), under
 /// `alerts:` in the configuration.
 public struct AlertSettings: Sendable, Hashable {
     /// Benjamini–Hochberg q below which a change counts.
@@ -98,7 +98,7 @@ public struct ComparisonSample: Sendable, Hashable {
     }
 }
 
-/// What the regression check of one funnel found (SPEC §11).
+/// What the regression check of one funnel found (docs/funnels.md, "Regressions and alerts").
 public struct RegressionFindings: Sendable, Hashable {
     /// Worse, significant and large enough: the alerts. Most significant first.
     public var regressions: [MetricChange] = []
@@ -110,7 +110,7 @@ public struct RegressionFindings: Sendable, Hashable {
     public init() {}
 }
 
-/// Compares two groups of a funnel's persons metric by metric, as SPEC §11
+/// Compares two groups of a funnel's persons metric by metric, as docs/funnels.md
 /// says: conversions and completion by the pooled two-proportion z-test, the
 /// median time to complete by Mann–Whitney U; q-values by Benjamini–Hochberg
 /// over the tests given together.
@@ -276,7 +276,7 @@ public struct MannWhitneyResult: Sendable, Hashable {
 extension Statistics {
     /// Mann–Whitney U of `x` against `y`, two-sided, by the normal
     /// approximation with the tie correction and no continuity correction
-    /// (SPEC §11; SciPy's `mannwhitneyu(x, y, use_continuity=False,
+    /// (docs/funnels.md, "Regressions and alerts"; SciPy's `mannwhitneyu(x, y, use_continuity=False,
     /// method="asymptotic")`). Nil when either sample is empty.
     public static func mannWhitneyU(_ x: [Double], _ y: [Double]) -> MannWhitneyResult? {
         guard !x.isEmpty, !y.isEmpty else { return nil }

@@ -1,4 +1,4 @@
-/// What retention adds up per funnel and cohort day (SPEC §12): the start
+/// What retention adds up per funnel and cohort day (docs/funnels.md, "Retention"): the start
 /// times of the persons it counts (window closed, not excluded, at step 1 or
 /// beyond), completers and non-completers apart, and per retention day those
 /// of the persons active on it.

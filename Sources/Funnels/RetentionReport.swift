@@ -1,5 +1,5 @@
 /// Retention of completers against non-completers on one day after the start
-/// (SPEC §12), with the difference of the rates and its two-proportion p-value.
+/// (docs/funnels.md, "Retention"), with the difference of the rates and its two-proportion p-value.
 public struct RetentionDay: Sendable, Hashable {
     /// N, days after the start.
     public var day: Int

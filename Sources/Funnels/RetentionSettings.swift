@@ -1,4 +1,4 @@
-/// What retention (SPEC §12) counts for a funnel: the days after a person's
+/// What retention (docs/funnels.md, "Retention") counts for a funnel: the days after a person's
 /// start to look at, and which events show the person came back.
 ///
 /// A person is retained on day N when an active event's time falls in

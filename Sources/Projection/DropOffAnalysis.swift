@@ -1,7 +1,7 @@
 import Funnels
 import LibPQ
 
-/// Why persons drop off (SPEC §10), as a per-person analysis: each person's
+/// Why persons drop off (docs/funnels.md, "Why they drop off"), as a per-person analysis: each person's
 /// `DropOffFacts` go to `funnel_person_diagnostics`, and per funnel and
 /// cohort day the lingering times, next events and drivers' 2×2 counts
 /// (`DropOffCounts`) go to the day tables reports add up, counted as persons

@@ -2,7 +2,7 @@ public import Foundation
 public import Funnels
 public import LibPQ
 
-/// The nightly job (SPEC §5): folds the log into per-person funnel outcomes and
+/// The nightly job (README, "The nightly job"): folds the log into per-person funnel outcomes and
 /// per-cohort-day report rows.
 ///
 /// Incremental runs read only events written by transactions between the last

@@ -1,7 +1,7 @@
 import Funnels
 import LibPQ
 
-/// Whether finishing onboarding goes with staying (SPEC §12), as a per-person
+/// Whether finishing onboarding goes with staying (docs/funnels.md, "Retention"), as a per-person
 /// analysis: each started person's retention days (the configured days after
 /// their start on which they were active) go to `funnel_person_retention`,
 /// and per funnel and cohort day the start times of the persons counted and

@@ -13,7 +13,7 @@ public struct DashboardFunnel: Sendable {
     }
 }
 
-/// The self-contained HTML dashboard of `onramp report --out DIR` (SPEC §5, §6):
+/// The self-contained HTML dashboard of `onramp report --out DIR` (README, "The nightly job"):
 /// `index.html` with one card per funnel and one page per funnel, inline CSS
 /// and SVG only — no scripts, no fonts, no images, no links but to sibling
 /// pages, and a Content-Security-Policy that forbids loading anything, so it
@@ -239,7 +239,7 @@ public struct HTMLDashboard: Sendable {
 
     // MARK: Why they drop off
 
-    /// SPEC §10: the step-time chart, a "what they did instead" table per
+    /// docs/funnels.md, "Why they drop off": the step-time chart, a "what they did instead" table per
     /// step, and the drivers chart with a table of the same drivers.
     /// `table.next-events[data-step-index] tr[data-label][data-persons]`,
     /// `table.drivers tr[data-transition][data-kind][data-value]`.

@@ -1,7 +1,7 @@
 import Foundation
 import Funnels
 
-/// The JSON document of SPEC §5 (fields in a stable order; more may be added).
+/// The JSON document of `onramp report --format json` (README; fields in a stable order, more may be added).
 enum JSONReport {
     static func render(_ reports: [FunnelReport], range: ReportRange) -> String {
         let (regressions, improvements) = RegressionText.all(reports)
@@ -15,7 +15,7 @@ enum JSONReport {
         return document.serialized() + "\n"
     }
 
-    /// One regression or improvement, as SPEC §11 lists them.
+    /// One regression or improvement, as docs/funnels.md lists them.
     static func change(_ c: MetricChange) -> JSON {
         func side(_ s: MetricChange.Side) -> JSON {
             .object([
@@ -134,7 +134,7 @@ enum JSONReport {
         ])
     }
 
-    /// SPEC §12: one retention day, completers against non-completers.
+    /// docs/funnels.md, "Retention": one retention day, completers against non-completers.
     /// `rate` and `ci95` are null while nobody is eligible; `pending` counts
     /// the persons whose day has not passed yet.
     static func retentionDay(_ d: RetentionDay) -> JSON {
@@ -152,7 +152,7 @@ enum JSONReport {
         ])
     }
 
-    /// SPEC §10: every required step, every candidate with the support.
+    /// docs/funnels.md, "Why they drop off": every required step, every candidate with the support.
     static func diagnostics(_ d: DropOffDiagnostics) -> JSON {
         func spread(_ s: DropOffDiagnostics.Spread, histogram: Bool) -> JSON {
             var fields: [(String, JSON)] = [("median", .optional(s.median)), ("p90", .optional(s.p90))]

@@ -18,7 +18,7 @@ struct Journey: Sendable {
     var actions: [Action]
 }
 
-/// Builds journeys that walk the five flows of the SPEC with realistic gaps,
+/// Builds journeys that walk the five shipped flows with realistic gaps,
 /// drop-offs at every step, resumed sessions that repeat a screen, skips,
 /// sign-in (identify) part way, and real differences between variants.
 enum JourneyModel {

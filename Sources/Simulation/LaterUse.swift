@@ -3,7 +3,7 @@ import Foundation
 /// What a device does after onboarding: on each of the following days it may
 /// come back for a short session of the app's everyday events (none of which
 /// is an onboarding step). Those who completed onboarding come back more, and
-/// both fade with the days, so retention by outcome (SPEC §12) has a real
+/// both fade with the days, so retention by outcome (docs/funnels.md, "Retention") has a real
 /// difference to show, and a generated history has most of its events, as a
 /// live app's log does, outside onboarding.
 public struct LaterUse: Sendable {

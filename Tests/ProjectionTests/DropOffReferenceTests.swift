@@ -6,9 +6,9 @@ import LocalPostgres
 import TestSupport
 import Testing
 
-/// The drop-off diagnostics (SPEC §10) computed a second way: plain SQL over
+/// The drop-off diagnostics (docs/funnels.md, "Why they drop off") computed a second way: plain SQL over
 /// `analytics.events` and `analytics.funnel_persons.step_times`, as an
-/// analyst would write it from the SPEC, and the statistics by their
+/// analyst would write it from docs/funnels.md, and the statistics by their
 /// textbook definitions (Fisher's test summed over every table with the
 /// margins, in log-gamma; Benjamini–Hochberg as the minimum over ranks).
 /// Every number of every funnel's report must match.
@@ -92,7 +92,7 @@ import Testing
     }
 }
 
-/// The SPEC's definitions, in SQL over the analyst's views, one funnel at a time.
+/// The definitions of docs/funnels.md, in SQL over the analyst's views, one funnel at a time.
 enum Reference {
     struct Spread {
         var values: [Double]
@@ -235,7 +235,7 @@ enum Reference {
         return Spread(values: values, median: try row.decode(Double.self, at: 0), p90: try row.decode(Double.self, at: 1))
     }
 
-    /// Persons per bin of the SPEC's histogram edges, counted one by one.
+    /// Persons per bin of the documented histogram edges, counted one by one.
     static func histogram(_ values: [Double], _ funnel: Funnel) -> [Int] {
         let window = Double(funnel.windowSeconds)
         let edges = DropOffDiagnostics.binEdges.filter { $0 < window } + [window]

@@ -42,7 +42,7 @@ struct PersonActivityTests {
     ]
 
     /// Whether an event at one of `events` falls in the row's window or on
-    /// one of its retention days: worked out here from SPEC §12's days and
+    /// one of its retention days: worked out here from docs/funnels.md's retention days and
     /// the funnel's window, not by the code under test.
     static func matters(_ row: Row, events: [Int64], retentionDays: [Int]) -> Bool {
         guard row.funnel == "f" else { return false }

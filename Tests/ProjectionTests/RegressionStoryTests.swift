@@ -137,7 +137,7 @@ struct PersonRows {
     }
 }
 
-/// The tests of SPEC §11 written out again, the plain way.
+/// The tests of docs/funnels.md, "Regressions and alerts", written out again, the plain way.
 enum RegressionReference {
     /// Pooled two-proportion z-test, two-sided.
     static func zTest(_ s1: Int, _ n1: Int, _ s2: Int, _ n2: Int) -> Double {

@@ -61,7 +61,7 @@ struct ReportCommandTests {
         try await victim.drop()
     }
 
-    @Test("report prints the SPEC's JSON shape, writes every format with --out, and flags missed targets")
+    @Test("report prints the documented JSON shape, writes every format with --out, and flags missed targets")
     func formatsAndTargets() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)

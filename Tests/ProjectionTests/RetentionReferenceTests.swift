@@ -6,7 +6,7 @@ import LocalPostgres
 import TestSupport
 import Testing
 
-/// Retention (SPEC §12) computed a second way: plain SQL over
+/// Retention (docs/funnels.md, "Retention") computed a second way: plain SQL over
 /// `analytics.events` and `analytics.funnel_persons`, straight from the
 /// definition, and the two-proportion test by its textbook formula. The
 /// stored tables and the report must match it, after incremental runs fed
@@ -227,7 +227,7 @@ import Testing
     }
 }
 
-/// The definition, in SQL an analyst would write from the SPEC.
+/// The definition, in SQL an analyst would write from docs/funnels.md.
 private enum RetentionReference {
     struct Cell: Hashable {
         var cohortDay: String

@@ -361,7 +361,7 @@ struct HTMLDashboardTests {
 /// logged to stderr by `--enable-logging=stderr --v=0` as lines containing
 /// `:CONSOLE`; since the dashboard has no scripts, any such line is a failure.
 extension DropOffCounts {
-    /// Adds one person the way the nightly job counts them (SPEC §10), for reports built in memory.
+    /// Adds one person the way the nightly job counts them (docs/funnels.md, "Why they drop off"), for reports built in memory.
     mutating func add(_ outcome: PersonOutcome, funnel: Funnel, events: [FunnelEvent]) {
         guard let facts = DropOffFacts.of(outcome, in: funnel, shape: DropOffFacts.Shape(funnel), events: events) else { return }
         add(outcome, facts: facts, required: funnel.requiredStepIndices)

@@ -67,7 +67,7 @@ struct RenderersTests {
         #expect((document["funnels"] as? [[String: Any]])?.first?["funnel"] as? String == name)
     }
 
-    @Test("JSON carries the SPEC's fields with the right numbers")
+    @Test("JSON carries the documented fields with the right numbers")
     func json() throws {
         let text = ReportFormat.json.render([try Self.report()], range: Self.range)
         let document = try #require(try JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any])
@@ -88,7 +88,7 @@ struct RenderersTests {
         #expect(cohorts.map { $0["in_progress"] as? Bool } == [false, true])
         let os = try #require((funnel["breakdowns"] as? [String: Any])?["context.os.name"] as? [[String: Any]])
         #expect(Set(os.compactMap { $0["value"] as? String }) == ["iOS", "Android"])
-        // Retention (SPEC §12): each day, both sides, the difference and its p-value; pending days have no rate.
+        // Retention (docs/funnels.md, "Retention"): each day, both sides, the difference and its p-value; pending days have no rate.
         let retention = try #require(funnel["retention"] as? [[String: Any]])
         #expect(retention.map { $0["day"] as? Int } == [1, 30])
         let completers = try #require(retention[0]["completers"] as? [String: Any])
