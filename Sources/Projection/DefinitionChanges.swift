@@ -47,11 +47,9 @@ public struct DefinitionChanges: Sendable, Equatable {
     }
 
     /// Compares `configuration` (its funnels' cohort days cut in `timeZone`'s
-    /// zone) with the stored definitions on `c`; counts the events each
-    /// recomputed funnel's app holds when `countEvents` (the run counts them
-    /// as it reads them).
+    /// zone) with the stored definitions on `c`.
     static func compare(
-        _ c: Connection, configuration: FunnelConfiguration, timeZone: (Funnel) -> String, countEvents: Bool
+        _ c: Connection, configuration: FunnelConfiguration, timeZone: (Funnel) -> String
     ) throws -> DefinitionChanges {
         var stored: [String: String] = [:]
         for row in try c.query("SELECT funnel, definition::text FROM funnel_definitions").rows {
@@ -79,31 +77,25 @@ public struct DefinitionChanges: Sendable, Equatable {
         }
         let configured = Set(configuration.funnels.map(\.name))
         changes.removed = Set(stored.keys).union(unknown).subtracting(configured).sorted()
-        if countEvents, !changes.recompute.isEmpty { changes.recompute = try changes.counting(c) }
         return changes
     }
 
-    /// `recompute`, with the events each funnel's app holds.
-    func counting(_ c: Connection) throws -> [Recompute] {
-        let counts = try Self.eventCounts(c, apps: Array(Set(recompute.map(\.app))))
-        return recompute.map { var r = $0; r.events = counts[r.app] ?? 0; return r }
-    }
-
-    /// Events per app in the log.
-    static func eventCounts(_ c: Connection, apps: [String]) throws -> [String: Int] {
-        var counts: [String: Int] = [:]
-        for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(apps)]).rows {
-            counts[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
-        }
+    /// The events of the recomputed funnels' apps, counted once (the
+    /// rebuild of those funnels reads them as counted), and set on `recompute`.
+    mutating func countEvents(_ c: Connection) throws -> [String: Int] {
+        let counts = try RebuildPlan.eventCounts(c, apps: Array(Set(recompute.map(\.app))))
+        for index in recompute.indices { recompute[index].events = counts[recompute[index].app] ?? 0 }
         return counts
     }
 
-    /// Removes every row of the funnels recomputed and removed from `tables`.
-    func removeRows(_ c: Connection, tables: [String]) throws {
-        let names = recompute.map(\.funnel) + removed
-        guard !names.isEmpty else { return }
+    /// The funnels whose stored rows are stale: recomputed or removed.
+    var stale: [String] { recompute.map(\.funnel) + removed }
+
+    /// Removes every row of `funnels` from `tables`.
+    static func removeRows(_ c: Connection, of funnels: [String], from tables: [String]) throws {
+        guard !funnels.isEmpty else { return }
         for table in tables {
-            try c.query("DELETE FROM \(table) WHERE funnel = ANY($1::text[])", [.textArray(names)])
+            try c.query("DELETE FROM \(table) WHERE funnel = ANY($1::text[])", [.textArray(funnels)])
         }
     }
 

@@ -77,7 +77,9 @@ public struct ProjectionJob: Sendable {
     /// whole log, and why, and which it would remove; writes nothing
     /// (`onramp report --dry-run`).
     public func preview(_ c: Connection) throws -> DefinitionChanges {
-        try DefinitionChanges.compare(c, configuration: configuration, timeZone: configuration.timeZoneIdentifier(for:), countEvents: true)
+        var changes = try DefinitionChanges.compare(c, configuration: configuration, timeZone: configuration.timeZoneIdentifier(for:))
+        if !changes.recompute.isEmpty { _ = try changes.countEvents(c) }
+        return changes
     }
 
     /// `run`, which besides hands `reader` to `whenReaderIdle` once it
@@ -115,14 +117,10 @@ public struct ProjectionJob: Sendable {
             let current = try Checkpoint.current(c)
             let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
             let zone = configuration.timeZoneIdentifier(for:)
-            var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone, countEvents: false)
-            // A rebuild computes every funnel from the whole log: it only says
-            // which it removes, and drops the regressions found under a changed
-            // definition (the report writes them again, over every day).
-            if mode == .rebuild {
-                try c.query("DELETE FROM funnel_regressions WHERE funnel = ANY($1::text[])", [.textArray(definitions.recompute.map(\.funnel))])
-                definitions.recompute = []
-            }
+            var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone)
+            let stale = definitions.stale
+            // A rebuild computes every funnel from the whole log: it only says which it removes.
+            if mode == .rebuild { definitions.recompute = [] }
             let recomputed = Set(definitions.recompute.map(\.funnel))
             // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
             let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
@@ -131,19 +129,22 @@ public struct ProjectionJob: Sendable {
                     c, plan: plan, funnels: funnels, from: previous, to: current, settings: settings, now: now, reader: reader,
                     whenReaderIdle: handoff)
             }
-            if !definitions.recompute.isEmpty { definitions.recompute = try definitions.counting(c) }
+            let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
             announce(definitions)
-            // A rebuild empties the other tables itself.
-            try definitions.removeRows(c, tables: rebuildAll ? ["funnel_regressions"] : DefinitionChanges.funnelTables(analyses: analyses))
+            // A rebuild empties the other tables itself; the regressions found
+            // under a stale definition go either way (the report writes them again).
+            try DefinitionChanges.removeRows(
+                c, of: stale, from: rebuildAll ? ["funnel_regressions"] : DefinitionChanges.funnelTables(analyses: analyses))
             var result: Pass
             if rebuildAll {
-                result = try pass(RebuildPlan(), configuration.funnels)
+                result = try pass(RebuildPlan(counted: counted), configuration.funnels)
             } else {
                 result = try pass(
                     IncrementalPlan(since: previous), configuration.funnels.filter { !recomputed.contains($0.name) },
                     handoff: definitions.isEmpty ? whenReaderIdle : nil)
                 if !recomputed.isEmpty {
-                    let recompute = try pass(RebuildPlan(only: recomputed), configuration.funnels.filter { recomputed.contains($0.name) })
+                    let recompute = try pass(
+                        RebuildPlan(only: recomputed, counted: counted), configuration.funnels.filter { recomputed.contains($0.name) })
                     result.summary.eventsRead += recompute.summary.eventsRead
                     result.summary.personsRecomputed += recompute.summary.personsRecomputed
                     result.summary.cohortDaysRewritten += recompute.summary.cohortDaysRewritten

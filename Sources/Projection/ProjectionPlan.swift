@@ -84,11 +84,23 @@ struct RebuildPlan: ProjectionPlan {
     var windowsClosed: Int { 0 }
     /// The funnels recomputed, when not all: the tables keep the others' rows.
     let only: Set<String>?
+    /// The events per app of the run's apps, when the run counted them already (`eventCounts`).
+    let counted: [String: Int]?
     /// The primary keys and indexes dropped for the refill, to build once at the end.
     private var deferredIndexes: [String] = []
 
-    init(only: Set<String>? = nil) {
+    init(only: Set<String>? = nil, counted: [String: Int]? = nil) {
         self.only = only
+        self.counted = counted
+    }
+
+    /// Events per app of `apps` in the log (an app with none is left out).
+    static func eventCounts(_ c: Connection, apps: [String]) throws -> [String: Int] {
+        var counts: [String: Int] = [:]
+        for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(apps)]).rows {
+            counts[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+        }
+        return counts
     }
 
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
@@ -104,10 +116,7 @@ struct RebuildPlan: ProjectionPlan {
             // Rebuilt below, app by app, as a whole rebuild does.
             try c.query("DELETE FROM identity_links WHERE app = ANY($1::text[])", [.textArray(run.apps)])
         }
-        var counts: [String: Int] = [:]
-        for row in try c.query("SELECT app, count(*) FROM events WHERE app = ANY($1) GROUP BY app", [.textArray(run.apps)]).rows {
-            counts[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
-        }
+        let counts = try counted ?? Self.eventCounts(c, apps: run.apps)
         let total = counts.values.reduce(0, +)
         return Reading(
             readers: readers(run, sizes: counts), newEvents: counts,
