@@ -60,11 +60,11 @@ public struct Funnel: Sendable, Hashable {
         self.steps = steps
         self.requiredStepIndices = Self.required(steps)
         self.requiredMatchers = Self.requiredMatchers(steps)
-        self.isPlainWindowFunnel = steps.allSatisfy { $0.within == nil }
         self.breakdowns = breakdowns
         self.exclusions = exclusions
         self.targets = targets
         self.minSupport = minSupport
+        isPlainWindowFunnel = isPlain
     }
 
     /// Positions (in `steps`) of the non-optional steps, which alone define

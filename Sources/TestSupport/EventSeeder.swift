@@ -177,11 +177,12 @@ public enum TableDump {
 
     public static func dump(_ c: Connection) throws -> [String: [String]] {
         var out: [String: [String]] = [:]
-        for (table, sql) in queries {
-            out[table] = try c.query(sql).rows.map { row in
-                (0..<row.count).map { row.text(at: $0) ?? "∅" }.joined(separator: "|")
-            }
-        }
+        for (table, sql) in queries { out[table] = try rows(c, sql) }
         return out
+    }
+
+    /// `sql`'s rows, each its values as text joined by "|" (NULL as "∅").
+    public static func rows(_ c: Connection, _ sql: String) throws -> [String] {
+        try c.query(sql).rows.map { row in (0..<row.count).map { row.text(at: $0) ?? "∅" }.joined(separator: "|") }
     }
 }

@@ -19,10 +19,7 @@ import Testing
     /// docs/funnels.md, "Step order", "A window per step", "Hold a property
     /// constant", by enumeration.
     static func bruteForce(events input: [FunnelEvent], funnel: Funnel) -> Reference {
-        // Each message once, its earliest copy.
-        var byId: [String: FunnelEvent] = [:]
-        for event in input where byId[event.messageId].map({ event.timestamp < $0.timestamp }) ?? true { byId[event.messageId] = event }
-        let events = byId.values.sorted { $0.messageId < $1.messageId }
+        let events = distinct(input)
         let required = funnel.steps.filter { !$0.isOptional }
         let optional = funnel.steps.filter(\.isOptional)
         let window = funnel.windowSeconds * 1_000_000
@@ -102,6 +99,13 @@ import Testing
         }
         search(depth: 0, start: 0, last: 0, key: nil)
         return reference
+    }
+
+    /// Each message once, its earliest copy, by message id.
+    static func distinct(_ events: [FunnelEvent]) -> [FunnelEvent] {
+        var byId: [String: FunnelEvent] = [:]
+        for event in events where byId[event.messageId].map({ event.timestamp < $0.timestamp }) ?? true { byId[event.messageId] = event }
+        return byId.values.sorted { $0.messageId < $1.messageId }
     }
 
     static let names = ["a", "b", "c", "d"]
@@ -224,8 +228,7 @@ import Testing
                 }
             }
             // An exclusion between steps i and j looks from step i's time to step j's (or the last reached).
-            var byId: [String: FunnelEvent] = [:]
-            for event in events where byId[event.messageId].map({ event.timestamp < $0.timestamp }) ?? true { byId[event.messageId] = event }
+            let unique = Self.distinct(events)
             let excluded = funnel.exclusions.contains { exclusion in
                 var lower = times[0], upper = times[times.count - 1]
                 if let between = exclusion.between {
@@ -234,7 +237,7 @@ import Testing
                     lower = times[from]
                     upper = times[min(to, times.count - 1)]
                 }
-                return byId.values.contains { $0.timestamp >= lower && $0.timestamp <= upper && exclusion.matcher.matches($0) }
+                return unique.contains { $0.timestamp >= lower && $0.timestamp <= upper && exclusion.matcher.matches($0) }
             }
             #expect(outcome.excluded == excluded, context)
             // Attribution: the value of an event of the attributed step at its time.
@@ -246,7 +249,7 @@ import Testing
             if let step = attributedStep {
                 let value = outcome.breakdown["properties.y"]
                 if let time = outcome.stepTimes[step] {
-                    let candidates = byId.values.filter { $0.timestamp == time && funnel.steps[step].matches($0) }
+                    let candidates = unique.filter { $0.timestamp == time && funnel.steps[step].matches($0) }
                         .map { $0.attributes["properties.y"] ?? PersonOutcome.missingBreakdownValue }
                     #expect(candidates.contains(value ?? ""), context)
                 } else {

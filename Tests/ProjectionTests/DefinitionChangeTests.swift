@@ -131,7 +131,7 @@ struct DefinitionChangeTests {
             ("funnel_retention", TableDump.retentionQuery),
             ("funnel_definitions", "SELECT funnel, app, fingerprint, definition::text FROM funnel_definitions ORDER BY funnel"),
         ] {
-            tables[name] = try c.query(sql).rows.map { row in (0..<row.count).map { row.text(at: $0) ?? "∅" }.joined(separator: "|") }
+            tables[name] = try TableDump.rows(c, sql)
         }
         return tables
     }
