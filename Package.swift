@@ -114,6 +114,12 @@ let package = Package(
             dependencies: ["LibPQ", "Funnels", "EventLog", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
+        // Any funnel at query time, from the log's columns kept on local disk.
+        .target(
+            name: "Explore",
+            dependencies: ["LibPQ", "Funnels", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
         // Renders funnel reports: terminal table, markdown, csv, json.
         .target(
             name: "Reports",
@@ -174,7 +180,7 @@ let package = Package(
         .executableTarget(
             name: "onramp",
             dependencies: [
-                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Reports", "Simulation",
+                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "Reports", "Simulation",
                 "EventLog", "IngestServer", "Notifications",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -238,6 +244,11 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "ExploreTests",
+            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "Explore", "TestSupport", "onramp"],
             swiftSettings: strictness
         ),
         .testTarget(

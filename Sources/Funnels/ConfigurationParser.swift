@@ -44,6 +44,39 @@ struct ConfigurationParser {
         }
     }
 
+    /// One funnel on its own, as one entry of `funnels:` with its `app`
+    /// (a query-time funnel): checked as a configured one is, its app taken as declared.
+    func parseFunnel(yaml: String) throws(ConfigurationError) -> Funnel {
+        let reader = YAMLReader(source: source)
+        let root: Node?
+        do {
+            root = try Yams.compose(yaml: yaml, .basic)
+        } catch {
+            throw ConfigurationError(source: source, message: "invalid YAML: \(error)")
+        }
+        guard var node = root else { throw reader.error("", "empty definition: expected one funnel (name, app, steps, …)") }
+        do {
+            if case .sequence(let items) = node {
+                guard items.count == 1, let only = items.first else {
+                    throw reader.error("", "expected one funnel, got a list of \(items.count)")
+                }
+                node = only
+            }
+            let fields = Dictionary(try reader.mapping(node, "", expected: "expected one funnel: a mapping with name, app and steps"),
+                                    uniquingKeysWith: { first, _ in first })
+            if fields["funnels"] != nil || fields["apps"] != nil {
+                throw reader.error("", "expected one funnel (one entry of 'funnels:' with its app), not a whole configuration")
+            }
+            var app = ""
+            if let appNode = fields["app"] { app = try reader.nonEmptyString(appNode, "app") }
+            return try parseFunnel(node, field: "funnel", apps: [AppConfiguration(name: app)], reader: reader)
+        } catch let error as ConfigurationError {
+            throw error
+        } catch {
+            throw ConfigurationError(source: source, message: "\(error)")
+        }
+    }
+
     private func parse(root: Node, reader: YAMLReader) throws -> FunnelConfiguration {
         let top = Dictionary(
             try reader.mapping(root, "", expected: "expected a mapping with 'apps' and 'funnels'"),

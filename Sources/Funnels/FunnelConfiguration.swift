@@ -50,6 +50,12 @@ public struct FunnelConfiguration: Sendable, Hashable {
         try ConfigurationParser(source: source).parse(yaml: yaml)
     }
 
+    /// Parses one funnel written as an entry of `funnels:`, with its `app`
+    /// (`onramp funnel --definition`); `source` names it in error messages.
+    public static func parseFunnel(yaml: String, source: String) throws(ConfigurationError) -> Funnel {
+        try ConfigurationParser(source: source).parseFunnel(yaml: yaml)
+    }
+
     /// Loads and validates a configuration file (`--config FILE`).
     public static func load(contentsOf url: URL) throws(ConfigurationError) -> FunnelConfiguration {
         let source = url.isFileURL ? url.relativePath : url.absoluteString

@@ -1,13 +1,18 @@
-import LibPQ
+package import LibPQ
 
 /// The job's position in the log: the snapshot of its last run, as a
 /// transaction-id horizon plus the transactions still running at that moment
 /// (see 002_projection.sql for why not a seq).
-struct Checkpoint: Equatable {
-    var horizon: Int64
-    var pending: [Int64]
+package struct Checkpoint: Equatable, Sendable, Codable {
+    package var horizon: Int64
+    package var pending: [Int64]
 
-    static let start = Checkpoint(horizon: 0, pending: [])
+    package init(horizon: Int64, pending: [Int64]) {
+        self.horizon = horizon
+        self.pending = pending
+    }
+
+    package static let start = Checkpoint(horizon: 0, pending: [])
 
     static func load(_ c: Connection) throws -> Checkpoint {
         let row = try c.query("SELECT horizon_txid, pending_txids FROM projection_checkpoint").scalarRow()
@@ -23,7 +28,7 @@ struct Checkpoint: Equatable {
     }
 
     /// The running transaction's snapshot: what this run will have read.
-    static func current(_ c: Connection) throws -> Checkpoint {
+    package static func current(_ c: Connection) throws -> Checkpoint {
         let row = try c.query(
             """
             SELECT pg_snapshot_xmax(s)::text::int8,
@@ -42,13 +47,13 @@ struct Checkpoint: Equatable {
     /// as the scan's runtime parameters. Only committed rows are visible, so
     /// together with the snapshot this selects exactly the events the last
     /// run could not see.
-    static let newEventsCondition = """
+    package static let newEventsCondition = """
         e.txid >= (SELECT low FROM run_checkpoint)
         AND (e.txid >= (SELECT horizon FROM run_checkpoint) OR e.txid IN (SELECT unnest(pending) FROM run_checkpoint))
         """
 
     /// Binds this checkpoint for `newEventsCondition`, for the rest of the transaction.
-    func bind(_ c: Connection) throws {
+    package func bind(_ c: Connection) throws {
         try c.executeScript("CREATE TEMP TABLE run_checkpoint (low int8, horizon int8, pending int8[]) ON COMMIT DROP")
         try c.query("INSERT INTO run_checkpoint VALUES ($1, $2, $3::int8[])", parameters)
     }

@@ -1,20 +1,20 @@
-import LibPQ
+package import LibPQ
 
 /// COPY takes no parameters, so a COPY that needs values (the app, the JSON
 /// paths it extracts) reads them from temp tables written with bound
 /// parameters: the statement's text stays fixed, and each value is read once,
 /// by an uncorrelated subquery.
-enum ScopeTable {
+package enum ScopeTable {
     /// The bound app, as an expression.
-    static let app = "(SELECT app FROM history_scope)"
+    package static let app = "(SELECT app FROM history_scope)"
 
     /// The bound path number `n` inside its root column, as an expression.
-    static func path(_ n: Int) -> String { "(SELECT path FROM history_paths WHERE n = \(n))" }
+    package static func path(_ n: Int) -> String { "(SELECT path FROM history_paths WHERE n = \(n))" }
 
     /// The JSON column a dotted path starts in, as an expression: one of a
     /// fixed list, so configuration picks a column but never writes SQL (a
     /// per-row CASE over the root cost a seventh of a history read).
-    static func root(of path: String) -> String {
+    package static func root(of path: String) -> String {
         switch path.prefix(while: { $0 != "." }) {
         case "properties": "e.properties"
         case "context": "e.context"
@@ -24,7 +24,7 @@ enum ScopeTable {
     }
 
     /// Binds `app` and the dotted `paths` (`properties.page`) for the next statements of this transaction.
-    static func bind(_ c: Connection, app: String, paths: [String]) throws {
+    package static func bind(_ c: Connection, app: String, paths: [String]) throws {
         if try c.query("SELECT to_regclass('pg_temp.history_scope') IS NULL").scalar(Bool.self) {
             try c.executeScript(
                 """

@@ -1,0 +1,292 @@
+import Foundation
+import Funnels
+import LibPQ
+import Projection
+
+/// One app's events as columns on local disk (`EventColumns`), kept up to
+/// date from the log at every query: a query reads what was added since the
+/// last one (by transaction, as the nightly job reads a day) and the columns
+/// of everything before it, so its cost follows the app's onboarding
+/// events, not the JSON of its whole history. It is a cache: deleting it
+/// costs one read of the app's history, and a log it does not recognise
+/// (another database, a restored one) makes it start again.
+///
+/// It holds the attribute paths it was asked for (and those of the
+/// configured funnels); a query reading a new path reads the history again
+/// with it.
+struct ColumnStore {
+    struct Manifest: Codable, Equatable {
+        static let format = 1
+        var format = Manifest.format
+        var database: String
+        var app: String
+        var checkpoint: Checkpoint
+        var paths: [String]
+        /// Segment directory names and their event counts.
+        var segments: [Segment]
+        var nextSegment = 0
+        /// Valid bytes of each string table file.
+        var tableBytes: [String: Int] = [:]
+
+        struct Segment: Codable, Equatable {
+            var name: String
+            var count: Int
+        }
+    }
+
+    /// What a refresh did, for the caller to say.
+    struct Refresh: Sendable {
+        var events: Int
+        var newEvents: Int
+        var rebuilt: Bool
+        var seconds: Double
+    }
+
+    let directory: URL
+    let app: String
+
+    /// At most this many segments; more are merged into one.
+    static let maximumSegments = 8
+
+    init(root: URL, database: String, app: String) {
+        self.app = app
+        directory = root.appendingPathComponent(Self.key(database)).appendingPathComponent(Self.key(app))
+    }
+
+    /// A file-system-safe name for `text`: FNV-1a in hex, plus the text's safe characters for a reader.
+    static func key(_ text: String) -> String {
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in text.utf8 {
+            hash ^= UInt64(byte)
+            hash &*= 0x100_0000_01b3
+        }
+        let readable = String(text.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }.prefix(24))
+        return "\(readable)-\(String(hash, radix: 16))"
+    }
+
+    /// Who the log is: the database's name and object id on its server.
+    static func databaseIdentity(_ c: Connection) throws -> String {
+        let row = try c.query(
+            "SELECT current_database(), (SELECT oid::text FROM pg_database WHERE datname = current_database()), coalesce(inet_server_addr()::text, 'local'), coalesce(inet_server_port(), 0)::text"
+        ).first
+        guard let row else { throw ColumnStoreError.damaged("no database identity") }
+        return try (0..<4).map { try row.decode(String.self, at: $0) }.joined(separator: "/")
+    }
+
+    /// Brings the store up to the log as `c` sees it, holding at least
+    /// `paths` (and `keeping`, when it is read from the log again); then
+    /// hands `body` its columns, of the attributes only `paths`. `c` must be
+    /// in a REPEATABLE READ transaction, so the checkpoint is what was read.
+    func withColumns<T>(
+        _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], _ body: (Snapshot) throws -> T
+    ) throws -> (T, Refresh) {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let lock = try FileLock(directory.appendingPathComponent("lock"))
+        defer { lock.release() }
+        let started = Date()
+        let database = try Self.databaseIdentity(c)
+        let current = try Checkpoint.current(c)
+        var manifest = loadManifest()
+        var paths = wanted.union(keeping)
+        if let stored = manifest, stored.database == database, stored.app == app { paths.formUnion(stored.paths) }
+        if let stored = manifest,
+           stored.database != database || stored.app != app || stored.checkpoint.horizon > current.horizon || !wanted.isSubset(of: stored.paths) {
+            manifest = nil
+        }
+        var state: State
+        if let manifest, let loaded = try? load(manifest, reading: wanted) {
+            state = loaded
+        } else {
+            manifest = nil
+            try clear()
+            state = State(manifest: Manifest(database: database, app: app, checkpoint: .start, paths: paths.sorted(), segments: []))
+        }
+        let rebuilt = manifest == nil
+        let newEvents = try readNew(c, since: rebuilt ? nil : state.manifest.checkpoint, into: &state)
+        state.manifest.checkpoint = current
+        if newEvents > 0 || rebuilt { try save(&state) }
+        if state.manifest.segments.count > Self.maximumSegments { try compact(&state) }
+        let refresh = Refresh(events: state.columns.count, newEvents: newEvents, rebuilt: rebuilt, seconds: Date().timeIntervalSince(started))
+        return (try body(Snapshot(columns: state.columns, tables: state.tables, paths: state.manifest.paths)), refresh)
+    }
+
+    /// The columns and their string tables, as a query reads them.
+    struct Snapshot: Sendable {
+        let columns: EventColumns
+        let tables: Tables
+        let paths: [String]
+    }
+
+    struct Tables: Sendable {
+        var names = StringTable()
+        var ids = StringTable()
+        var values: [StringTable] = []
+    }
+
+    private struct State {
+        var manifest: Manifest
+        var columns = EventColumns(paths: 0)
+        var tables = Tables()
+        /// The segment read since `load`, not yet written.
+        var pending: (columns: EventColumns, messageIds: [String])?
+        /// The attribute columns loaded (the others are empty in `columns`).
+        var reading: Set<Int>
+
+        init(manifest: Manifest) {
+            self.manifest = manifest
+            columns = EventColumns(paths: manifest.paths.count)
+            reading = Set(manifest.paths.indices)
+            tables.values = Array(repeating: StringTable(), count: manifest.paths.count)
+        }
+    }
+
+    private var manifestFile: URL { directory.appendingPathComponent("manifest.json") }
+
+    private func loadManifest() -> Manifest? {
+        guard let data = try? Data(contentsOf: manifestFile), let manifest = try? JSONDecoder().decode(Manifest.self, from: data),
+              manifest.format == Manifest.format
+        else { return nil }
+        return manifest
+    }
+
+    private func load(_ manifest: Manifest, reading: Set<String>) throws -> State {
+        var state = State(manifest: manifest)
+        let columns = Set(manifest.paths.indices.filter { reading.contains(manifest.paths[$0]) })
+        state.reading = columns
+        for segment in manifest.segments {
+            state.columns.append(try EventColumns.load(
+                directory.appendingPathComponent(segment.name), count: segment.count, paths: manifest.paths.count, reading: columns))
+        }
+        state.tables.names = try StringTable.load(tableFile("names"), bytes: manifest.tableBytes["names"] ?? 0)
+        state.tables.ids = try StringTable.load(tableFile("ids"), bytes: manifest.tableBytes["ids"] ?? 0)
+        for index in manifest.paths.indices {
+            state.tables.values[index] = try StringTable.load(tableFile("values-\(index)"), bytes: manifest.tableBytes["values-\(index)"] ?? 0)
+        }
+        return state
+    }
+
+    private func tableFile(_ name: String) -> URL { directory.appendingPathComponent("\(name).strings") }
+
+    private func clear() throws {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in names where name != "lock" {
+            try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
+    }
+
+    /// Reads the app's events committed after `checkpoint` (all, when nil)
+    /// into a new pending segment; returns how many.
+    private func readNew(_ c: Connection, since checkpoint: Checkpoint?, into state: inout State) throws -> Int {
+        let paths = state.manifest.paths
+        try ScopeTable.bind(c, app: app, paths: paths)
+        var condition = ""
+        if let checkpoint {
+            try checkpoint.bind(c)
+            condition = " AND " + Checkpoint.newEventsCondition
+        }
+        let attributes = paths.enumerated().map { n, path in ", \(ScopeTable.root(of: path)) #>> \(ScopeTable.path(n))" }.joined()
+        let sql = """
+            COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id\(attributes)
+                  FROM events e WHERE e.app = \(ScopeTable.app)\(condition)) TO STDOUT (FORMAT binary)
+            """
+        var columns = EventColumns(paths: paths.count)
+        var messageIds: [String] = []
+        var row = BinaryCopyFields()
+        var kinds: [String: UInt8] = [:]
+        for (index, kind) in EventColumns.kinds.enumerated() { kinds[kind.rawValue] = UInt8(index) }
+        _ = try c.copyOut(sql) { message in
+            guard try row.read(message) else { return }
+            guard row.count == 6 + paths.count, let type = row.text(0), let kind = kinds[type], let time = row.timestamp(4),
+                  let messageId = row.text(5)
+            else {
+                throw PostgresError(.unexpectedResult, message: "unreadable event row for the explore store of app \(app)")
+            }
+            columns.kind.append(kind)
+            columns.name.append(state.tables.names.number(row.text(1)))
+            columns.anonymous.append(state.tables.ids.number(row.text(2)))
+            columns.user.append(state.tables.ids.number(row.text(3)))
+            columns.time.append(time)
+            messageIds.append(messageId)
+            for path in paths.indices {
+                columns.attributes[path].append(state.tables.values[path].number(row.text(6 + path)))
+            }
+        }
+        guard !messageIds.isEmpty else { return 0 }
+        columns.segmentStarts = []
+        state.pending = (columns, messageIds)
+        return messageIds.count
+    }
+
+    /// Writes the pending segment and the tables, then the manifest that vouches for them.
+    private func save(_ state: inout State) throws {
+        if let pending = state.pending {
+            let name = "segment-\(state.manifest.nextSegment)"
+            state.manifest.nextSegment += 1
+            let segment = directory.appendingPathComponent(name)
+            try? FileManager.default.removeItem(at: segment)
+            try pending.columns.save(segment, messageIds: pending.messageIds)
+            var written = pending.columns
+            written.messages = [try MessageIds(directory: segment, count: written.count)]
+            written.segmentStarts = [0]
+            state.columns.append(written)
+            state.manifest.segments.append(.init(name: name, count: written.count))
+            state.pending = nil
+        }
+        var bytes = state.manifest.tableBytes
+        bytes["names"] = try state.tables.names.save(tableFile("names"), bytes: bytes["names"] ?? 0)
+        bytes["ids"] = try state.tables.ids.save(tableFile("ids"), bytes: bytes["ids"] ?? 0)
+        for index in state.tables.values.indices {
+            bytes["values-\(index)"] = try state.tables.values[index].save(tableFile("values-\(index)"), bytes: bytes["values-\(index)"] ?? 0)
+        }
+        state.manifest.tableBytes = bytes
+        try writeManifest(state.manifest)
+    }
+
+    private func writeManifest(_ manifest: Manifest) throws {
+        let temporary = directory.appendingPathComponent("manifest.json.new")
+        try JSONEncoder().encode(manifest).write(to: temporary)
+        // rename(2) replaces the old manifest in one step: a reader sees the old one or the new.
+        guard rename(temporary.path, manifestFile.path) == 0 else { throw ColumnStoreError.unwritable(manifestFile.path) }
+    }
+
+    /// Merges every segment into one, so a store refreshed often stays a few files.
+    private func compact(_ state: inout State) throws {
+        if state.reading.count < state.manifest.paths.count {
+            let loaded = try load(state.manifest, reading: Set(state.manifest.paths))
+            state.columns = loaded.columns
+            state.reading = loaded.reading
+        }
+        let name = "segment-\(state.manifest.nextSegment)"
+        state.manifest.nextSegment += 1
+        let segment = directory.appendingPathComponent(name)
+        var ids: [String] = []
+        ids.reserveCapacity(state.columns.count)
+        for index in 0..<state.columns.count { ids.append(try state.columns.messageId(index)) }
+        try state.columns.save(segment, messageIds: ids)
+        let old = state.manifest.segments
+        state.manifest.segments = [.init(name: name, count: state.columns.count)]
+        try writeManifest(state.manifest)
+        state.columns.messages = [try MessageIds(directory: segment, count: state.columns.count)]
+        state.columns.segmentStarts = [0]
+        for segment in old { try? FileManager.default.removeItem(at: directory.appendingPathComponent(segment.name)) }
+    }
+}
+
+/// An exclusive `flock` on a file: two queries of one app refresh its store one after the other.
+struct FileLock {
+    private let descriptor: Int32
+
+    init(_ file: URL) throws {
+        descriptor = open(file.path, O_CREAT | O_RDWR, 0o644)
+        guard descriptor >= 0 else { throw ColumnStoreError.unwritable(file.path) }
+        guard flock(descriptor, LOCK_EX) == 0 else {
+            close(descriptor)
+            throw ColumnStoreError.unwritable(file.path)
+        }
+    }
+
+    func release() {
+        flock(descriptor, LOCK_UN)
+        close(descriptor)
+    }
+}

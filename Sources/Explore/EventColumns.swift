@@ -1,0 +1,142 @@
+import Foundation
+import Funnels
+
+/// Events of one app as columns, in no particular order: what a query-time
+/// funnel reads of the log, four or eight bytes per value. Names, identifiers
+/// and attribute values are numbers into the store's `StringTable`s (0: none).
+struct EventColumns: Sendable {
+    var time: [Int64] = []
+    var kind: [UInt8] = []
+    var name: [UInt32] = []
+    var anonymous: [UInt32] = []
+    var user: [UInt32] = []
+    /// One column per stored path, aligned with the manifest's `paths`.
+    var attributes: [[UInt32]] = []
+    /// Message ids, read one at a time when a person's events tie in time
+    /// (the engine orders ties by them); one file per segment.
+    var messages: [MessageIds] = []
+    /// Where each segment's events start, for `messages`.
+    var segmentStarts: [Int] = []
+
+    var count: Int { time.count }
+
+    init(paths: Int) {
+        attributes = Array(repeating: [], count: paths)
+    }
+
+    static let kinds = EventKind.allCases
+
+    /// Appends `other` (another segment), its message file with it.
+    mutating func append(_ other: EventColumns) {
+        let start = count
+        time += other.time
+        kind += other.kind
+        name += other.name
+        anonymous += other.anonymous
+        user += other.user
+        // A column not loaded here (empty while events are not) stays empty.
+        for index in attributes.indices where index < other.attributes.count && attributes[index].count == start {
+            attributes[index] += other.attributes[index]
+        }
+        for (segmentStart, messages) in zip(other.segmentStarts, other.messages) {
+            segmentStarts.append(start + segmentStart)
+            self.messages.append(messages)
+        }
+    }
+
+    /// The message id of event `index`.
+    func messageId(_ index: Int) throws -> String {
+        let segment = (segmentStarts.lastIndex { $0 <= index }) ?? 0
+        return try messages[segment].id(index - segmentStarts[segment])
+    }
+
+    // MARK: Files
+
+    private enum Column: String, CaseIterable {
+        case time = "time.i64", kind = "kind.u8", name = "name.u32", anonymous = "anonymous.u32", user = "user.u32"
+    }
+
+    static func attributeFile(_ path: Int) -> String { "path-\(path).u32" }
+
+    /// Reads a segment of `count` events written by `save`, of its `paths`
+    /// attribute columns only those in `reading` (the others stay empty).
+    static func load(_ directory: URL, count: Int, paths: Int, reading: Set<Int>) throws -> EventColumns {
+        func file(_ name: String) -> URL { directory.appendingPathComponent(name) }
+        var columns = EventColumns(paths: paths)
+        columns.time = try ColumnFile.values(file(Column.time.rawValue), count: count)
+        columns.kind = try ColumnFile.values(file(Column.kind.rawValue), count: count)
+        columns.name = try ColumnFile.values(file(Column.name.rawValue), count: count)
+        columns.anonymous = try ColumnFile.values(file(Column.anonymous.rawValue), count: count)
+        columns.user = try ColumnFile.values(file(Column.user.rawValue), count: count)
+        for path in reading.sorted() where path < paths {
+            columns.attributes[path] = try ColumnFile.values(file(attributeFile(path)), count: count)
+        }
+        columns.messages = [try MessageIds(directory: directory, count: count)]
+        columns.segmentStarts = [0]
+        return columns
+    }
+
+    /// Writes the columns (and `messageIds`, this segment's, in event order) into `directory`.
+    func save(_ directory: URL, messageIds: [String]) throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        func file(_ name: String) -> URL { directory.appendingPathComponent(name) }
+        try ColumnFile.write(time, to: file(Column.time.rawValue))
+        try ColumnFile.write(kind, to: file(Column.kind.rawValue))
+        try ColumnFile.write(name, to: file(Column.name.rawValue))
+        try ColumnFile.write(anonymous, to: file(Column.anonymous.rawValue))
+        try ColumnFile.write(user, to: file(Column.user.rawValue))
+        for (path, values) in attributes.enumerated() { try ColumnFile.write(values, to: file(Self.attributeFile(path))) }
+        try MessageIds.write(messageIds, to: directory)
+    }
+}
+
+/// A segment's message ids: their bytes end to end, and where each starts.
+final class MessageIds: Sendable {
+    private let offsets: Int32
+    private let bytes: Int32
+    let count: Int
+
+    static let offsetsFile = "message.offsets.u64"
+    static let bytesFile = "message.bytes"
+
+    init(directory: URL, count: Int) throws {
+        offsets = open(directory.appendingPathComponent(Self.offsetsFile).path, O_RDONLY)
+        bytes = open(directory.appendingPathComponent(Self.bytesFile).path, O_RDONLY)
+        self.count = count
+        guard offsets >= 0, bytes >= 0 else {
+            if offsets >= 0 { close(offsets) }
+            if bytes >= 0 { close(bytes) }
+            throw ColumnStoreError.damaged("\(directory.lastPathComponent) has no message ids")
+        }
+    }
+
+    deinit {
+        close(offsets)
+        close(bytes)
+    }
+
+    /// The id of the segment's event `index` (positioned reads: safe from any thread).
+    func id(_ index: Int) throws -> String {
+        guard index >= 0, index < count else { throw ColumnStoreError.damaged("message \(index) of \(count)") }
+        var range = (UInt64(0), UInt64(0))
+        let read = withUnsafeMutableBytes(of: &range) { pread(offsets, $0.baseAddress, 16, off_t(index * 8)) }
+        let start = Int(UInt64(littleEndian: range.0)), end = Int(UInt64(littleEndian: range.1))
+        guard read == 16, end >= start else { throw ColumnStoreError.damaged("message offsets of event \(index)") }
+        var text = [UInt8](repeating: 0, count: end - start)
+        let got = text.withUnsafeMutableBytes { pread(bytes, $0.baseAddress, end - start, off_t(start)) }
+        guard got == end - start else { throw ColumnStoreError.damaged("message bytes of event \(index)") }
+        return String(decoding: text, as: UTF8.self)
+    }
+
+    static func write(_ ids: [String], to directory: URL) throws {
+        var bytes: [UInt8] = []
+        var offsets: [UInt64] = [0]
+        offsets.reserveCapacity(ids.count + 1)
+        for id in ids {
+            bytes.append(contentsOf: id.utf8)
+            offsets.append(UInt64(bytes.count))
+        }
+        try ColumnFile.write(offsets, to: directory.appendingPathComponent(offsetsFile))
+        try Data(bytes).write(to: directory.appendingPathComponent(bytesFile))
+    }
+}

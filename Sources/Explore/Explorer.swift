@@ -1,0 +1,83 @@
+import Dispatch
+public import Foundation
+import Funnels
+public import LibPQ
+import NIOConcurrencyHelpers
+
+/// Answers a funnel at query time from every event stored up to the query,
+/// with the nightly job's engine: the same identity merge, evaluator,
+/// tallies and report, so a funnel asked here and the same funnel
+/// configured give the same numbers at the same clock (docs/explore.md).
+/// It reads the app's `ColumnStore`, brought up to date first, and writes
+/// nothing to the database.
+public struct Explorer: Sendable {
+    public var cacheRoot: URL
+    /// Seconds a query may take, reading included (nil: no limit).
+    public var timeoutSeconds: Double?
+
+    public init(cacheRoot: URL = Explorer.defaultCacheRoot, timeoutSeconds: Double? = nil) {
+        self.cacheRoot = cacheRoot
+        self.timeoutSeconds = timeoutSeconds
+    }
+
+    /// Paths of Segment's context an analyst breaks down by most, kept in
+    /// every store so a first breakdown by one of them reads no history.
+    public static let standardPaths: Set<String> = [
+        "context.os.name", "context.os.version", "context.app.version", "context.app.build", "context.device.type",
+        "context.device.model", "context.locale", "context.library.name", "context.campaign.source", "context.campaign.name",
+    ]
+
+    /// `$ONRAMP_EXPLORE_CACHE`, else `$XDG_CACHE_HOME/onramp/explore`, else `~/.cache/onramp/explore`.
+    public static var defaultCacheRoot: URL {
+        let environment = ProcessInfo.processInfo.environment
+        if let path = environment["ONRAMP_EXPLORE_CACHE"], !path.isEmpty { return URL(fileURLWithPath: path) }
+        let base = environment["XDG_CACHE_HOME"].flatMap { $0.isEmpty ? nil : URL(fileURLWithPath: $0) }
+            ?? FileManager.default.homeDirectoryForCurrentUser.appendingPathComponent(".cache")
+        return base.appendingPathComponent("onramp").appendingPathComponent("explore")
+    }
+
+    /// The answer to `query`, read on `c` (in a transaction of its own).
+    /// `keeping`: attribute paths the store should hold beside the query's
+    /// when it reads the log whole (the configured funnels'), so the next
+    /// query on one of them does not read it again.
+    public func answer(_ query: FunnelQuery, on c: Connection, keeping: Set<String> = []) throws -> FunnelAnswer {
+        guard TimeZone(identifier: query.timeZone) != nil else { throw ExploreError.unknownTimeZone(query.timeZone) }
+        let deadline = timeoutSeconds.map { DispatchTime.now() + $0 }
+        return try c.transaction(isolation: .repeatableRead) { c in
+            if let timeoutSeconds {
+                try c.query("SELECT set_config('statement_timeout', $1, true)", [.text("\(Int((timeoutSeconds * 1000).rounded(.up)))ms")])
+            }
+            guard try c.query("SELECT EXISTS (SELECT 1 FROM events WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
+                throw ExploreError.unknownApp(query.funnel.app)
+            }
+            let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: query.funnel.app)
+            var evaluateSeconds = 0.0
+            let (counted, refresh) = try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths)) { snapshot in
+                let started = Date()
+                defer { evaluateSeconds = Date().timeIntervalSince(started) }
+                return try QueryEvaluation(query: query, snapshot: snapshot, deadline: deadline).run()
+            }
+            let (report, seconds) = counted.report(query)
+            return FunnelAnswer(
+                report: report, secondsToComplete: seconds,
+                histogram: TimeHistogram.bins(seconds, windowSeconds: query.funnel.windowSeconds),
+                events: refresh.events, newEvents: refresh.newEvents, storeRebuilt: refresh.rebuilt,
+                refreshSeconds: refresh.seconds, evaluateSeconds: evaluateSeconds)
+        }
+    }
+}
+
+/// Why a query could not be answered, worded for the analyst.
+public enum ExploreError: Error, CustomStringConvertible, Equatable {
+    case unknownApp(String)
+    case unknownTimeZone(String)
+    case timedOut(Double)
+
+    public var description: String {
+        switch self {
+        case .unknownApp(let app): "app: unknown app '\(app)' (the log holds no event of it)"
+        case .unknownTimeZone(let zone): "time zone: '\(zone)' is not an IANA time zone (e.g. Europe/Berlin)"
+        case .timedOut(let seconds): "the query ran longer than its timeout of \(seconds) s (raise --timeout, or narrow it)"
+        }
+    }
+}

@@ -1,0 +1,197 @@
+import Explore
+import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+import Projection
+import TestSupport
+import Testing
+
+/// A funnel asked at query time against the same funnel configured for the
+/// nightly job, on a real PostgreSQL: for random definitions (every option,
+/// filters, breakdowns) over a seeded log with identity merges, ties and
+/// late events, the reports are equal, and both agree with the reference:
+/// persons and their events read back with plain SQL, identities linked in
+/// SQL, and each person's level found by brute force.
+@Suite("query-time funnels against the nightly job, on a real PostgreSQL")
+struct QueryTimeTests {
+    static let app = "x"
+    static let names = ["a", "b", "c", "d"]
+
+    /// Persons' histories for app x: anonymous at first, some identified
+    /// later (an identify carries both ids), a few anonymous ids seen with
+    /// two users (the earliest wins; at one time, the smaller id), events at
+    /// the same second, screens and pages among the tracks.
+    static func log(seed: UInt64, persons: Int) -> [SeedEvent] {
+        var rng = SplitMix(seed: seed)
+        let day: Int64 = 86_400_000_000
+        let base = (Timestamps.microseconds(Date()) / day - 6) * day
+        var events: [SeedEvent] = []
+        for p in 0..<persons {
+            let anonymous = "a\(p)"
+            let user: String? = rng.next() % 2 == 0 ? "u\(p % (persons / 2))" : nil
+            var t = base + Int64(rng.next() % 5) * day + Int64(rng.next() % 86_400) * 1_000_000
+            let count = 3 + Int(rng.next() % 10)
+            var identified = false
+            for n in 0..<count {
+                t += Int64(rng.next() % 4) * Int64([1, 10, 120, 1_800][Int(rng.next() % 4)]) * 1_000_000
+                if let user, !identified, rng.next() % 3 == 0 {
+                    identified = true
+                    events.append(SeedEvent(app: app, type: "identify", messageId: "\(p)-\(n)-id", anonymousId: anonymous, userId: user, timestamp: t))
+                    if rng.next() % 6 == 0 {  // the same device, another account, at the same time or later
+                        events.append(SeedEvent(
+                            app: app, type: "identify", messageId: "\(p)-\(n)-id2", anonymousId: anonymous,
+                            userId: "u\(Int(rng.next() % UInt64(persons)))", timestamp: t + Int64(rng.next() % 2) * 1_000_000))
+                    }
+                }
+                var properties: [String: String] = [:]
+                if rng.next() % 4 != 0 { properties["x"] = String(rng.next() % 2) }
+                if rng.next() % 3 != 0 { properties["y"] = String(rng.next() % 3) }
+                let pick = rng.next() % 12
+                let (type, name): (String, String?) =
+                    pick == 0 ? ("page", "home") : pick == 1 ? ("screen", names[Int(rng.next() % 2)])
+                    : pick == 2 ? ("track", ["e", "hb"][Int(rng.next() % 2)]) : ("track", names[Int(rng.next() % 4)])
+                events.append(SeedEvent(
+                    app: app, type: type, messageId: "\(p)-\(n)", event: name, anonymousId: anonymous,
+                    userId: identified ? user : nil, timestamp: t, properties: EventSeeder.json(properties),
+                    context: p % 3 == 0 ? #"{"os": {"name": "Android"}}"# : #"{"os": {"name": "iOS"}}"#))
+            }
+        }
+        return events
+    }
+
+    static func randomMatcher(_ rng: inout SplitMix) -> EventMatcher {
+        let conditions: [String: String] = rng.next() % 5 == 0 ? ["properties.x": String(rng.next() % 2)] : [:]
+        let name = names[Int(rng.next() % 4)]
+        return rng.next() % 8 == 0 && ["a", "b"].contains(name) ? .screen(name, where: conditions) : .event(name, where: conditions)
+    }
+
+    static func randomFunnel(_ rng: inout SplitMix, index: Int) -> Funnel {
+        let order = Funnel.Order.allCases[Int(rng.next() % 3)]
+        let requiredCount = 2 + Int(rng.next() % 3)
+        var steps: [FunnelStep] = []
+        for position in 0..<requiredCount {
+            if order != .any && position > 0 && rng.next() % 6 == 0 { steps.append(FunnelStep(randomMatcher(&rng), isOptional: true)) }
+            var step = FunnelStep(matchers: rng.next() % 5 == 0 ? [randomMatcher(&rng), randomMatcher(&rng)] : [randomMatcher(&rng)])
+            if order != .any && position > 0 && rng.next() % 3 == 0 { step.within = [10, 120, 1_800][Int(rng.next() % 3)] }
+            steps.append(step)
+        }
+        var funnel = Funnel(
+            name: "random_\(index)", app: app, windowSeconds: [60, 600, 3_600, 86_400][Int(rng.next() % 4)], steps: steps,
+            breakdowns: rng.next() % 2 == 0 ? ["properties.y", "context.os.name"] : ["context.os.name"])
+        funnel.order = order
+        if rng.next() % 4 == 0 { funnel.hold = ["properties.x"] }
+        if order == .strict && rng.next() % 2 == 0 { funnel.ignore = [.event("hb")] }
+        if rng.next() % 3 == 0 {
+            var exclusion = Exclusion(.event(["e", "hb"][Int(rng.next() % 2)]))
+            let required = funnel.requiredStepIndices
+            if order != .any && rng.next() % 2 == 0 { exclusion.between = required[0]...required[1] }
+            funnel.exclusions = [exclusion]
+        }
+        if rng.next() % 3 == 0 { funnel.attribution = .lastStep }
+        return funnel
+    }
+
+    @Test("random definitions: query time equals the nightly job at the same clock, and the reference")
+    func randomDefinitions() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("explore-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let events = Self.log(seed: 5, persons: 400)
+        // Most of the log first; the rest arrives after the store was built, some of it late (earlier times).
+        let cut = events.count * 4 / 5
+        try await pool.withConnection { c in try EventSeeder.insert(c, Array(events[..<cut])) }
+        var rng = SplitMix(seed: 9)
+        let explorer = Explorer(cacheRoot: cache)
+        let now = Timestamps.microseconds(Date())
+        let firstQuery = FunnelQuery(funnel: Self.randomFunnel(&rng, index: 0), timeZone: "UTC", now: now)
+        let first = try await pool.withConnection { c in try explorer.answer(firstQuery, on: c, keeping: ["properties.x", "properties.y"]) }
+        #expect(first.storeRebuilt && first.events == cut)
+        try await pool.withConnection { c in try EventSeeder.insert(c, Array(events[cut...])) }
+
+        var seen: [String: Int] = [:]
+        for index in 1...24 {
+            let funnel = Self.randomFunnel(&rng, index: index)
+            let zone = ["UTC", "America/Los_Angeles", "Asia/Tokyo"][index % 3]
+            var query = FunnelQuery(funnel: funnel, timeZone: zone, now: now)
+            query.diagnostics = true
+            query.retention = index % 2 == 0
+            if index % 5 == 0 {
+                let days = Set(events.map { CohortCalendar.day(of: $0.timestamp, in: TimeZone(identifier: zone) ?? .gmt) }).sorted()
+                query.from = days[1]
+                query.to = days[days.count - 2]
+            }
+            let asked = query
+            let answer = try await pool.withConnection { c in try explorer.answer(asked, on: c) }
+            #expect(!answer.storeRebuilt, "the store is kept, not read again")
+            #expect(answer.events == events.count)
+
+            let configuration = FunnelConfiguration(reportTimeZone: zone, apps: [AppConfiguration(name: Self.app)], funnels: [funnel])
+            let job = ProjectionJob(configuration: configuration, showProgress: false)
+            let nightly = try await pool.withConnection { c in
+                _ = try job.run(c, mode: .rebuild, now: now)
+                return try ReportQuery(from: asked.from, to: asked.to).results(c, configuration: configuration, now: now)
+            }
+            var expected = try #require(nightly.first).report
+            if !query.retention { expected.retention = nil }
+            let context = Comment(rawValue: "definition \(index): \(funnel)")
+            #expect(answer.report == expected, context)
+            #expect(answer.secondsToComplete == nightly.first?.secondsToComplete, context)
+            #expect(answer.report.started > 0, context)
+
+            // The reference, for definitions without exclusions (whose rule the property tests check).
+            if funnel.exclusions.isEmpty, query.from == nil {
+                let levels = try await pool.withConnection { c in try Self.referenceLevels(c, funnel: funnel) }
+                let required = funnel.requiredStepIndices
+                #expect(answer.report.started == levels.filter { $0 >= 1 }.count, context)
+                for (position, step) in required.enumerated() {
+                    #expect(answer.report.steps[step].persons == levels.filter { $0 > position }.count, context)
+                }
+                seen["reference", default: 0] += 1
+            }
+            seen["\(funnel.order)", default: 0] += 1
+            if !funnel.hold.isEmpty { seen["hold", default: 0] += 1 }
+            if answer.report.completed > 0 { seen["completed", default: 0] += 1 }
+        }
+        #expect(seen["reference", default: 0] >= 8 && seen["strict", default: 0] >= 3 && seen["any", default: 0] >= 3, "\(seen)")
+        await pool.close()
+        try await db.drop()
+    }
+
+    /// Each person's level by brute force, from the log read with plain SQL:
+    /// the person is the user id, else the user first seen with the
+    /// anonymous id (the smaller at one time), else the anonymous id.
+    static func referenceLevels(_ c: Connection, funnel: Funnel) throws -> [Int] {
+        var persons: [String: [FunnelEvent]] = [:]
+        let paths = Array(funnel.referencedPaths).sorted()
+        try c.forEachRow(
+            """
+            WITH links AS (
+                SELECT DISTINCT ON (anonymous_id) anonymous_id, user_id FROM events
+                WHERE app = $1 AND anonymous_id IS NOT NULL AND user_id IS NOT NULL
+                ORDER BY anonymous_id, "timestamp", user_id COLLATE "C"
+            )
+            SELECT coalesce(e.user_id, l.user_id, e.anonymous_id), e.message_id, e.type, e.event,
+                   (extract(epoch FROM e."timestamp") * 1000000)::int8, e.properties::text, e.context::text
+            FROM events e LEFT JOIN links l ON l.anonymous_id = e.anonymous_id
+            WHERE e.app = $1
+            """, [.text(funnel.app)]
+        ) { row in
+            let properties = try JSONSerialization.jsonObject(with: Data(try row.decode(String.self, at: 5).utf8)) as? [String: Any] ?? [:]
+            let context = try JSONSerialization.jsonObject(with: Data(try row.decode(String.self, at: 6).utf8)) as? [String: Any] ?? [:]
+            var attributes: [String: String] = [:]
+            for path in paths {
+                let parts = path.split(separator: ".").map(String.init)
+                var node: Any? = parts[0] == "properties" ? properties : parts[0] == "context" ? context : nil
+                for part in parts.dropFirst() { node = (node as? [String: Any])?[part] }
+                if let value = node as? String { attributes[path] = value }
+            }
+            let event = FunnelEvent(
+                messageId: try row.decode(String.self, at: 1), kind: EventKind(rawValue: try row.decode(String.self, at: 2)) ?? .track,
+                name: try row.decode(String?.self, at: 3), timestamp: try row.decode(Int64.self, at: 4), attributes: attributes)
+            persons[try row.decode(String.self, at: 0), default: []].append(event)
+        }
+        return persons.values.map { FunnelReference.bruteForce(events: $0, funnel: funnel).level }
+    }
+}
