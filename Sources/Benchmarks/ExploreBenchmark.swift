@@ -1,0 +1,247 @@
+public import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+public import Simulation
+
+/// `onramp-bench explore` (BENCHMARKS.md, "Explore"): query-time funnels
+/// from fresh `onramp funnel` processes over a generated history, against
+/// the plain-SQL funnel and, when the `chdb` Python package is installed,
+/// ClickHouse's `windowFunnel` (chDB) over the same events exported to Parquet.
+public struct ExploreBenchmark: Sendable {
+    public struct QueryRun: Sendable, Codable {
+        public var name: String
+        public var definition: String
+        /// Fresh process, the store built: the first time this definition is asked.
+        public var firstSeconds: Double
+        /// Fresh processes again, caches warm: the best of the repeats.
+        public var repeatedSeconds: Double
+        public var repeatedSamples: [Double]
+        public var started: Int
+        public var completed: Int
+    }
+
+    public struct Result: Sendable, Codable {
+        public var events: Int
+        public var appEvents: Int
+        public var loadSeconds: Double
+        /// The first query ever: the store read from the whole log.
+        public var storeBuildSeconds: Double
+        public var storeBytes: Int
+        public var logBytes: Int
+        public var queries: [QueryRun]
+        /// The 12-step funnel in one SQL query (`SQLFunnel`).
+        public var sqlSeconds: Double
+        public var sqlStepPersons: [Int]
+        /// chDB's `windowFunnel`, q1's steps and breakdown: first run (fresh process) and best of the repeats; nil without chdb.
+        public var chdbFirstSeconds: Double?
+        public var chdbBestSeconds: Double?
+        public var chdbStepPersons: [Int]?
+        public var chdbNote: String?
+    }
+
+    public var events: Int
+    public var laterUse: LaterUse
+    public var repeats: Int
+    public var executable: String
+    public var python: String
+    public var serverURL: String?
+    public var migrations: URL
+    public var log: @Sendable (String) -> Void
+
+    public init(
+        events: Int, laterUse: LaterUse = LaterUse(), repeats: Int = 3, executable: String, python: String, serverURL: String?,
+        migrations: URL, log: @escaping @Sendable (String) -> Void
+    ) {
+        self.events = events
+        self.laterUse = laterUse
+        self.repeats = max(1, repeats)
+        self.executable = executable
+        self.python = python
+        self.serverURL = serverURL
+        self.migrations = migrations
+        self.log = log
+    }
+
+    static let yokedSteps = [
+        "onboarding_started", "phone_entered", "otp_verified", "age_verified", "profile_created", "location_allowed",
+        "questionnaire_started", "questionnaire_completed", "profiling_completed", "verification_consent_given",
+        "verification_completed", "onboarding_completed",
+    ]
+
+    /// q1: the 12-step funnel by OS; q2: a `where` and a window per step; q3: `hold`.
+    static let definitions: [(name: String, yaml: String)] = [
+        ("q1", """
+            name: q1_yoked_by_os
+            app: yoked
+            window: 24h
+            breakdowns: [context.os.name]
+            steps: [\(yokedSteps.map { "{event: \($0)}" }.joined(separator: ", "))]
+            """),
+        ("q2", """
+            name: q2_otp_within_2m
+            app: yoked
+            window: 1h
+            breakdowns: [context.device.type]
+            steps:
+              - {event: phone_entered, where: {context.app.version: 2.3.0}}
+              - {event: otp_verified, within: 2m}
+              - event: profile_created
+            """),
+        ("q3", """
+            name: q3_yoked_same_version
+            app: yoked
+            window: 24h
+            hold: [context.app.version]
+            breakdowns: [context.os.name]
+            steps: [\(yokedSteps.map { "{event: \($0)}" }.joined(separator: ", "))]
+            """),
+    ]
+
+    public func run() async throws -> Result {
+        try await BenchDatabase.with(serverURL: serverURL, migrations: migrations) { try await run(on: $0) }
+    }
+
+    private func run(on database: BenchDatabase) async throws -> Result {
+        let pool = ConnectionPool(url: database.url, maxConnections: 1)
+        defer { Task { await pool.close() } }
+        let now = Date()
+        let events = self.events, laterUse = self.laterUse
+        log("writing about \(events) events over 30 days with COPY (later use ×\(laterUse.scale)) …")
+        let (written, load) = try await measure {
+            try await pool.withConnection { c in
+                try LogWriter.append(c, count: events, from: now.addingTimeInterval(-30 * 86_400), to: now, seed: 1, prefix: "h", laterUse: laterUse)
+            }
+        }
+        try await pool.query("VACUUM ANALYZE events")
+        let appEvents = try await pool.query("SELECT count(*) FROM events WHERE app = 'yoked'").scalar(Int.self)
+        let logBytes = try await pool.query("SELECT sum(pg_total_relation_size(c.oid))::int8 FROM pg_class c WHERE c.relname LIKE 'events%' AND c.relkind IN ('r', 'i', 't')").scalar(Int.self)
+
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-explore-bench-\(UUID().uuidString)")
+        let cache = directory.appendingPathComponent("cache")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let asOf = Timestamps.format(microseconds: Timestamps.microseconds(now))
+        func ask(_ file: URL) throws -> (Double, [String: Any]) {
+            let run = try ChildProcess.run([
+                executable, "funnel", "--definition", file.path, "--database-url", database.url, "--cache", cache.path,
+                "--as-of", asOf, "--format", "json", "--quiet",
+            ])
+            guard run.exit.status == 0, let start = run.output.firstIndex(of: "{"),
+                  let json = try JSONSerialization.jsonObject(with: Data(run.output[start...].utf8)) as? [String: Any]
+            else { throw BenchError("onramp funnel failed: \(run.output.suffix(2000))") }
+            return (run.exit.seconds, json)
+        }
+        var files: [URL] = []
+        for (name, yaml) in Self.definitions {
+            let file = directory.appendingPathComponent("\(name).yaml")
+            try yaml.write(to: file, atomically: true, encoding: .utf8)
+            files.append(file)
+        }
+        log("the first query ever: the store read from the log …")
+        let (build, _) = try ask(files[0])
+        var queries: [QueryRun] = []
+        for ((name, yaml), file) in zip(Self.definitions, files) {
+            log("\(name): first, then \(repeats) repeats, each a fresh onramp funnel …")
+            let (first, json) = try ask(file)
+            var samples: [Double] = []
+            for _ in 0..<repeats { samples.append(try ask(file).0) }
+            queries.append(QueryRun(
+                name: name, definition: yaml, firstSeconds: first, repeatedSeconds: samples.min() ?? first, repeatedSamples: samples,
+                started: json["started"] as? Int ?? 0, completed: json["completed"] as? Int ?? 0))
+        }
+        let storeBytes = Self.bytes(under: cache)
+
+        // The SQL funnel and chDB's export read the identity links the nightly job writes.
+        log("onramp rebuild (untimed), for the identity links the SQL funnel and chDB's export read …")
+        let rebuild = try ChildProcess.run([executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
+        guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
+        log("the 12-step funnel in plain SQL …")
+        let funnel = Funnel(name: "q1", app: "yoked", steps: Self.yokedSteps.map { FunnelStep(.event($0)) })
+        let (sqlPersons, sqlSeconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
+
+        var result = Result(
+            events: written, appEvents: appEvents, loadSeconds: load, storeBuildSeconds: build, storeBytes: storeBytes, logBytes: logBytes,
+            queries: queries, sqlSeconds: sqlSeconds, sqlStepPersons: sqlPersons)
+        try await chdb(pool, directory: directory, into: &result)
+        return result
+    }
+
+    /// Exports the events to Parquet (with chDB itself, untimed), then times
+    /// `windowFunnel` over them: the first run in a fresh process, and the
+    /// best of the repeats. Each event carries its person, merged as the
+    /// nightly job merges identities: chDB is handed the merge, its best case.
+    private func chdb(_ pool: ConnectionPool, directory: URL, into result: inout Result) async throws {
+        let probe = try ChildProcess.run([python, "-c", "import chdb"])
+        guard probe.exit.status == 0 else {
+            result.chdbNote = "chdb not importable by \(python) (pip install chdb): \(probe.output.suffix(300))"
+            log(result.chdbNote ?? "")
+            return
+        }
+        log("chDB: exporting the events to Parquet …")
+        let csv = directory.appendingPathComponent("events.csv")
+        guard FileManager.default.createFile(atPath: csv.path, contents: nil) else { throw BenchError("cannot create \(csv.path)") }
+        let handle = try FileHandle(forWritingTo: csv)
+        _ = try await pool.withConnection { c in
+            try c.copyOut(
+                """
+                COPY (SELECT e.app, e.type, coalesce(e.event, ''), coalesce(e.user_id, l.user_id, e.anonymous_id),
+                             (extract(epoch FROM e."timestamp") * 1000000)::int8, coalesce(e.context #>> '{os,name}', '')
+                      FROM events e LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id) TO STDOUT (FORMAT csv)
+                """
+            ) { try handle.write(contentsOf: Data($0)) }
+        }
+        try handle.close()
+        let parquet = directory.appendingPathComponent("events.parquet")
+        let script = directory.appendingPathComponent("windowfunnel.py")
+        try Self.chdbScript.write(to: script, atomically: true, encoding: .utf8)
+        let convert = try ChildProcess.run([python, script.path, "convert", csv.path, parquet.path])
+        guard convert.exit.status == 0 else { throw BenchError("chDB export failed: \(convert.output.suffix(2000))") }
+        try? FileManager.default.removeItem(at: csv)
+        let steps = Self.yokedSteps.joined(separator: ",")
+        let first = try ChildProcess.run([python, script.path, "query", parquet.path, steps, "1"])
+        let best = try ChildProcess.run([python, script.path, "query", parquet.path, steps, "\(repeats)"])
+        guard first.exit.status == 0, best.exit.status == 0,
+              let firstLine = first.output.split(separator: "\n").last, let bestLine = best.output.split(separator: "\n").last,
+              let firstJSON = try JSONSerialization.jsonObject(with: Data(firstLine.utf8)) as? [String: Any],
+              let bestJSON = try JSONSerialization.jsonObject(with: Data(bestLine.utf8)) as? [String: Any]
+        else { throw BenchError("chDB query failed: \(first.output.suffix(1000)) \(best.output.suffix(1000))") }
+        result.chdbFirstSeconds = (firstJSON["seconds"] as? [Double])?.first
+        result.chdbBestSeconds = (bestJSON["seconds"] as? [Double])?.min()
+        result.chdbStepPersons = bestJSON["reached"] as? [Int]
+    }
+
+    static func bytes(under directory: URL) -> Int {
+        guard let files = FileManager.default.enumerator(at: directory, includingPropertiesForKeys: [.fileSizeKey]) else { return 0 }
+        var total = 0
+        for case let file as URL in files { total += (try? file.resourceValues(forKeys: [.fileSizeKey]).fileSize) ?? 0 }
+        return total
+    }
+
+    /// `convert CSV PARQUET`, or `query PARQUET STEPS N`: N runs of q1's
+    /// windowFunnel in this process, printing their seconds and the persons
+    /// reaching each step as one JSON line.
+    static let chdbScript = """
+        import json, sys, time
+        import chdb
+
+        columns = "app String, type String, event String, person String, ts UInt64, os String"
+        if sys.argv[1] == "convert":
+            chdb.query(f"SELECT * FROM file('{sys.argv[2]}', CSV, '{columns}') INTO OUTFILE '{sys.argv[3]}' FORMAT Parquet")
+            sys.exit(0)
+        path, steps, runs = sys.argv[2], sys.argv[3].split(","), int(sys.argv[4])
+        conditions = ", ".join(f"event = '{s}'" for s in steps)
+        sql = (f"SELECT os, level, count() AS persons FROM ("
+               f" SELECT person, any(os) AS os, windowFunnel(86400000000)(ts, {conditions}) AS level"
+               f" FROM file('{path}', Parquet, '{columns}') WHERE app = 'yoked' GROUP BY person)"
+               f" GROUP BY os, level ORDER BY os, level")
+        seconds = []
+        for _ in range(runs):
+            start = time.perf_counter()
+            rows = chdb.query(sql, "JSONCompact")
+            seconds.append(time.perf_counter() - start)
+        data = json.loads(rows.bytes())["data"]
+        reached = [sum(int(r[2]) for r in data if int(r[1]) >= k) for k in range(1, len(steps) + 1)]
+        print(json.dumps({"seconds": seconds, "reached": reached}))
+        """
+}
