@@ -259,10 +259,8 @@ struct ColumnStore {
         let name = "segment-\(state.manifest.nextSegment)"
         state.manifest.nextSegment += 1
         let segment = directory.appendingPathComponent(name)
-        var ids: [String] = []
-        ids.reserveCapacity(state.columns.count)
-        for index in 0..<state.columns.count { ids.append(try state.columns.messageId(index)) }
-        try state.columns.save(segment, messageIds: ids)
+        try state.columns.save(segment, messageIds: nil)
+        try MessageIds.concatenate(state.manifest.segments.map { (directory.appendingPathComponent($0.name), $0.count) }, into: segment)
         let old = state.manifest.segments
         state.manifest.segments = [.init(name: name, count: state.columns.count)]
         try writeManifest(state.manifest)

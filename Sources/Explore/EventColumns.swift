@@ -44,7 +44,7 @@ struct EventColumns: Sendable {
         }
     }
 
-    /// The message id of event `index`.
+    /// The message id of event `index` (two positioned reads).
     func messageId(_ index: Int) throws -> String {
         let segment = (segmentStarts.lastIndex { $0 <= index }) ?? 0
         return try messages[segment].id(index - segmentStarts[segment])
@@ -76,8 +76,9 @@ struct EventColumns: Sendable {
         return columns
     }
 
-    /// Writes the columns (and `messageIds`, this segment's, in event order) into `directory`.
-    func save(_ directory: URL, messageIds: [String]) throws {
+    /// Writes the columns (and `messageIds`, this segment's, in event order;
+    /// nil when the caller writes them) into `directory`.
+    func save(_ directory: URL, messageIds: [String]?) throws {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         func file(_ name: String) -> URL { directory.appendingPathComponent(name) }
         try ColumnFile.write(time, to: file(Column.time.rawValue))
@@ -86,7 +87,7 @@ struct EventColumns: Sendable {
         try ColumnFile.write(anonymous, to: file(Column.anonymous.rawValue))
         try ColumnFile.write(user, to: file(Column.user.rawValue))
         for (path, values) in attributes.enumerated() { try ColumnFile.write(values, to: file(Self.attributeFile(path))) }
-        try MessageIds.write(messageIds, to: directory)
+        if let messageIds { try MessageIds.write(messageIds, to: directory) }
     }
 }
 
@@ -126,6 +127,21 @@ final class MessageIds: Sendable {
         let got = text.withUnsafeMutableBytes { pread(bytes, $0.baseAddress, end - start, off_t(start)) }
         guard got == end - start else { throw ColumnStoreError.damaged("message bytes of event \(index)") }
         return String(decoding: text, as: UTF8.self)
+    }
+
+    /// Writes the message ids of `segments`, end to end, into `directory`
+    /// (the store merging its segments): their bytes copied, their offsets shifted.
+    static func concatenate(_ segments: [(directory: URL, count: Int)], into directory: URL) throws {
+        var offsets: [UInt64] = [0]
+        var bytes = Data()
+        for segment in segments {
+            let own = try ColumnFile.values(segment.directory.appendingPathComponent(offsetsFile), count: segment.count + 1, as: UInt64.self)
+            let base = UInt64(bytes.count)
+            offsets += own.dropFirst().map { $0 + base }
+            bytes += try ColumnFile.read(segment.directory.appendingPathComponent(bytesFile), bytes: Int(own.last ?? 0))
+        }
+        try ColumnFile.write(offsets, to: directory.appendingPathComponent(offsetsFile))
+        try bytes.write(to: directory.appendingPathComponent(bytesFile))
     }
 
     static func write(_ ids: [String], to directory: URL) throws {

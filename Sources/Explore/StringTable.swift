@@ -29,12 +29,6 @@ struct StringTable: Sendable {
         return number
     }
 
-    /// The number of `text` if it is in the table.
-    func existing(_ text: String) -> UInt32? {
-        if !numbers.isEmpty { return numbers[text] }
-        return strings.firstIndex(of: text).map { UInt32($0 + 1) }
-    }
-
     private mutating func index() {
         numbers.reserveCapacity(strings.count)
         for (offset, string) in strings.enumerated() { numbers[string] = UInt32(offset + 1) }

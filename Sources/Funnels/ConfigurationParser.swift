@@ -177,6 +177,9 @@ struct ConfigurationParser {
             if let duplicate = firstDuplicate(breakdowns) {
                 throw reader.error("breakdowns", "'\(duplicate)' is listed twice")
             }
+            for (index, path) in breakdowns.enumerated() where !Self.isMessagePath(path) {
+                throw reader.error("breakdowns[\(index)]", "'\(path)' \(Self.pathExpected)")
+            }
         }
 
         guard let stepsNode = fields["steps"] else { throw reader.error("steps", "missing") }
@@ -271,10 +274,8 @@ struct ConfigurationParser {
             let paths = try reader.stringList(node, "hold")
             guard !paths.isEmpty else { throw reader.error("hold", "must list at least one path (leave it out to hold nothing)") }
             // Only these hold a message's paths; any other would leave every step event without the value.
-            for (index, path) in paths.enumerated()
-            where !Self.isDottedPath(path) || !["properties.", "context.", "traits."].contains(where: path.hasPrefix) {
-                throw reader.error(
-                    "hold[\(index)]", "'\(path)' is not a path under properties., context. or traits. (such as context.device.id)")
+            for (index, path) in paths.enumerated() where !Self.isMessagePath(path) {
+                throw reader.error("hold[\(index)]", "'\(path)' \(Self.pathExpected)")
             }
             if let duplicate = firstDuplicate(paths) { throw reader.error("hold", "'\(duplicate)' is listed twice") }
             funnel.hold = paths
@@ -343,9 +344,14 @@ struct ConfigurationParser {
         return exclusion
     }
 
-    private static func isDottedPath(_ path: String) -> Bool {
-        !path.isEmpty && !path.hasPrefix(".") && !path.hasSuffix(".") && !path.contains("..")
+    /// A dotted path under one of the message's three JSON roots: the only
+    /// places a funnel can read a value from, so any other path would
+    /// silently match nothing, hold nothing or break down as "(none)".
+    private static func isMessagePath(_ path: String) -> Bool {
+        !path.hasSuffix(".") && !path.contains("..") && ["properties.", "context.", "traits."].contains(where: path.hasPrefix)
     }
+
+    private static let pathExpected = "is not a path under properties., context. or traits. (such as context.os.name)"
 
     /// `retention:` — whole days from 0 to `RetentionSettings.maximumDay`,
     /// each once, and matchers for the events that show activity.
@@ -468,9 +474,7 @@ struct ConfigurationParser {
             let whereField = "\(field).where"
             let expected = "expected a mapping of path to value"
             for (path, value) in try reader.mapping(whereNode, whereField, expected: expected) {
-                guard !path.isEmpty, !path.hasPrefix("."), !path.hasSuffix("."), !path.contains("..") else {
-                    throw reader.error(whereField, "'\(path)' is not a dotted path such as properties.page")
-                }
+                guard Self.isMessagePath(path) else { throw reader.error(whereField, "'\(path)' \(Self.pathExpected)") }
                 conditions[path] = try reader.scalar(value, "\(whereField).\(path)", expected: "expected a single value to compare with")
             }
         }

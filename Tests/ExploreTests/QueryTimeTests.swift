@@ -159,6 +159,46 @@ struct QueryTimeTests {
         try await db.drop()
     }
 
+    @Test("a store brought up to date many times (its segments merged), or found damaged, answers as one read whole")
+    func storeKeptAndRepaired() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("explore-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let events = Self.log(seed: 21, persons: 200)
+        var rng = SplitMix(seed: 4)
+        let funnel = Self.randomFunnel(&rng, index: 0)
+        let now = Timestamps.microseconds(Date())
+        let query = FunnelQuery(funnel: funnel, timeZone: "UTC", now: now)
+        let kept = Explorer(cacheRoot: cache)
+        // Twelve deliveries, a query after each: more segments than the store keeps.
+        let batches = 12
+        var answers: [FunnelAnswer] = []
+        for batch in 0..<batches {
+            let part = Array(events[events.count * batch / batches..<events.count * (batch + 1) / batches])
+            try await pool.withConnection { c in try EventSeeder.insert(c, part) }
+            answers.append(try await pool.withConnection { c in try kept.answer(query, on: c) })
+        }
+        #expect(answers.map(\.newEvents).reduce(0, +) == events.count)
+        #expect(answers.filter(\.storeRebuilt).count == 1)
+        let segments = try FileManager.default.subpathsOfDirectory(atPath: cache.path).filter { $0.hasSuffix("time.i64") }
+        #expect(segments.count <= 8, "\(segments)")
+        let fresh = try await pool.withConnection { c in try Explorer(cacheRoot: cache.appendingPathComponent("fresh")).answer(query, on: c) }
+        #expect(fresh.storeRebuilt)
+        #expect(answers.last?.report == fresh.report)
+
+        // A column cut short: the store is read from the log again, and answers the same.
+        let column = try #require(segments.first.map { cache.appendingPathComponent($0) })
+        let handle = try FileHandle(forWritingTo: column)
+        try handle.truncate(atOffset: 8)
+        try handle.close()
+        let repaired = try await pool.withConnection { c in try kept.answer(query, on: c) }
+        #expect(repaired.storeRebuilt)
+        #expect(repaired.report == fresh.report)
+        await pool.close()
+        try await db.drop()
+    }
+
     /// Each person's level by brute force, from the log read with plain SQL:
     /// the person is the user id, else the user first seen with the
     /// anonymous id (the smaller at one time), else the anonymous id.

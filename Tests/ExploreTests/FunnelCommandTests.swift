@@ -1,0 +1,110 @@
+import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+import TestSupport
+import Testing
+
+/// `onramp funnel` as an analyst runs it: a definition file, the same
+/// funnel in flags, and the nightly report of that funnel configured,
+/// agree; bad input is named.
+@Suite("onramp funnel, the command")
+struct FunnelCommandTests {
+    static let definition = """
+        name: android_otp
+        app: yoked
+        window: 1h
+        breakdowns: [properties.auth_method]
+        steps:
+          - {event: phone_entered, where: {context.os.name: Android}}
+          - {event: otp_verified, within: 2m}
+          - event: profile_created
+        """
+
+    static func json(_ text: String) throws -> [String: Any] {
+        let start = try #require(text.firstIndex(of: "{"))
+        return try #require(try JSONSerialization.jsonObject(with: Data(text[start...].utf8)) as? [String: Any])
+    }
+
+    @Test("a definition file, the same funnel in flags and the nightly report of it configured give the same JSON")
+    func sameNumbersAsTheNight() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        var configuration = try FunnelConfiguration.default()
+        let funnel = try FunnelConfiguration.parseFunnel(yaml: Self.definition, source: "test")
+        configuration.funnels.append(funnel)
+        let events = EventSeeder.journeys(configuration: configuration, personsPerFunnel: 150, seed: 3, detours: true)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        await pool.close()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("funnel-command-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let definitionFile = directory.appendingPathComponent("android_otp.yaml")
+        try Self.definition.write(to: definitionFile, atomically: true, encoding: .utf8)
+        let configurationFile = directory.appendingPathComponent("funnels.yaml")
+        let entry = Self.definition.split(separator: "\n").enumerated()
+            .map { $0.offset == 0 ? "  - \($0.element)" : "    \($0.element)" }.joined(separator: "\n")
+        try ("apps: [{name: yoked}]\nfunnels:\n" + entry + "\n").write(to: configurationFile, atomically: true, encoding: .utf8)
+        let cache = directory.appendingPathComponent("cache").path
+
+        let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", configurationFile.path, "--quiet", "--format", "json"])
+        #expect(report.status == 0, "\(report.stderr)")
+        let night = try Self.json(report.stdout)
+        let asOf = try #require(night["generated_at"] as? String)
+        var configured = try #require((night["funnels"] as? [[String: Any]])?.first { $0["funnel"] as? String == "android_otp" })
+
+        let asked = try OnrampBinary.run([
+            "funnel", "--database-url", db.url, "--definition", definitionFile.path, "--as-of", asOf, "--format", "json", "--cache", cache,
+            "--diagnostics", "--retention",
+        ])
+        #expect(asked.status == 0, "\(asked.stderr)")
+        #expect(asked.stderr.contains("columns read from the whole log"), "\(asked.stderr)")
+        let now = try Self.json(asked.stdout)
+        // Whether the night recomputed the funnel is the night's own.
+        configured["recomputed"] = nil
+        for (key, value) in configured {
+            #expect(NSDictionary(dictionary: [key: value]).isEqual(to: [key: now[key] as Any]), "\(key): \(value) ≠ \(now[key] ?? "nothing")")
+        }
+        #expect((configured["started"] as? Int ?? 0) > 10)
+        let trends = try #require(now["trends"] as? [[String: Any]])
+        #expect(trends.map { $0["started"] as? Int ?? 0 }.reduce(0, +) == configured["started"] as? Int)
+        let histogram = try #require(now["time_to_convert"] as? [[String: Any]])
+        #expect(histogram.map { $0["persons"] as? Int ?? 0 }.reduce(0, +) == configured["completed"] as? Int)
+
+        let flags = try OnrampBinary.run([
+            "funnel", "--database-url", db.url, "--app", "yoked", "--name", "android_otp", "--window", "1h",
+            "--breakdown", "properties.auth_method", "--step", "phone_entered where context.os.name=Android",
+            "--step", "otp_verified within 2m", "--step", "profile_created", "--as-of", asOf, "--format", "json", "--cache", cache,
+            "--diagnostics", "--retention",
+        ])
+        #expect(flags.status == 0, "\(flags.stderr)")
+        #expect(flags.stderr.contains(", 0 new"), "the store is kept between queries: \(flags.stderr)")
+        let fromFlags = try Self.json(flags.stdout)
+        for key in configured.keys {
+            #expect(NSDictionary(dictionary: [key: configured[key] as Any]).isEqual(to: [key: fromFlags[key] as Any]), "\(key)")
+        }
+
+        let table = try OnrampBinary.run(["funnel", "--database-url", db.url, "--definition", definitionFile.path, "--cache", cache, "--quiet"])
+        #expect(table.status == 0 && table.stdout.contains("android_otp") && table.stdout.contains("otp_verified"), "\(table.stdout)")
+        let html = try OnrampBinary.run(["funnel", "--database-url", db.url, "--definition", definitionFile.path, "--cache", cache, "--format", "html", "--quiet"])
+        #expect(html.status == 0 && html.stdout.hasPrefix("<!DOCTYPE html>") && html.stdout.contains("completion-rate"))
+
+        // Bad input: named, never a crash.
+        let cases: [([String], String)] = [
+            (["--app", "nope", "--step", "a", "--step", "b"], "unknown app 'nope'"),
+            (["--app", "yoked", "--step", "onboarding_started"], "at least two steps"),
+            (["--app", "yoked", "--step", "a", "--step", "b", "--window", "0"], "window"),
+            (["--app", "yoked", "--step", "a", "--step", "b", "--breakdown", "os.name"], "breakdowns"),
+            (["--app", "yoked", "--step", "a", "--step", "b within soon"], "within"),
+            (["--app", "yoked", "--step", "a where nothing", "--step", "b"], "PATH=VALUE"),
+            (["--definition", configurationFile.path], "not a whole configuration"),
+            (["--app", "yoked", "--step", "a", "--step", "b", "--from", "yesterday"], "--from"),
+        ]
+        for (arguments, message) in cases {
+            let run = try OnrampBinary.run(["funnel", "--database-url", db.url, "--cache", cache] + arguments)
+            #expect(run.status != 0 && run.status < 128, "\(arguments)")
+            #expect(run.stderr.contains(message), "\(arguments): \(run.stderr)")
+        }
+        try await db.drop()
+    }
+}
