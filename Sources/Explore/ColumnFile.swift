@@ -12,16 +12,26 @@ enum ColumnFile {
         return data
     }
 
-    /// `count` values of `T` from `file`.
+    /// `count` values of `T` from `file`, read straight into the array.
     static func values<T: FixedWidthInteger>(_ file: URL, count: Int, as: T.Type = T.self) throws -> [T] {
         guard count > 0 else { return [] }
-        let data = try read(file, bytes: count * MemoryLayout<T>.stride)
-        return [T](unsafeUninitializedCapacity: count) { buffer, initialized in
-            data.withUnsafeBytes { raw in
-                _ = raw.copyBytes(to: UnsafeMutableRawBufferPointer(buffer))
+        let descriptor = open(file.path, O_RDONLY)
+        guard descriptor >= 0 else { throw ColumnStoreError.damaged("\(file.lastPathComponent) is missing") }
+        defer { close(descriptor) }
+        let bytes = count * MemoryLayout<T>.stride
+        var done = 0
+        let values = [T](unsafeUninitializedCapacity: count) { buffer, initialized in
+            let raw = UnsafeMutableRawBufferPointer(buffer)
+            while done < bytes {
+                let got = pread(descriptor, raw.baseAddress.map { $0 + done }, bytes - done, off_t(done))
+                guard got > 0 else { break }
+                done += got
             }
-            initialized = count
-        }.map { T(littleEndian: $0) }
+            initialized = done == bytes ? count : 0
+        }
+        guard done == bytes else { throw ColumnStoreError.damaged("\(file.lastPathComponent) is shorter than its manifest says") }
+        // The files are little-endian, as the machines this runs on are.
+        return 1.littleEndian == 1 ? values : values.map { T(littleEndian: $0) }
     }
 
     static func write<T: FixedWidthInteger>(_ values: [T], to file: URL) throws {

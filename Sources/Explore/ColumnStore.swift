@@ -16,7 +16,7 @@ import Projection
 /// with it.
 struct ColumnStore {
     struct Manifest: Codable, Equatable {
-        static let format = 1
+        static let format = 2
         var format = Manifest.format
         var database: String
         var app: String
@@ -25,8 +25,9 @@ struct ColumnStore {
         /// Segment directory names and their event counts.
         var segments: [Segment]
         var nextSegment = 0
-        /// Valid bytes of each string table file.
+        /// Valid bytes of each string table file, and its strings.
         var tableBytes: [String: Int] = [:]
+        var tableCounts: [String: Int] = [:]
 
         struct Segment: Codable, Equatable {
             var name: String
@@ -75,10 +76,11 @@ struct ColumnStore {
 
     /// Brings the store up to the log as `c` sees it, holding at least
     /// `paths` (and `keeping`, when it is read from the log again); then
-    /// hands `body` its columns, of the attributes only `paths`. `c` must be
-    /// in a REPEATABLE READ transaction, so the checkpoint is what was read.
+    /// hands `body` the store as it now is, whose columns are read from disk
+    /// only if `body` asks (an answer already counted needs none). `c` must
+    /// be in a REPEATABLE READ transaction, so the checkpoint is what was read.
     func withColumns<T>(
-        _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], _ body: (Snapshot) throws -> T
+        _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], _ body: (Stored) throws -> T
     ) throws -> (T, Refresh) {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let lock = try FileLock(directory.appendingPathComponent("lock"))
@@ -94,49 +96,85 @@ struct ColumnStore {
             manifest = nil
         }
         var state: State
-        if let manifest, let loaded = try? load(manifest, reading: wanted) {
-            state = loaded
+        if let manifest, let names = try? StringTable.load(tableFile("names"), bytes: manifest.tableBytes["names"] ?? 0) {
+            state = State(manifest: manifest, names: names)
         } else {
             manifest = nil
             try clear()
-            state = State(manifest: Manifest(database: database, app: app, checkpoint: .start, paths: paths.sorted(), segments: []))
+            state = State(empty: Manifest(database: database, app: app, checkpoint: .start, paths: paths.sorted(), segments: []))
         }
         let rebuilt = manifest == nil
         let newEvents = try readNew(c, since: rebuilt ? nil : state.manifest.checkpoint, into: &state)
         state.manifest.checkpoint = current
-        if newEvents > 0 || rebuilt { try save(&state) }
+        // The manifest too when nothing was new: the next query's read starts from here.
+        try save(&state)
         if state.manifest.segments.count > Self.maximumSegments { try compact(&state) }
-        let refresh = Refresh(events: state.columns.count, newEvents: newEvents, rebuilt: rebuilt, seconds: Date().timeIntervalSince(started))
-        return (try body(Snapshot(columns: state.columns, tables: state.tables, paths: state.manifest.paths)), refresh)
+        let events = state.manifest.segments.map(\.count).reduce(0, +)
+        let refresh = Refresh(events: events, newEvents: newEvents, rebuilt: rebuilt, seconds: Date().timeIntervalSince(started))
+        let value = try body(Stored(store: self, manifest: state.manifest, names: state.tables.names, events: events))
+        return (value, refresh)
     }
 
-    /// The columns and their string tables, as a query reads them.
+    /// The store after its refresh: how many events it holds, and its columns on request.
+    struct Stored {
+        let store: ColumnStore
+        let manifest: Manifest
+        let names: StringTable
+        let events: Int
+
+        /// The columns, of the attributes only `paths`, read from disk.
+        func snapshot(paths: Set<String>) throws -> Snapshot {
+            let reading = Set(manifest.paths.indices.filter { paths.contains(manifest.paths[$0]) })
+            let columns = try store.columns(manifest, reading: reading)
+            let values = try manifest.paths.indices.map { try reading.contains($0) ? store.valueTable($0, manifest) : nil }
+            let idsFile = store.tableFile("ids"), idsBytes = manifest.tableBytes["ids"] ?? 0
+            guard columns.count == events else { throw ColumnStoreError.damaged("the segments hold \(columns.count) events, not \(events)") }
+            return Snapshot(
+                columns: columns, names: names, values: values, paths: manifest.paths, idCount: manifest.tableCounts["ids"] ?? 0,
+                ids: { try StringTable.load(idsFile, bytes: idsBytes) })
+        }
+    }
+
+    /// The columns and their string tables, as a query reads them: the
+    /// values of the attributes it reads; the identifiers (only a tie
+    /// between two users of a device needs their text) when asked.
     struct Snapshot: Sendable {
         let columns: EventColumns
-        let tables: Tables
+        let names: StringTable
+        /// Per stored path; nil for a path the query does not read.
+        let values: [StringTable?]
         let paths: [String]
+        /// How many identifiers are numbered: persons are numbers below it.
+        let idCount: Int
+        let ids: @Sendable () throws -> StringTable
     }
 
+    /// The string tables; identifiers and attribute values are read when
+    /// new events are numbered into them, the names always.
     struct Tables: Sendable {
         var names = StringTable()
-        var ids = StringTable()
-        var values: [StringTable] = []
+        var ids: StringTable?
+        var values: [StringTable?] = []
     }
 
     private struct State {
         var manifest: Manifest
-        var columns = EventColumns(paths: 0)
         var tables = Tables()
-        /// The segment read since `load`, not yet written.
+        /// The segment read since the manifest, not yet written.
         var pending: (columns: EventColumns, messageIds: [String])?
-        /// The attribute columns loaded (the others are empty in `columns`).
-        var reading: Set<Int>
 
-        init(manifest: Manifest) {
+        /// A store as its manifest describes it, its names read.
+        init(manifest: Manifest, names: StringTable) {
             self.manifest = manifest
-            columns = EventColumns(paths: manifest.paths.count)
-            reading = Set(manifest.paths.indices)
-            tables.values = Array(repeating: StringTable(), count: manifest.paths.count)
+            tables.names = names
+            tables.values = manifest.paths.indices.map { _ in nil }
+        }
+
+        /// A store with nothing in it yet.
+        init(empty manifest: Manifest) {
+            self.manifest = manifest
+            tables.ids = StringTable()
+            tables.values = manifest.paths.indices.map { _ in StringTable() }
         }
     }
 
@@ -149,23 +187,39 @@ struct ColumnStore {
         return manifest
     }
 
-    private func load(_ manifest: Manifest, reading: Set<String>) throws -> State {
-        var state = State(manifest: manifest)
-        let columns = Set(manifest.paths.indices.filter { reading.contains(manifest.paths[$0]) })
-        state.reading = columns
+    /// Every segment's columns, of the attributes only those numbered in `reading`.
+    func columns(_ manifest: Manifest, reading: Set<Int>) throws -> EventColumns {
+        var columns = EventColumns(paths: manifest.paths.count)
         for segment in manifest.segments {
-            state.columns.append(try EventColumns.load(
-                directory.appendingPathComponent(segment.name), count: segment.count, paths: manifest.paths.count, reading: columns))
+            columns.append(try EventColumns.load(
+                directory.appendingPathComponent(segment.name), count: segment.count, paths: manifest.paths.count, reading: reading))
         }
-        state.tables.names = try StringTable.load(tableFile("names"), bytes: manifest.tableBytes["names"] ?? 0)
-        state.tables.ids = try StringTable.load(tableFile("ids"), bytes: manifest.tableBytes["ids"] ?? 0)
-        for index in manifest.paths.indices {
-            state.tables.values[index] = try StringTable.load(tableFile("values-\(index)"), bytes: manifest.tableBytes["values-\(index)"] ?? 0)
-        }
-        return state
+        return columns
     }
 
-    private func tableFile(_ name: String) -> URL { directory.appendingPathComponent("\(name).strings") }
+    func valueTable(_ index: Int, _ manifest: Manifest) throws -> StringTable {
+        try StringTable.load(tableFile("values-\(index)"), bytes: manifest.tableBytes["values-\(index)"] ?? 0)
+    }
+
+    /// Every table, before new events are numbered into them.
+    private func loadAllTables(_ state: inout State) throws {
+        if state.tables.ids == nil {
+            state.tables.ids = try StringTable.load(tableFile("ids"), bytes: state.manifest.tableBytes["ids"] ?? 0)
+        }
+        for index in state.tables.values.indices where state.tables.values[index] == nil {
+            state.tables.values[index] = try valueTable(index, state.manifest)
+        }
+    }
+
+    func tableFile(_ name: String) -> URL { directory.appendingPathComponent("\(name).strings") }
+
+    /// Forgets everything the store holds (the next refresh reads the log whole).
+    func discard() throws {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let lock = try FileLock(directory.appendingPathComponent("lock"))
+        defer { lock.release() }
+        try clear()
+    }
 
     private func clear() throws {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
@@ -194,8 +248,19 @@ struct ColumnStore {
         var row = BinaryCopyFields()
         var kinds: [String: UInt8] = [:]
         for (index, kind) in EventColumns.kinds.enumerated() { kinds[kind.rawValue] = UInt8(index) }
+        // Numbered in local tables, loaded at the first new event (most refreshes have none).
+        var loaded = false
+        var ids = StringTable(), values: [StringTable] = []
         _ = try c.copyOut(sql) { message in
             guard try row.read(message) else { return }
+            if !loaded {
+                try loadAllTables(&state)
+                ids = state.tables.ids ?? StringTable()
+                values = state.tables.values.map { $0 ?? StringTable() }
+                state.tables.ids = nil
+                state.tables.values = []
+                loaded = true
+            }
             guard row.count == 6 + paths.count, let type = row.text(0), let kind = kinds[type], let time = row.timestamp(4),
                   let messageId = row.text(5)
             else {
@@ -203,13 +268,17 @@ struct ColumnStore {
             }
             columns.kind.append(kind)
             columns.name.append(state.tables.names.number(row.text(1)))
-            columns.anonymous.append(state.tables.ids.number(row.text(2)))
-            columns.user.append(state.tables.ids.number(row.text(3)))
+            columns.anonymous.append(ids.number(row.text(2)))
+            columns.user.append(ids.number(row.text(3)))
             columns.time.append(time)
             messageIds.append(messageId)
             for path in paths.indices {
-                columns.attributes[path].append(state.tables.values[path].number(row.text(6 + path)))
+                columns.attributes[path].append(values[path].number(row.text(6 + path)))
             }
+        }
+        if loaded {
+            state.tables.ids = ids
+            state.tables.values = values
         }
         guard !messageIds.isEmpty else { return 0 }
         columns.segmentStarts = []
@@ -225,20 +294,23 @@ struct ColumnStore {
             let segment = directory.appendingPathComponent(name)
             try? FileManager.default.removeItem(at: segment)
             try pending.columns.save(segment, messageIds: pending.messageIds)
-            var written = pending.columns
-            written.messages = [try MessageIds(directory: segment, count: written.count)]
-            written.segmentStarts = [0]
-            state.columns.append(written)
-            state.manifest.segments.append(.init(name: name, count: written.count))
+            state.manifest.segments.append(.init(name: name, count: pending.columns.count))
             state.pending = nil
         }
-        var bytes = state.manifest.tableBytes
-        bytes["names"] = try state.tables.names.save(tableFile("names"), bytes: bytes["names"] ?? 0)
-        bytes["ids"] = try state.tables.ids.save(tableFile("ids"), bytes: bytes["ids"] ?? 0)
-        for index in state.tables.values.indices {
-            bytes["values-\(index)"] = try state.tables.values[index].save(tableFile("values-\(index)"), bytes: bytes["values-\(index)"] ?? 0)
+        var bytes = state.manifest.tableBytes, counts = state.manifest.tableCounts
+        func save(_ table: inout StringTable?, _ name: String) throws {
+            guard var loaded = table else { return }
+            bytes[name] = try loaded.save(tableFile(name), bytes: bytes[name] ?? 0)
+            counts[name] = loaded.count
+            table = loaded
         }
+        var names: StringTable? = state.tables.names
+        try save(&names, "names")
+        state.tables.names = names ?? state.tables.names
+        try save(&state.tables.ids, "ids")
+        for index in state.tables.values.indices { try save(&state.tables.values[index], "values-\(index)") }
         state.manifest.tableBytes = bytes
+        state.manifest.tableCounts = counts
         try writeManifest(state.manifest)
     }
 
@@ -251,21 +323,15 @@ struct ColumnStore {
 
     /// Merges every segment into one, so a store refreshed often stays a few files.
     private func compact(_ state: inout State) throws {
-        if state.reading.count < state.manifest.paths.count {
-            let loaded = try load(state.manifest, reading: Set(state.manifest.paths))
-            state.columns = loaded.columns
-            state.reading = loaded.reading
-        }
+        let columns = try self.columns(state.manifest, reading: Set(state.manifest.paths.indices))
         let name = "segment-\(state.manifest.nextSegment)"
         state.manifest.nextSegment += 1
         let segment = directory.appendingPathComponent(name)
-        try state.columns.save(segment, messageIds: nil)
+        try columns.save(segment, messageIds: nil)
         try MessageIds.concatenate(state.manifest.segments.map { (directory.appendingPathComponent($0.name), $0.count) }, into: segment)
         let old = state.manifest.segments
-        state.manifest.segments = [.init(name: name, count: state.columns.count)]
+        state.manifest.segments = [.init(name: name, count: columns.count)]
         try writeManifest(state.manifest)
-        state.columns.messages = [try MessageIds(directory: segment, count: state.columns.count)]
-        state.columns.segmentStarts = [0]
         for segment in old { try? FileManager.default.removeItem(at: directory.appendingPathComponent(segment.name)) }
     }
 }

@@ -14,10 +14,13 @@ public struct Explorer: Sendable {
     public var cacheRoot: URL
     /// Seconds a query may take, reading included (nil: no limit).
     public var timeoutSeconds: Double?
+    /// Whether an answer counted before, and exact still (`AnswerCache`), is reused.
+    public var reuseAnswers: Bool
 
-    public init(cacheRoot: URL = Explorer.defaultCacheRoot, timeoutSeconds: Double? = nil) {
+    public init(cacheRoot: URL = Explorer.defaultCacheRoot, timeoutSeconds: Double? = nil, reuseAnswers: Bool = true) {
         self.cacheRoot = cacheRoot
         self.timeoutSeconds = timeoutSeconds
+        self.reuseAnswers = reuseAnswers
     }
 
     /// Paths of Segment's context an analyst breaks down by most, kept in
@@ -42,8 +45,20 @@ public struct Explorer: Sendable {
     /// query on one of them does not read it again.
     public func answer(_ query: FunnelQuery, on c: Connection, keeping: Set<String> = []) throws -> FunnelAnswer {
         guard TimeZone(identifier: query.timeZone) != nil else { throw ExploreError.unknownTimeZone(query.timeZone) }
-        let deadline = timeoutSeconds.map { DispatchTime.now() + $0 }
-        return try c.transaction(isolation: .repeatableRead) { c in
+        let deadline = timeoutSeconds.map { (at: DispatchTime.now() + $0, seconds: $0) }
+        do {
+            return try answer(query, on: c, keeping: keeping, deadline: deadline)
+        } catch let error as PostgresError where error.sqlState == "57014" {
+            throw ExploreError.timedOut(timeoutSeconds ?? 0)  // the statement timeout set below
+        }
+    }
+
+    private func answer(
+        _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: (at: DispatchTime, seconds: Double)?
+    ) throws -> FunnelAnswer {
+        try c.transaction(isolation: .repeatableRead) { c in
+            // The log's statements are planned for millions of rows; compiling them (JIT) took longer than running them.
+            try c.query("SELECT set_config('jit', 'off', true)")
             if let timeoutSeconds {
                 try c.query("SELECT set_config('statement_timeout', $1, true)", [.text("\(Int((timeoutSeconds * 1000).rounded(.up)))ms")])
             }
@@ -51,17 +66,31 @@ public struct Explorer: Sendable {
                 throw ExploreError.unknownApp(query.funnel.app)
             }
             let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: query.funnel.app)
+            let cache = AnswerCache(directory: store.directory.appendingPathComponent("answers"))
             var evaluateSeconds = 0.0
-            let (counted, refresh) = try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths)) { snapshot in
-                let started = Date()
-                defer { evaluateSeconds = Date().timeIntervalSince(started) }
-                return try QueryEvaluation(query: query, snapshot: snapshot, deadline: deadline).run()
+            func count() throws -> ((QueryEvaluation.Counted, Bool), ColumnStore.Refresh) {
+                try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths)) { stored in
+                    if reuseAnswers, let counted = cache.lookup(query, events: stored.events) { return (counted, true) }
+                    let started = Date()
+                    defer { evaluateSeconds = Date().timeIntervalSince(started) }
+                    let counted = try QueryEvaluation(query: query, snapshot: try stored.snapshot(paths: query.paths), deadline: deadline).run()
+                    cache.store(counted, query: query, events: stored.events)
+                    return (counted, false)
+                }
+            }
+            let ((counted, cached), refresh): ((QueryEvaluation.Counted, Bool), ColumnStore.Refresh)
+            do {
+                ((counted, cached), refresh) = try count()
+            } catch is ColumnStoreError {
+                // Files that do not match their manifest: the store is read from the log again.
+                try store.discard()
+                ((counted, cached), refresh) = try count()
             }
             let (report, seconds) = counted.report(query)
             return FunnelAnswer(
                 report: report, secondsToComplete: seconds,
                 histogram: TimeHistogram.bins(seconds, windowSeconds: query.funnel.windowSeconds),
-                events: refresh.events, newEvents: refresh.newEvents, storeRebuilt: refresh.rebuilt,
+                events: refresh.events, newEvents: refresh.newEvents, storeRebuilt: refresh.rebuilt, reusedAnswer: cached,
                 refreshSeconds: refresh.seconds, evaluateSeconds: evaluateSeconds)
         }
     }

@@ -41,6 +41,8 @@ public struct FunnelAnswer: Sendable {
     public var events: Int
     public var newEvents: Int
     public var storeRebuilt: Bool
+    /// Counted by an earlier query from the same events, and exact still (`AnswerCache`).
+    public var reusedAnswer: Bool
     public var refreshSeconds: Double
     public var evaluateSeconds: Double
 }

@@ -10,15 +10,20 @@ import NIOConcurrencyHelpers
 struct QueryEvaluation {
     let query: FunnelQuery
     let snapshot: ColumnStore.Snapshot
-    let deadline: DispatchTime?
+    /// When to give up, and the timeout it came from (for the error).
+    let deadline: (at: DispatchTime, seconds: Double)?
 
     /// What the persons added up to, by cohort day.
-    struct Counted: Sendable {
+    struct Counted: Sendable, Codable {
         var days: [String: FunnelTally] = [:]
         var dropOff = DropOffCounts()
         var retention: [String: RetentionCounts] = [:]
+        /// The earliest a window open at the query's clock closes: until
+        /// then, with no new events, the counts stay as they are.
+        var validUntil: Int64?
 
         mutating func merge(_ other: Counted) {
+            if let until = other.validUntil { validUntil = min(validUntil ?? until, until) }
             for (day, tally) in other.days {
                 if days[day] == nil { days[day] = tally } else { days[day]?.merge(tally) }
             }
@@ -30,31 +35,25 @@ struct QueryEvaluation {
     func run() throws -> Counted {
         let columns = snapshot.columns
         let relevant = relevantNames()
-        let everything = relevant == nil
-        let persons = personOfEvents()
+        let persons = try personOfEvents()
 
-        // The events that can matter, grouped by person (a counting sort on the person's number).
-        let personCount = snapshot.tables.ids.count + 1
+        // Every event grouped by person (a counting sort on the person's number).
+        let personCount = snapshot.idCount + 1
         var starts = [Int32](repeating: 0, count: personCount + 1)
-        var selected: [Int32] = []
-        selected.reserveCapacity(everything ? columns.count : columns.count / 4)
-        for index in 0..<columns.count where everything || (relevant?[Int(columns.name[index])] ?? 0) & (1 << columns.kind[index]) != 0 {
-            selected.append(Int32(index))
-            starts[Int(persons[index]) + 1] += 1
-        }
+        for index in 0..<columns.count { starts[Int(persons[index]) + 1] += 1 }
         for person in 0..<personCount { starts[person + 1] += starts[person] }
-        var order = [Int32](repeating: 0, count: selected.count)
+        var order = [Int32](repeating: 0, count: columns.count)
         var next = starts
-        for index in selected {
-            let person = Int(persons[Int(index)])
-            order[Int(next[person])] = index
+        for index in 0..<columns.count {
+            let person = Int(persons[index])
+            order[Int(next[person])] = Int32(index)
             next[person] += 1
         }
         let owners = (0..<personCount).filter { starts[$0 + 1] > starts[$0] }
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, owners.count / 256 + 1))
         let results = NIOLockedValueBox([Result<Counted, any Error>]())
-        let context = Context(query: query, snapshot: snapshot, order: order, starts: starts)
+        let context = Context(query: query, snapshot: snapshot, order: order, starts: starts, relevant: relevant)
         DispatchQueue.concurrentPerform(iterations: workers) { worker in
             let range = owners.count * worker / workers..<owners.count * (worker + 1) / workers
             let result = Result { try context.count(owners[range], deadline: deadline) }
@@ -73,9 +72,9 @@ struct QueryEvaluation {
         let funnel = query.funnel
         guard funnel.order != .strict, !query.diagnostics, !query.retention else { return nil }
         let outcomes = OutcomeEvents(funnels: [funnel])
-        var bits = [UInt8](repeating: 0, count: snapshot.tables.names.count + 1)
+        var bits = [UInt8](repeating: 0, count: snapshot.names.count + 1)
         for number in 1..<bits.count {
-            let name = snapshot.tables.names.string(UInt32(number))
+            let name = snapshot.names.string(UInt32(number))
             for (bit, kind) in EventColumns.kinds.enumerated() where outcomes.mayChangeOutcome(kind: kind, name: name) {
                 bits[number] |= 1 << UInt8(bit)
             }
@@ -86,11 +85,11 @@ struct QueryEvaluation {
     /// Each event's person, as a number into the identifier table: its user;
     /// else the user its anonymous id was first seen with (earliest, then
     /// the smallest user id: `IdentityLink.isPreferred`); else the anonymous id.
-    private func personOfEvents() -> [UInt32] {
+    private func personOfEvents() throws -> [UInt32] {
         let columns = snapshot.columns
-        let ids = snapshot.tables.ids
-        var linkedUser = [UInt32](repeating: 0, count: ids.count + 1)
-        var firstSeen = [Int64](repeating: .max, count: ids.count + 1)
+        var ids: StringTable?
+        var linkedUser = [UInt32](repeating: 0, count: snapshot.idCount + 1)
+        var firstSeen = [Int64](repeating: .max, count: snapshot.idCount + 1)
         for index in 0..<columns.count {
             let anonymous = Int(columns.anonymous[index]), user = columns.user[index]
             guard anonymous != 0, user != 0 else { continue }
@@ -98,10 +97,13 @@ struct QueryEvaluation {
             if time < firstSeen[anonymous] {
                 firstSeen[anonymous] = time
                 linkedUser[anonymous] = user
-            } else if time == firstSeen[anonymous], user != linkedUser[anonymous],
-                      let candidate = ids.string(user), let current = ids.string(linkedUser[anonymous]),
-                      IdentityLink(userId: candidate, firstSeen: time).isPreferred(over: IdentityLink(userId: current, firstSeen: time)) {
-                linkedUser[anonymous] = user
+            } else if time == firstSeen[anonymous], user != linkedUser[anonymous] {
+                // Two users of one device at one time: the smaller id, by its text.
+                if ids == nil { ids = try snapshot.ids() }
+                if let candidate = ids?.string(user), let current = ids?.string(linkedUser[anonymous]),
+                   IdentityLink(userId: candidate, firstSeen: time).isPreferred(over: IdentityLink(userId: current, firstSeen: time)) {
+                    linkedUser[anonymous] = user
+                }
             }
         }
         var persons = [UInt32](repeating: 0, count: columns.count)
@@ -124,42 +126,62 @@ struct QueryEvaluation {
         let snapshot: ColumnStore.Snapshot
         let order: [Int32]
         let starts: [Int32]
+        /// `relevantNames()`: nil when every event goes to the engine.
+        let relevant: [UInt8]?
 
-        func count(_ persons: ArraySlice<Int>, deadline: DispatchTime?) throws -> Counted {
+        func count(_ persons: ArraySlice<Int>, deadline: (at: DispatchTime, seconds: Double)?) throws -> Counted {
             let funnel = query.funnel
             let zone = TimeZone(identifier: query.timeZone) ?? .gmt
             let shape = FunnelTally.Shape(funnel)
             let dropOffShape = DropOffFacts.Shape(funnel)
             let columns = snapshot.columns
-            let tables = snapshot.tables
-            let paths = snapshot.paths.enumerated().filter { funnel.referencedPaths.contains($0.element) }
-            let names = tables.names.strings
+            let paths = snapshot.paths.enumerated().compactMap { index, path in
+                funnel.referencedPaths.contains(path) ? snapshot.values[index].map { (index, path, $0.strings) } : nil
+            }
+            let names = snapshot.names.strings
+            var attributeCache = AttributeCache(columns: columns, paths: paths)
+            func event(_ index: Int, attributes: inout AttributeCache) throws -> FunnelEvent {
+                let name = columns.name[index]
+                return FunnelEvent(
+                    messageId: "", kind: EventColumns.kinds[Int(columns.kind[index])], name: name == 0 ? nil : names[Int(name) - 1],
+                    timestamp: columns.time[index], attributes: try attributes.attributes(of: index))
+            }
+            let breakdowns = funnel.breakdowns
+            let checkCarriers = relevant != nil && funnel.attribution == .firstStep && !breakdowns.isEmpty
             var counted = Counted()
             var events: [FunnelEvent] = []
+            var positions: [Int] = []
             var dayText: [Int64: String] = [:]
             for (done, person) in persons.enumerated() {
-                if done & 1023 == 0, let deadline, DispatchTime.now() > deadline {
-                    throw ExploreError.timedOut(Double(deadline.uptimeNanoseconds) / 1e9)
-                }
+                if done & 1023 == 0, let deadline, DispatchTime.now() > deadline.at { throw ExploreError.timedOut(deadline.seconds) }
                 events.removeAll(keepingCapacity: true)
-                let range = Int(starts[person])..<Int(starts[person + 1])
-                for position in range {
+                positions.removeAll(keepingCapacity: true)
+                var lacking = false
+                for position in Int(starts[person])..<Int(starts[person + 1]) {
                     let index = Int(order[position])
-                    let name = columns.name[index]
-                    var attributes: [String: String] = [:]
-                    for (path, key) in paths {
-                        let value = columns.attributes[path][index]
-                        if value != 0 { attributes[key] = tables.values[path].strings[Int(value) - 1] }
+                    if let relevant, relevant[Int(columns.name[index])] & (1 << columns.kind[index]) == 0 { continue }
+                    let event = try event(index, attributes: &attributeCache)
+                    if checkCarriers, !breakdowns.allSatisfy({ event.attributes[$0] != nil }) { lacking = true }
+                    events.append(event)
+                    positions.append(position)
+                }
+                guard !events.isEmpty else { continue }
+                // By the first step's event, a dimension it lacks is taken from the next event in the
+                // window that has it, whatever the event: then the engine sees all of the person's.
+                if lacking {
+                    events.removeAll(keepingCapacity: true)
+                    positions.removeAll(keepingCapacity: true)
+                    for position in Int(starts[person])..<Int(starts[person + 1]) {
+                        events.append(try event(Int(order[position]), attributes: &attributeCache))
+                        positions.append(position)
                     }
-                    events.append(FunnelEvent(
-                        messageId: "", kind: EventColumns.kinds[Int(columns.kind[index])],
-                        name: name == 0 ? nil : names[Int(name) - 1], timestamp: columns.time[index], attributes: attributes))
                 }
                 // The engine orders events of one time by their message ids: read them only for such a person.
                 if hasTie(events) {
-                    for (offset, position) in range.enumerated() { events[offset].messageId = try columns.messageId(Int(order[position])) }
+                    for (offset, position) in positions.enumerated() { events[offset].messageId = try columns.messageId(Int(order[position])) }
                 }
                 let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: query.now)
+                if let until = outcome.openUntil { counted.validUntil = min(counted.validUntil ?? until, until) }
                 guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
                 let dayNumber = CohortCalendar.dayNumber(of: start, in: zone)
                 let day: String
@@ -168,7 +190,9 @@ struct QueryEvaluation {
                     dayText[dayNumber] = day
                 }
                 guard query.includes(day) else { continue }
-                counted.days[day, default: FunnelTally(funnel: funnel)].add(outcome, shape: shape, cohortDay: day, timeZone: zone)
+                // Not `[day, default: …]`: its closure would copy the funnel for every person.
+                if counted.days[day] == nil { counted.days[day] = FunnelTally(funnel: funnel) }
+                counted.days[day]?.add(outcome, shape: shape, cohortDay: day, timeZone: zone)
                 if query.diagnostics, let facts = DropOffFacts.of(outcome, in: funnel, shape: dropOffShape, events: events) {
                     counted.dropOff.add(outcome, facts: facts, required: dropOffShape.required)
                 }
@@ -182,10 +206,43 @@ struct QueryEvaluation {
 
         private func hasTie(_ events: [FunnelEvent]) -> Bool {
             guard events.count > 1 else { return false }
+            // Usually in time order already (the log's order): no sort needed to see no tie.
+            if events.indices.dropFirst().allSatisfy({ events[$0 - 1].timestamp < events[$0].timestamp }) { return false }
             var times = events.map(\.timestamp)
             times.sort()
             return times.indices.dropFirst().contains { times[$0] == times[$0 - 1] }
         }
+    }
+}
+
+/// Events' attributes as the engine takes them, one dictionary per
+/// combination of values shared by every event with it: most events of a
+/// person, and most persons, carry the same few, and a dictionary built per
+/// event was a third of a query's time.
+private struct AttributeCache {
+    let columns: EventColumns
+    let paths: [(index: Int, path: String, values: [String])]
+    private var built: [[UInt32]: [String: String]] = [:]
+    private var key: [UInt32]
+
+    init(columns: EventColumns, paths: [(index: Int, path: String, values: [String])]) {
+        self.columns = columns
+        self.paths = paths
+        key = Array(repeating: 0, count: paths.count)
+    }
+
+    mutating func attributes(of event: Int) throws -> [String: String] {
+        guard !paths.isEmpty else { return [:] }
+        for (position, path) in paths.enumerated() { key[position] = columns.attributes[path.index][event] }
+        if let known = built[key] { return known }
+        var attributes: [String: String] = [:]
+        for (position, path) in paths.enumerated() where key[position] != 0 {
+            let number = Int(key[position])
+            guard number <= path.values.count else { throw ColumnStoreError.damaged("value \(number) of \(path.path)") }
+            attributes[path.path] = path.values[number - 1]
+        }
+        built[key] = attributes
+        return attributes
     }
 }
 

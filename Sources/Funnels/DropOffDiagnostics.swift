@@ -41,7 +41,7 @@ public struct DropOffDiagnostics: Sendable, Hashable {
         public var nextEvents: [NextEvent]
     }
 
-    public enum Kind: String, Sendable, Hashable {
+    public enum Kind: String, Sendable, Hashable, Codable {
         case breakdown, event
     }
 
@@ -147,8 +147,8 @@ public struct DropOffDiagnostics: Sendable, Hashable {
 
 /// The counts diagnostics are made of, for some persons: what the nightly
 /// job stores per funnel and cohort day, and a report adds up.
-public struct DropOffCounts: Sendable, Hashable {
-    public struct Pair: Sendable, Hashable {
+public struct DropOffCounts: Sendable, Hashable, Codable {
+    public struct Pair: Sendable, Hashable, Codable {
         public var converted = 0
         public var dropped = 0
 
@@ -163,7 +163,7 @@ public struct DropOffCounts: Sendable, Hashable {
         }
     }
 
-    public struct Candidate: Sendable, Hashable {
+    public struct Candidate: Sendable, Hashable, Codable {
         /// Position in `Funnel.steps` of the transition's first step.
         public var stepIndex: Int
         public var kind: DropOffDiagnostics.Kind
@@ -189,7 +189,7 @@ public struct DropOffCounts: Sendable, Hashable {
     public var candidates: [Candidate: Pair] = [:]
 
     /// A breakdown dimension and one of its values.
-    public struct BreakdownValue: Sendable, Hashable {
+    public struct BreakdownValue: Sendable, Hashable, Codable {
         public var dimension: String
         public var value: String
 

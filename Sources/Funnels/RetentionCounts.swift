@@ -7,9 +7,9 @@
 /// alone: who is eligible for day N at a run is whoever started more than
 /// (N+1)·24 h before it. Kept this way the counts add, subtract and are
 /// stored without the run's time, and `cells(days:now:)` reads them at any time.
-public struct RetentionCounts: Sendable, Hashable {
+public struct RetentionCounts: Sendable, Hashable, Codable {
     /// One outcome's persons.
-    public struct Side: Sendable, Hashable {
+    public struct Side: Sendable, Hashable, Codable {
         /// Start times (microseconds) of the persons counted, in no order.
         public var starts: [Int64] = []
         /// Retention day -> start times of the persons active on it.

@@ -68,6 +68,9 @@ struct FunnelCommand: ParsableCommand {
     @Option(help: "Where the app's event columns are kept (default: $ONRAMP_EXPLORE_CACHE, else ~/.cache/onramp/explore).")
     var cache: String?
 
+    @Flag(help: "Count again even when an earlier query's answer is still exact (the same events, no window closed since).")
+    var recount = false
+
     @Flag(help: "No timing line on stderr.")
     var quiet = false
 
@@ -106,7 +109,8 @@ struct FunnelCommand: ParsableCommand {
         var query = FunnelQuery(funnel: funnel, timeZone: zone, now: now, from: from, to: to)
         query.diagnostics = diagnostics
         query.retention = retention
-        let explorer = Explorer(cacheRoot: cache.map { URL(fileURLWithPath: $0) } ?? Explorer.defaultCacheRoot, timeoutSeconds: timeout)
+        let explorer = Explorer(
+            cacheRoot: cache.map { URL(fileURLWithPath: $0) } ?? Explorer.defaultCacheRoot, timeoutSeconds: timeout, reuseAnswers: !recount)
         let connection = try Connection.connect(try database.resolvedURL())
         let answer: FunnelAnswer
         do {
@@ -118,7 +122,8 @@ struct FunnelCommand: ParsableCommand {
             Console.info(
                 "\(funnel.name): \(answer.events) events of app \(funnel.app)"
                     + (answer.storeRebuilt ? " (columns read from the whole log)" : ", \(answer.newEvents) new")
-                    + String(format: "; read %.2f s, evaluated %.2f s", answer.refreshSeconds, answer.evaluateSeconds))
+                    + String(format: "; read %.2f s, ", answer.refreshSeconds)
+                    + (answer.reusedAnswer ? "the answer counted before (no new events, no window closed since)" : String(format: "evaluated %.2f s", answer.evaluateSeconds)))
         }
         let generatedAt = Timestamps.format(microseconds: now)
         let range = ReportRange(from: from, to: to, generatedAt: generatedAt)

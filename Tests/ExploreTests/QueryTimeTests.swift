@@ -78,7 +78,7 @@ struct QueryTimeTests {
         }
         var funnel = Funnel(
             name: "random_\(index)", app: app, windowSeconds: [60, 600, 3_600, 86_400][Int(rng.next() % 4)], steps: steps,
-            breakdowns: rng.next() % 2 == 0 ? ["properties.y", "context.os.name"] : ["context.os.name"])
+            breakdowns: [["properties.y", "context.os.name"], ["context.os.name"], ["context.app.version"]][Int(rng.next() % 3)])
         funnel.order = order
         if rng.next() % 4 == 0 { funnel.hold = ["properties.x"] }
         if order == .strict && rng.next() % 2 == 0 { funnel.ignore = [.event("hb")] }
@@ -115,8 +115,9 @@ struct QueryTimeTests {
             let funnel = Self.randomFunnel(&rng, index: index)
             let zone = ["UTC", "America/Los_Angeles", "Asia/Tokyo"][index % 3]
             var query = FunnelQuery(funnel: funnel, timeZone: zone, now: now)
-            query.diagnostics = true
-            query.retention = index % 2 == 0
+            // Diagnostics and retention hand the engine every event; without them, those a step names.
+            query.diagnostics = index % 3 == 0
+            query.retention = index % 4 == 0
             if index % 5 == 0 {
                 let days = Set(events.map { CohortCalendar.day(of: $0.timestamp, in: TimeZone(identifier: zone) ?? .gmt) }).sorted()
                 query.from = days[1]
@@ -135,6 +136,8 @@ struct QueryTimeTests {
             }
             var expected = try #require(nightly.first).report
             if !query.retention { expected.retention = nil }
+            if !query.diagnostics { expected.diagnostics = nil }
+            if !query.diagnostics && !query.retention { seen["the events a step names", default: 0] += 1 }
             let context = Comment(rawValue: "definition \(index): \(funnel)")
             #expect(answer.report == expected, context)
             #expect(answer.secondsToComplete == nightly.first?.secondsToComplete, context)
@@ -155,6 +158,7 @@ struct QueryTimeTests {
             if answer.report.completed > 0 { seen["completed", default: 0] += 1 }
         }
         #expect(seen["reference", default: 0] >= 8 && seen["strict", default: 0] >= 3 && seen["any", default: 0] >= 3, "\(seen)")
+        #expect(seen["the events a step names", default: 0] >= 8, "\(seen)")
         await pool.close()
         try await db.drop()
     }
@@ -192,9 +196,69 @@ struct QueryTimeTests {
         let handle = try FileHandle(forWritingTo: column)
         try handle.truncate(atOffset: 8)
         try handle.close()
-        let repaired = try await pool.withConnection { c in try kept.answer(query, on: c) }
+        // (Counted afresh: the answer kept from before would need no column.)
+        let recounting = Explorer(cacheRoot: cache, reuseAnswers: false)
+        let repaired = try await pool.withConnection { c in try recounting.answer(query, on: c) }
         #expect(repaired.storeRebuilt)
         #expect(repaired.report == fresh.report)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("an answer is reused only while exact: the same events, and no window closed since it was counted")
+    func answersReusedWhileExact() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("explore-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let now = Timestamps.microseconds(Date())
+        let minute: Int64 = 60_000_000
+        var events = Self.log(seed: 8, persons: 120)
+        // Two persons whose windows are open at `now`: one closes in 20 minutes, one in 40.
+        for (person, ago) in [("late1", 40), ("late2", 20)] {
+            events.append(SeedEvent(app: Self.app, messageId: "\(person)-a", event: "a", anonymousId: person, timestamp: now - Int64(ago) * minute))
+        }
+        let seeded = events
+        try await pool.withConnection { c in try EventSeeder.insert(c, seeded) }
+        let funnel = Funnel(name: "ab", app: Self.app, windowSeconds: 3_600, steps: [FunnelStep(.event("a")), FunnelStep(.event("b"))])
+        let explorer = Explorer(cacheRoot: cache)
+        func ask(at clock: Int64) async throws -> FunnelAnswer {
+            try await pool.withConnection { c in try explorer.answer(FunnelQuery(funnel: funnel, timeZone: "UTC", now: clock), on: c) }
+        }
+        func nightly(at clock: Int64) async throws -> FunnelReport? {
+            let configuration = FunnelConfiguration(apps: [AppConfiguration(name: Self.app)], funnels: [funnel])
+            var report = try await pool.withConnection { c in
+                _ = try ProjectionJob(configuration: configuration, showProgress: false).run(c, mode: .rebuild, now: clock)
+                return try ReportQuery().results(c, configuration: configuration, now: clock).first?.report
+            }
+            // Asked without --diagnostics or --retention.
+            report?.diagnostics = nil
+            report?.retention = nil
+            return report
+        }
+        let first = try await ask(at: now)
+        #expect(!first.reusedAnswer && first.report.inProgress >= 2)
+        let nightFirst = try await nightly(at: now)
+        #expect(first.report == nightFirst)
+        let again = try await ask(at: now + 5 * minute)
+        #expect(again.reusedAnswer, "no window closed in those five minutes")
+        let nightAgain = try await nightly(at: now + 5 * minute)
+        #expect(again.report == nightAgain)
+        let later = try await ask(at: now + 25 * minute)
+        #expect(!later.reusedAnswer, "a window closed at +20 minutes")
+        #expect(later.report.inProgress == first.report.inProgress - 1)
+        let nightLater = try await nightly(at: now + 25 * minute)
+        #expect(later.report == nightLater)
+        let earlier = try await ask(at: now - minute)
+        #expect(!earlier.reusedAnswer, "an answer counted later is not reused for an earlier clock")
+        try await pool.withConnection { c in
+            try EventSeeder.insert(c, [SeedEvent(app: Self.app, messageId: "late2-b", event: "b", anonymousId: "late2", timestamp: now - 10 * minute)])
+        }
+        let afterEvent = try await ask(at: now + 25 * minute)
+        #expect(!afterEvent.reusedAnswer && afterEvent.newEvents == 1)
+        #expect(afterEvent.report.completed == later.report.completed + 1)
+        let nightAfter = try await nightly(at: now + 25 * minute)
+        #expect(afterEvent.report == nightAfter)
         await pool.close()
         try await db.drop()
     }

@@ -1,0 +1,68 @@
+import Foundation
+import Funnels
+
+/// Answers already counted, kept beside the store they were counted from
+/// and reused while they are exact: the store holds the same events, and
+/// the clock has not passed a window that was open (a person's outcome
+/// changes without new events only when one closes, `PersonOutcome.openUntil`).
+/// What is kept is the counts by cohort day, not the report: the report is
+/// drawn at each query's own clock, as `onramp report` draws it from the
+/// stored days. A dashboard asking the same funnel again, or two analysts
+/// asking one, pay for it once per change of the log.
+struct AnswerCache {
+    let directory: URL
+
+    /// Entries kept; the oldest go first.
+    static let capacity = 64
+
+    private struct Entry: Codable {
+        var key: String
+        var events: Int
+        var countedAt: Int64
+        var counted: QueryEvaluation.Counted
+    }
+
+    /// What makes two queries the same question: the definition as the nightly
+    /// job fingerprints it (its zone included), the days and what was asked besides.
+    static func key(_ query: FunnelQuery) -> String {
+        let definition = FunnelDefinition(query.funnel, timeZone: query.timeZone)
+        let text = [
+            definition.fingerprint, query.from ?? "", query.to ?? "", query.diagnostics ? "d" : "", query.retention ? "r" : "",
+        ].joined(separator: "|")
+        return ColumnStore.key(text)
+    }
+
+    /// The counts of `query`, if they were counted from the same `events` and still hold at its clock.
+    func lookup(_ query: FunnelQuery, events: Int) -> QueryEvaluation.Counted? {
+        let key = Self.key(query)
+        guard let data = try? Data(contentsOf: file(key)), let entry = try? JSONDecoder().decode(Entry.self, from: data),
+              entry.key == key, entry.events == events, entry.countedAt <= query.now,
+              entry.counted.validUntil.map({ query.now < $0 }) ?? true
+        else { return nil }
+        return entry.counted
+    }
+
+    /// Keeps `counted` for `query`; a cache that cannot be written is only slower.
+    func store(_ counted: QueryEvaluation.Counted, query: FunnelQuery, events: Int) {
+        let key = Self.key(query)
+        let entry = Entry(key: key, events: events, countedAt: query.now, counted: counted)
+        guard let data = try? JSONEncoder().encode(entry) else { return }
+        try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let temporary = directory.appendingPathComponent("\(key).json.new")
+        guard (try? data.write(to: temporary)) != nil, rename(temporary.path, file(key).path) == 0 else { return }
+        prune()
+    }
+
+    private func file(_ key: String) -> URL { directory.appendingPathComponent("\(key).json") }
+
+    private func prune() {
+        let keys: [URLResourceKey] = [.contentModificationDateKey]
+        guard let files = try? FileManager.default.contentsOfDirectory(at: directory, includingPropertiesForKeys: keys),
+              files.count > Self.capacity
+        else { return }
+        let dated = files.map { ($0, (try? $0.resourceValues(forKeys: Set(keys)).contentModificationDate) ?? .distantPast) }
+        for (file, _) in dated.sorted(by: { $0.1 < $1.1 }).prefix(files.count - Self.capacity) {
+            try? FileManager.default.removeItem(at: file)
+        }
+    }
+}
