@@ -1,5 +1,6 @@
 import Foundation
 import Funnels
+import Projection
 
 /// Answers already counted, kept beside the store they were counted from
 /// and reused while they are exact: the store holds the same events, and
@@ -15,11 +16,16 @@ struct AnswerCache {
     /// Entries kept; the oldest go first.
     static let capacity = 64
 
+    /// Each day's tally in the nightly job's stored form (`TallyEncoding`:
+    /// varints, times delta-coded), a tenth of it as JSON and read as fast.
     private struct Entry: Codable {
         var key: String
         var events: Int
         var countedAt: Int64
-        var counted: QueryEvaluation.Counted
+        var validUntil: Int64?
+        var days: [String: Data]
+        var dropOff: DropOffCounts
+        var retention: [String: RetentionCounts]
     }
 
     /// What makes two queries the same question: the definition as the nightly
@@ -36,16 +42,18 @@ struct AnswerCache {
     func lookup(_ query: FunnelQuery, events: Int) -> QueryEvaluation.Counted? {
         let key = Self.key(query)
         guard let data = try? Data(contentsOf: file(key)), let entry = try? JSONDecoder().decode(Entry.self, from: data),
-              entry.key == key, entry.events == events, entry.countedAt <= query.now,
-              entry.counted.validUntil.map({ query.now < $0 }) ?? true
+              entry.key == key, entry.events == events, entry.countedAt <= query.now, entry.validUntil.map({ query.now < $0 }) ?? true,
+              let days = try? entry.days.mapValues({ try TallyEncoding.decode([UInt8]($0), funnel: query.funnel) })
         else { return nil }
-        return entry.counted
+        return QueryEvaluation.Counted(days: days, dropOff: entry.dropOff, retention: entry.retention, validUntil: entry.validUntil)
     }
 
     /// Keeps `counted` for `query`; a cache that cannot be written is only slower.
     func store(_ counted: QueryEvaluation.Counted, query: FunnelQuery, events: Int) {
         let key = Self.key(query)
-        let entry = Entry(key: key, events: events, countedAt: query.now, counted: counted)
+        let entry = Entry(
+            key: key, events: events, countedAt: query.now, validUntil: counted.validUntil,
+            days: counted.days.mapValues { Data(TallyEncoding.encode($0)) }, dropOff: counted.dropOff, retention: counted.retention)
         guard let data = try? JSONEncoder().encode(entry) else { return }
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let temporary = directory.appendingPathComponent("\(key).json.new")

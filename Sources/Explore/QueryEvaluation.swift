@@ -14,7 +14,7 @@ struct QueryEvaluation {
     let deadline: (at: DispatchTime, seconds: Double)?
 
     /// What the persons added up to, by cohort day.
-    struct Counted: Sendable, Codable {
+    struct Counted: Sendable {
         var days: [String: FunnelTally] = [:]
         var dropOff = DropOffCounts()
         var retention: [String: RetentionCounts] = [:]
@@ -146,8 +146,9 @@ struct QueryEvaluation {
                     messageId: "", kind: EventColumns.kinds[Int(columns.kind[index])], name: name == 0 ? nil : names[Int(name) - 1],
                     timestamp: columns.time[index], attributes: try attributes.attributes(of: index))
             }
-            let breakdowns = funnel.breakdowns
-            let checkCarriers = relevant != nil && funnel.attribution == .firstStep && !breakdowns.isEmpty
+            // The breakdowns' columns, when a person's step events lacking one of them means reading all of theirs.
+            let carried = relevant != nil && funnel.attribution == .firstStep
+                ? funnel.breakdowns.compactMap { path in snapshot.paths.firstIndex(of: path).map { columns.attributes[$0] } } : []
             var counted = Counted()
             var events: [FunnelEvent] = []
             var positions: [Int] = []
@@ -160,9 +161,8 @@ struct QueryEvaluation {
                 for position in Int(starts[person])..<Int(starts[person + 1]) {
                     let index = Int(order[position])
                     if let relevant, relevant[Int(columns.name[index])] & (1 << columns.kind[index]) == 0 { continue }
-                    let event = try event(index, attributes: &attributeCache)
-                    if checkCarriers, !breakdowns.allSatisfy({ event.attributes[$0] != nil }) { lacking = true }
-                    events.append(event)
+                    for column in carried where column[index] == 0 { lacking = true }
+                    events.append(try event(index, attributes: &attributeCache))
                     positions.append(position)
                 }
                 guard !events.isEmpty else { continue }

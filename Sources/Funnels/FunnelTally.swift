@@ -9,9 +9,9 @@ public import Foundation
 /// evaluates, without reading its own output back. Durations are kept as whole
 /// microseconds, the unit of the outcomes, so a merged report is exactly the
 /// report of the merged outcomes.
-public struct FunnelTally: Sendable, Hashable, Codable {
+public struct FunnelTally: Sendable, Hashable {
     /// One configured step (aligned with `Funnel.steps`).
-    public struct Step: Sendable, Hashable, Codable {
+    public struct Step: Sendable, Hashable {
         /// Required step: persons whose level reaches it. Optional step: persons who did it.
         public var persons = 0
         public var dropOff = 0
@@ -28,7 +28,7 @@ public struct FunnelTally: Sendable, Hashable, Codable {
     }
 
     /// Persons who started on one cohort day.
-    public struct Cohort: Sendable, Hashable, Codable {
+    public struct Cohort: Sendable, Hashable {
         public var started = 0
         public var completed = 0
         public var inProgressPersons = 0
@@ -44,7 +44,7 @@ public struct FunnelTally: Sendable, Hashable, Codable {
     }
 
     /// Persons with one value of one breakdown dimension.
-    public struct Group: Sendable, Hashable, Codable {
+    public struct Group: Sendable, Hashable {
         public var started = 0
         public var completed = 0
         public var inProgress = 0
@@ -58,7 +58,7 @@ public struct FunnelTally: Sendable, Hashable, Codable {
 
     /// Starters of one app version (`context.app.version`), with what the
     /// version comparison (docs/funnels.md) tests: reach per step and completers' times.
-    public struct Version: Sendable, Hashable, Codable {
+    public struct Version: Sendable, Hashable {
         public var started = 0
         public var completed = 0
         /// Per configured step (aligned with `Funnel.steps`): persons whose level

@@ -1,15 +1,15 @@
-import Funnels
+package import Funnels
 
 /// The stored form of a `FunnelTally` (`funnel_tallies.tally`): unsigned
 /// LEB128 varints, durations sorted and delta-coded. A day of a busy funnel
 /// holds one duration per completer and one gap per person and step, and the
 /// printed report reads every day of every funnel, so the form is chosen for
 /// size: a typical gap takes three bytes instead of a JSON number's ten.
-enum TallyEncoding {
+package enum TallyEncoding {
     /// 2 adds the per-app-version counts; 1 (written before them) still reads, without versions.
     static let version: UInt8 = 2
 
-    static func encode(_ tally: FunnelTally) -> [UInt8] {
+    package static func encode(_ tally: FunnelTally) -> [UInt8] {
         var out: [UInt8] = [version]
         out.reserveCapacity(16 + 3 * (tally.durations.count + tally.steps.reduce(0) { $0 + $1.gaps.count }))
         for count in [tally.started, tally.completed, tally.inProgress, tally.excluded] { put(UInt64(count), &out) }
@@ -44,7 +44,7 @@ enum TallyEncoding {
     }
 
     /// Reads a tally of `funnel` back; throws on bytes this version did not write.
-    static func decode(_ bytes: [UInt8], funnel: Funnel) throws -> FunnelTally {
+    package static func decode(_ bytes: [UInt8], funnel: Funnel) throws -> FunnelTally {
         var reader = Reader(bytes: bytes)
         let stored = try reader.byte()
         guard stored == 1 || stored == version else { throw reader.error("unknown version") }
