@@ -99,6 +99,7 @@ struct FunnelCommandTests {
             (["--app", "yoked", "--step", "a where nothing", "--step", "b"], "PATH=VALUE"),
             (["--definition", configurationFile.path], "not a whole configuration"),
             (["--app", "yoked", "--step", "a", "--step", "b", "--from", "yesterday"], "--from"),
+            (["--app", "yoked", "--step", "onboarding_started", "--step", "phone_entered", "--timeout", "0.000001", "--recount"], "timeout"),
         ]
         for (arguments, message) in cases {
             let run = try OnrampBinary.run(["funnel", "--database-url", db.url, "--cache", cache] + arguments)
