@@ -112,12 +112,7 @@ struct FunnelCommand: ParsableCommand {
         let explorer = Explorer(
             cacheRoot: cache.map { URL(fileURLWithPath: $0) } ?? Explorer.defaultCacheRoot, timeoutSeconds: timeout, reuseAnswers: !recount)
         let connection = try Connection.connect(try database.resolvedURL())
-        let answer: FunnelAnswer
-        do {
-            answer = try explorer.answer(query, on: connection, keeping: configured.referencedPaths)
-        } catch let error as ExploreError {
-            throw ValidationError(error.description)
-        }
+        let answer = try explorer.answer(query, on: connection, keeping: configured.referencedPaths)
         if !quiet {
             Console.info(
                 "\(funnel.name): \(answer.events) events of app \(funnel.app)"
