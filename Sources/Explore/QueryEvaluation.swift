@@ -201,6 +201,8 @@ struct QueryEvaluation {
                         start: start, completed: outcome.completed, retainedDays: funnel.retention.retainedDays(start: start, events: events))
                 }
             }
+            // Each day's times sorted here, on the workers: merging and storing them then meets sorted runs.
+            counted.days = counted.days.mapValues { $0.normalized() }
             return counted
         }
 
