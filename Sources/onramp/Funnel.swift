@@ -38,7 +38,7 @@ struct FunnelCommand: ParsableCommand {
     @Option(help: "Step order: ordered (default), strict or any.")
     var order: String?
 
-    @Option(help: "A name for the funnel in the output (default: explore).")
+    @Option(help: "A name for the funnel in the output.")
     var name: String = "explore"
 
     @Option(help: "First cohort day, YYYY-MM-DD (inclusive; default: all).")
@@ -47,7 +47,7 @@ struct FunnelCommand: ParsableCommand {
     @Option(help: "Last cohort day, YYYY-MM-DD (inclusive; default: all).")
     var to: String?
 
-    @Option(name: .customLong("time-zone"), help: "IANA zone to cut cohort days in (default: the app's configured zone, else UTC).")
+    @Option(name: .customLong("time-zone"), help: "IANA zone to cut cohort days in (default: the app's configured zone, else report_time_zone, else UTC).")
     var timeZone: String?
 
     @Option(name: .customLong("as-of"), help: "The clock windows are judged at, e.g. '2026-11-28 12:00:00+00' (default: now).")
@@ -62,7 +62,7 @@ struct FunnelCommand: ParsableCommand {
     @Flag(help: "Also report retention after the funnel.")
     var retention = false
 
-    @Option(help: "Give up after this many seconds (default 120).")
+    @Option(help: "Give up after this many seconds, reading included.")
     var timeout: Double = 120
 
     @Option(help: "Where the app's event columns are kept (default: $ONRAMP_EXPLORE_CACHE, else ~/.cache/onramp/explore).")
