@@ -1,3 +1,4 @@
+import Dispatch
 import Foundation
 import Funnels
 import LibPQ
@@ -79,12 +80,19 @@ struct ColumnStore {
     /// hands `body` the store as it now is, whose columns are read from disk
     /// only if `body` asks (an answer already counted needs none). `c` must
     /// be in a REPEATABLE READ transaction, so the checkpoint is what was read.
+    /// Runs `body` holding the store's lock (waiting for another query's
+    /// refresh at most until `deadline`): `withColumns` and `clear` are
+    /// called inside it, the transaction they read in begun inside it too.
+    func locked<T>(until deadline: (at: DispatchTime, seconds: Double)?, _ body: () throws -> T) throws -> T {
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        let lock = try FileLock(directory.appendingPathComponent("lock"), until: deadline)
+        defer { lock.release() }
+        return try body()
+    }
+
     func withColumns<T>(
         _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], _ body: (Stored) throws -> T
     ) throws -> (T, Refresh) {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let lock = try FileLock(directory.appendingPathComponent("lock"))
-        defer { lock.release() }
         let started = Date()
         let database = try Self.databaseIdentity(c)
         let current = try Checkpoint.current(c)
@@ -129,6 +137,7 @@ struct ColumnStore {
             let values = try manifest.paths.indices.map { try reading.contains($0) ? store.valueTable($0, manifest) : nil }
             let idsFile = store.tableFile("ids"), idsBytes = manifest.tableBytes["ids"] ?? 0
             guard columns.count == events else { throw ColumnStoreError.damaged("the segments hold \(columns.count) events, not \(events)") }
+            try columns.checkNumbers(names: names.count, ids: manifest.tableCounts["ids"] ?? 0, values: values.map { $0?.count })
             return Snapshot(
                 columns: columns, names: names, values: values, paths: manifest.paths, idCount: manifest.tableCounts["ids"] ?? 0,
                 ids: { try StringTable.load(idsFile, bytes: idsBytes) })
@@ -213,15 +222,11 @@ struct ColumnStore {
 
     func tableFile(_ name: String) -> URL { directory.appendingPathComponent("\(name).strings") }
 
-    /// Forgets everything the store holds (the next refresh reads the log whole).
-    func discard() throws {
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let lock = try FileLock(directory.appendingPathComponent("lock"))
-        defer { lock.release() }
-        try clear()
-    }
-
-    private func clear() throws {
+    /// Forgets everything the store holds (the next refresh reads the log
+    /// whole): the manifest first, so a clear cut short leaves no manifest
+    /// vouching for files that are gone.
+    func clear() throws {
+        try? FileManager.default.removeItem(at: manifestFile)
         let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
         for name in names where name != "lock" {
             try FileManager.default.removeItem(at: directory.appendingPathComponent(name))
@@ -312,6 +317,16 @@ struct ColumnStore {
         state.manifest.tableBytes = bytes
         state.manifest.tableCounts = counts
         try writeManifest(state.manifest)
+        removeUnlisted(state.manifest)
+    }
+
+    /// Segments the manifest does not list: left by a merge or a refresh cut short.
+    private func removeUnlisted(_ manifest: Manifest) {
+        let listed = Set(manifest.segments.map(\.name))
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.path)) ?? []
+        for name in names where name.hasPrefix("segment-") && !listed.contains(name) {
+            try? FileManager.default.removeItem(at: directory.appendingPathComponent(name))
+        }
     }
 
     private func writeManifest(_ manifest: Manifest) throws {
@@ -329,23 +344,30 @@ struct ColumnStore {
         let segment = directory.appendingPathComponent(name)
         try columns.save(segment, messageIds: nil)
         try MessageIds.concatenate(state.manifest.segments.map { (directory.appendingPathComponent($0.name), $0.count) }, into: segment)
-        let old = state.manifest.segments
         state.manifest.segments = [.init(name: name, count: columns.count)]
         try writeManifest(state.manifest)
-        for segment in old { try? FileManager.default.removeItem(at: directory.appendingPathComponent(segment.name)) }
+        removeUnlisted(state.manifest)
     }
 }
 
-/// An exclusive `flock` on a file: two queries of one app refresh its store one after the other.
+/// An exclusive `flock` on a file: two queries of one app refresh its store
+/// one after the other. Waiting for it counts against the query's timeout.
 struct FileLock {
     private let descriptor: Int32
 
-    init(_ file: URL) throws {
+    init(_ file: URL, until deadline: (at: DispatchTime, seconds: Double)?) throws {
         descriptor = open(file.path, O_CREAT | O_RDWR, 0o644)
         guard descriptor >= 0 else { throw ColumnStoreError.unwritable(file.path) }
-        guard flock(descriptor, LOCK_EX) == 0 else {
-            close(descriptor)
-            throw ColumnStoreError.unwritable(file.path)
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
+            guard errno == EWOULDBLOCK || errno == EINTR else {
+                close(descriptor)
+                throw ColumnStoreError.unwritable(file.path)
+            }
+            if let deadline, DispatchTime.now() > deadline.at {
+                close(descriptor)
+                throw ExploreError.timedOut(deadline.seconds)
+            }
+            usleep(20_000)
         }
     }
 

@@ -50,6 +50,22 @@ struct EventColumns: Sendable {
         return try messages[segment].id(index - segmentStarts[segment])
     }
 
+    /// Checks that every number names a string its table holds (a kind, one
+    /// of `kinds`): a damaged file is found here, not as a trap later.
+    func checkNumbers(names: Int, ids: Int, values: [Int?]) throws {
+        func check(_ column: [UInt32], below limit: Int, _ what: String) throws {
+            guard let largest = column.max(), Int(largest) > limit else { return }
+            throw ColumnStoreError.damaged("\(what) number \(largest) of \(limit)")
+        }
+        try check(name, below: names, "name")
+        try check(anonymous, below: ids, "anonymous id")
+        try check(user, below: ids, "user id")
+        if let kind = kind.max(), Int(kind) >= Self.kinds.count { throw ColumnStoreError.damaged("kind \(kind)") }
+        for (path, count) in values.enumerated() {
+            if let count, path < attributes.count { try check(attributes[path], below: count, "value of path \(path)") }
+        }
+    }
+
     // MARK: Files
 
     private enum Column: String, CaseIterable {
@@ -121,11 +137,13 @@ final class MessageIds: Sendable {
         guard index >= 0, index < count else { throw ColumnStoreError.damaged("message \(index) of \(count)") }
         var range = (UInt64(0), UInt64(0))
         let read = withUnsafeMutableBytes(of: &range) { pread(offsets, $0.baseAddress, 16, off_t(index * 8)) }
-        let start = Int(UInt64(littleEndian: range.0)), end = Int(UInt64(littleEndian: range.1))
-        guard read == 16, end >= start else { throw ColumnStoreError.damaged("message offsets of event \(index)") }
-        var text = [UInt8](repeating: 0, count: end - start)
-        let got = text.withUnsafeMutableBytes { pread(bytes, $0.baseAddress, end - start, off_t(start)) }
-        guard got == end - start else { throw ColumnStoreError.damaged("message bytes of event \(index)") }
+        let start = UInt64(littleEndian: range.0), end = UInt64(littleEndian: range.1)
+        // A message id is at most a few hundred bytes (ingestion's limits); anything else is damage.
+        guard read == 16, end >= start, end - start <= 1 << 16 else { throw ColumnStoreError.damaged("message offsets of event \(index)") }
+        let length = Int(end - start)
+        var text = [UInt8](repeating: 0, count: length)
+        let got = text.withUnsafeMutableBytes { pread(bytes, $0.baseAddress, length, off_t(start)) }
+        guard got == length else { throw ColumnStoreError.damaged("message bytes of event \(index)") }
         return String(decoding: text, as: UTF8.self)
     }
 

@@ -56,34 +56,39 @@ public struct Explorer: Sendable {
     private func answer(
         _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: (at: DispatchTime, seconds: Double)?
     ) throws -> FunnelAnswer {
-        try c.transaction(isolation: .repeatableRead) { c in
-            // The log's statements are planned for millions of rows; compiling them (JIT) took longer than running them.
-            try c.query("SELECT set_config('jit', 'off', true)")
-            if let timeoutSeconds {
-                try c.query("SELECT set_config('statement_timeout', $1, true)", [.text("\(Int((timeoutSeconds * 1000).rounded(.up)))ms")])
-            }
-            guard try c.query("SELECT EXISTS (SELECT 1 FROM events WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
-                throw ExploreError.unknownApp(query.funnel.app)
-            }
-            let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: query.funnel.app)
-            let cache = AnswerCache(directory: store.directory.appendingPathComponent("answers"))
+        guard try c.query("SELECT EXISTS (SELECT 1 FROM events WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
+            throw ExploreError.unknownApp(query.funnel.app)
+        }
+        let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: query.funnel.app)
+        let cache = AnswerCache(directory: store.directory.appendingPathComponent("answers"))
+        // The store's lock before the snapshot: one query's refresh never
+        // saves a checkpoint older than one saved by a query that started later.
+        return try store.locked(until: deadline) {
             var evaluateSeconds = 0.0
             func count() throws -> ((QueryEvaluation.Counted, Bool), ColumnStore.Refresh) {
-                try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths)) { stored in
-                    if reuseAnswers, let counted = cache.lookup(query, events: stored.events) { return (counted, true) }
-                    let started = Date()
-                    defer { evaluateSeconds = Date().timeIntervalSince(started) }
-                    let counted = try QueryEvaluation(query: query, snapshot: try stored.snapshot(paths: query.paths), deadline: deadline).run()
-                    cache.store(counted, query: query, events: stored.events)
-                    return (counted, false)
+                try c.transaction(isolation: .repeatableRead) { c in
+                    // The log's statements are planned for millions of rows; compiling them (JIT) took longer than running them.
+                    try c.query("SELECT set_config('jit', 'off', true)")
+                    if let timeoutSeconds {
+                        try c.query("SELECT set_config('statement_timeout', $1, true)", [.text("\(Int((min(timeoutSeconds, 86_400) * 1000).rounded(.up)))ms")])
+                    }
+                    return try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths)) { stored in
+                        if reuseAnswers, let counted = cache.lookup(query, events: stored.events) { return (counted, true) }
+                        let started = Date()
+                        defer { evaluateSeconds = Date().timeIntervalSince(started) }
+                        let snapshot = try stored.snapshot(paths: query.paths)
+                        let counted = try QueryEvaluation(query: query, snapshot: snapshot, deadline: deadline).run()
+                        cache.store(counted, query: query, events: stored.events)
+                        return (counted, false)
+                    }
                 }
             }
             let ((counted, cached), refresh): ((QueryEvaluation.Counted, Bool), ColumnStore.Refresh)
             do {
                 ((counted, cached), refresh) = try count()
             } catch is ColumnStoreError {
-                // Files that do not match their manifest: the store is read from the log again.
-                try store.discard()
+                // Files that do not match their manifest: the store is read from the log again, in a transaction of its own.
+                try store.clear()
                 ((counted, cached), refresh) = try count()
             }
             let (report, seconds) = counted.report(query)

@@ -81,14 +81,17 @@ struct FunnelCommand: ParsableCommand {
             throw ValidationError("--format must be one of \(Self.formats.joined(separator: ", ")) (got '\(format)')")
         }
         for (flag, day) in [("--from", from), ("--to", to)] {
-            if let day, CohortCalendar.dayNumber(ofText: day) == nil {
+            // As written back (2026-01-05, never 2026-1-5): days are compared as text.
+            if let day, CohortCalendar.dayNumber(ofText: day).map(CohortCalendar.text(ofDay:)) != day {
                 throw ValidationError("\(flag) must be a day as YYYY-MM-DD (got '\(day)')")
             }
         }
         if let asOf, Timestamps.parse(asOf) == nil {
             throw ValidationError("--as-of must be a time such as '2026-11-28 12:00:00+00' (got '\(asOf)')")
         }
-        guard timeout > 0 else { throw ValidationError("--timeout must be a number of seconds above 0 (got \(timeout))") }
+        guard timeout > 0, timeout <= 86_400 else {
+            throw ValidationError("--timeout must be a number of seconds above 0, at most a day (got \(timeout))")
+        }
         if let timeZone, TimeZone(identifier: timeZone) == nil {
             throw ValidationError("--time-zone '\(timeZone)' is not an IANA time zone (e.g. Europe/Berlin)")
         }

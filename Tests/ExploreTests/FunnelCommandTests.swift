@@ -99,6 +99,8 @@ struct FunnelCommandTests {
             (["--app", "yoked", "--step", "a where nothing", "--step", "b"], "PATH=VALUE"),
             (["--definition", configurationFile.path], "not a whole configuration"),
             (["--app", "yoked", "--step", "a", "--step", "b", "--from", "yesterday"], "--from"),
+            (["--app", "yoked", "--step", "a", "--step", "b", "--to", "2026-1-5"], "--to"),
+            (["--app", "yoked", "--step", "a", "--step", "b", "--timeout", "inf"], "--timeout"),
             (["--app", "yoked", "--step", "onboarding_started", "--step", "phone_entered", "--timeout", "0.000001", "--recount"], "timeout"),
         ]
         for (arguments, message) in cases {

@@ -201,6 +201,16 @@ struct QueryTimeTests {
         let repaired = try await pool.withConnection { c in try recounting.answer(query, on: c) }
         #expect(repaired.storeRebuilt)
         #expect(repaired.report == fresh.report)
+
+        // A name number no table holds: found when the columns are read, and the store read again.
+        let names = try #require(try FileManager.default.subpathsOfDirectory(atPath: cache.path)
+            .first { $0.hasSuffix("name.u32") && !$0.hasPrefix("fresh") }.map { cache.appendingPathComponent($0) })
+        let writer = try FileHandle(forWritingTo: names)
+        try writer.write(contentsOf: Data([0xFF, 0xFF, 0xFF, 0x7F]))
+        try writer.close()
+        let renumbered = try await pool.withConnection { c in try recounting.answer(query, on: c) }
+        #expect(renumbered.storeRebuilt)
+        #expect(renumbered.report == fresh.report)
         await pool.close()
         try await db.drop()
     }
