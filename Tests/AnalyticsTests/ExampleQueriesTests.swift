@@ -23,7 +23,7 @@ struct ExampleQueriesTests {
         "06_daily_completion_trend.sql", "07_events_per_platform_per_day.sql", "08_umuve_skip_or_swipe.sql",
         "09_operator_quarantine_by_reason.sql", "10_yoked_what_otp_dropoffs_did_next.sql",
         "11_yoked_app_versions_driving_profile_dropoff.sql", "12_forma_d7_retention_by_app_version.sql",
-        "13_what_each_funnel_was_built_from.sql",
+        "13_what_each_funnel_was_built_from.sql", "14_any_funnel_in_sql.sql",
     ]
 
     @Test("the examples give the answers the dataset implies")
@@ -132,6 +132,15 @@ struct ExampleQueriesTests {
         #expect(built.allSatisfy { $0["window_seconds"] == "86400" && $0["time_zone"] == "UTC" && $0["fingerprint"]?.count == 16 })
         #expect(built.first { $0["funnel"] == "umuve_onboarding" }?["steps"]
                 == "onboarding_screen_viewed → onboarding_screen_viewed | onboarding_skipped → apple_sign_in_completed → main_screen_viewed")
+
+        // 14: the first three steps within a day, in SQL, reach what the nightly job's
+        // 24 h yoked funnel reaches at those steps (a prefix of a funnel reaches what it does).
+        let inSQL = try await run("14_any_funnel_in_sql.sql")
+        let nightly = try await analyst.query(
+            "SELECT step_index, sum(persons)::text AS persons FROM analytics.funnel_daily WHERE funnel = 'yoked_onboarding' AND step_index <= 3 GROUP BY step_index ORDER BY step_index").table
+        func total(_ column: String) -> String { String(inSQL.compactMap { Int($0[column] ?? "") }.reduce(0, +)) }
+        #expect(!inSQL.isEmpty)
+        #expect([total("started"), total("phone_entered"), total("otp_verified")] == nightly.map { $0["persons"] ?? "" })
 
         // 09 is the operator's: the analyst is refused, the operator sees the reasons.
         let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }
