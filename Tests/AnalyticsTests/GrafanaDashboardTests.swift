@@ -28,6 +28,8 @@ struct GrafanaDashboardTests {
                 guard let name = variable["name"] as? String else { continue }
                 if variable["type"] as? String == "custom", let query = variable["query"] as? String {
                     variables[name] = query.split(separator: ",").map(String.init)
+                } else if variable["type"] as? String == "textbox", let query = variable["query"] as? String {
+                    variables[name] = [query]  // what the analyst types; its default
                 } else {
                     variables[name] = ["yoked_onboarding", "ops_employee", "ops_company_creator", "umuve_onboarding", "forma_onboarding"]
                 }
@@ -111,6 +113,19 @@ struct GrafanaDashboardTests {
         let target = try Self.panels().first { $0.dashboard == "completion-trend.json" && $0.sql.contains("AS \"target\"") }
         let targetSQL = Self.expandMacros(try #require(target).sql, from: from, to: to).replacingOccurrences(of: "$funnel", with: "yoked_onboarding")
         #expect(try await session.analyst.query(targetSQL).first?.decode(Double.self, "target") == 0.6)
+        // The ad-hoc funnel in SQL, with its default steps (yoked's first three within a day),
+        // reaches what the nightly job's yoked funnel reaches at those steps.
+        let adHoc = try #require(try Self.panels().first { $0.title.contains("window_funnel") })
+        var adHocSQL = Self.expandMacros(adHoc.sql, from: "2000-01-01T00:00:00Z", to: to)
+        for (name, values) in adHoc.variables { adHocSQL = adHocSQL.replacingOccurrences(of: "$\(name)", with: values.first ?? "") }
+        let byPlatform = try await session.analyst.query(adHocSQL).table
+        let reached = try await session.analyst.query(
+            "SELECT sum(persons)::text AS persons FROM analytics.funnel_daily WHERE funnel = 'yoked_onboarding' AND step_index <= 3 GROUP BY step_index ORDER BY step_index"
+        ).table.map { $0["persons"] ?? "" }
+        let totals = ["onboarding_started", "phone_entered", "otp_verified"].map { step in
+            String(byPlatform.compactMap { Int($0[step] ?? "") }.reduce(0, +))
+        }
+        #expect(!byPlatform.isEmpty && totals == reached, "\(byPlatform) vs \(reached)")
         // Retention over the range for forma: D7 of completers 3 of 3, of the others 1 of 3 (the dataset's forma persons).
         let retention = try Self.panels().first { $0.dashboard == "retention.json" && $0.title.contains("over the range") }
         let retentionSQL = Self.expandMacros(try #require(retention).sql, from: "2000-01-01T00:00:00Z", to: to)
