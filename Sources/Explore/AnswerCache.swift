@@ -56,8 +56,7 @@ struct AnswerCache {
             days: counted.days.mapValues { Data(TallyEncoding.encode($0)) }, dropOff: counted.dropOff, retention: counted.retention)
         guard let data = try? JSONEncoder().encode(entry) else { return }
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let temporary = directory.appendingPathComponent("\(key).json.new")
-        guard (try? data.write(to: temporary)) != nil, rename(temporary.path, file(key).path) == 0 else { return }
+        guard (try? ColumnFile.replace(file(key), with: data)) != nil else { return }
         prune()
     }
 

@@ -39,6 +39,14 @@ enum ColumnFile {
         try data.write(to: file)
     }
 
+    /// Writes `data` to `file` in one step: to a file beside it, then
+    /// rename(2), so a reader sees the old contents or the new, never a part.
+    static func replace(_ file: URL, with data: Data) throws {
+        let temporary = file.appendingPathExtension("new")
+        try data.write(to: temporary)
+        guard rename(temporary.path, file.path) == 0 else { throw ColumnStoreError.unwritable(file.path) }
+    }
+
     /// Appends `bytes` to `file` after cutting it to `length`; the new length.
     static func append(_ bytes: [UInt8], to file: URL, after length: Int) throws -> Int {
         if !FileManager.default.fileExists(atPath: file.path) {

@@ -57,13 +57,8 @@ struct ColumnStore {
 
     /// A file-system-safe name for `text`: FNV-1a in hex, plus the text's safe characters for a reader.
     static func key(_ text: String) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in text.utf8 {
-            hash ^= UInt64(byte)
-            hash &*= 0x100_0000_01b3
-        }
         let readable = String(text.unicodeScalars.filter { $0.isASCII && ($0.properties.isAlphabetic || ("0"..."9").contains($0)) }.prefix(24))
-        return "\(readable)-\(String(hash, radix: 16))"
+        return "\(readable)-\(String(FNV1a.hash(text), radix: 16))"
     }
 
     /// Who the log is: the database's name and object id on its server.
@@ -83,7 +78,7 @@ struct ColumnStore {
     /// Runs `body` holding the store's lock (waiting for another query's
     /// refresh at most until `deadline`): `withColumns` and `clear` are
     /// called inside it, the transaction they read in begun inside it too.
-    func locked<T>(until deadline: (at: DispatchTime, seconds: Double)?, _ body: () throws -> T) throws -> T {
+    func locked<T>(until deadline: Deadline?, _ body: () throws -> T) throws -> T {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         let lock = try FileLock(directory.appendingPathComponent("lock"), until: deadline)
         defer { lock.release() }
@@ -243,9 +238,8 @@ struct ColumnStore {
             try checkpoint.bind(c)
             condition = " AND " + Checkpoint.newEventsCondition
         }
-        let attributes = paths.enumerated().map { n, path in ", \(ScopeTable.root(of: path)) #>> \(ScopeTable.path(n))" }.joined()
         let sql = """
-            COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id\(attributes)
+            COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id\(ScopeTable.columns(paths))
                   FROM events e WHERE e.app = \(ScopeTable.app)\(condition)) TO STDOUT (FORMAT binary)
             """
         var columns = EventColumns(paths: paths.count)
@@ -330,10 +324,7 @@ struct ColumnStore {
     }
 
     private func writeManifest(_ manifest: Manifest) throws {
-        let temporary = directory.appendingPathComponent("manifest.json.new")
-        try JSONEncoder().encode(manifest).write(to: temporary)
-        // rename(2) replaces the old manifest in one step: a reader sees the old one or the new.
-        guard rename(temporary.path, manifestFile.path) == 0 else { throw ColumnStoreError.unwritable(manifestFile.path) }
+        try ColumnFile.replace(manifestFile, with: try JSONEncoder().encode(manifest))
     }
 
     /// Merges every segment into one, so a store refreshed often stays a few files.
@@ -355,7 +346,7 @@ struct ColumnStore {
 struct FileLock {
     private let descriptor: Int32
 
-    init(_ file: URL, until deadline: (at: DispatchTime, seconds: Double)?) throws {
+    init(_ file: URL, until deadline: Deadline?) throws {
         descriptor = open(file.path, O_CREAT | O_RDWR, 0o644)
         guard descriptor >= 0 else { throw ColumnStoreError.unwritable(file.path) }
         while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
@@ -363,9 +354,11 @@ struct FileLock {
                 close(descriptor)
                 throw ColumnStoreError.unwritable(file.path)
             }
-            if let deadline, DispatchTime.now() > deadline.at {
+            do {
+                try deadline?.check()
+            } catch {
                 close(descriptor)
-                throw ExploreError.timedOut(deadline.seconds)
+                throw error
             }
             usleep(20_000)
         }

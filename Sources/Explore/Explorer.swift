@@ -45,7 +45,7 @@ public struct Explorer: Sendable {
     /// query on one of them does not read it again.
     public func answer(_ query: FunnelQuery, on c: Connection, keeping: Set<String> = []) throws -> FunnelAnswer {
         guard TimeZone(identifier: query.timeZone) != nil else { throw ExploreError.unknownTimeZone(query.timeZone) }
-        let deadline = timeoutSeconds.map { (at: DispatchTime.now() + $0, seconds: $0) }
+        let deadline = timeoutSeconds.map(Deadline.init(seconds:))
         do {
             return try answer(query, on: c, keeping: keeping, deadline: deadline)
         } catch let error as PostgresError where error.sqlState == "57014" {
@@ -54,7 +54,7 @@ public struct Explorer: Sendable {
     }
 
     private func answer(
-        _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: (at: DispatchTime, seconds: Double)?
+        _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: Deadline?
     ) throws -> FunnelAnswer {
         guard try c.query("SELECT EXISTS (SELECT 1 FROM events WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
             throw ExploreError.unknownApp(query.funnel.app)

@@ -1,3 +1,4 @@
+import Dispatch
 public import Funnels
 
 /// A funnel asked at query time: the definition, the clock it is evaluated
@@ -26,6 +27,22 @@ public struct FunnelQuery: Sendable {
 
     func includes(_ day: String) -> Bool {
         (from.map { day >= $0 } ?? true) && (to.map { day <= $0 } ?? true)
+    }
+}
+
+/// When a query gives up: its timeout, counted from its start.
+struct Deadline: Sendable {
+    let at: DispatchTime
+    let seconds: Double
+
+    init(seconds: Double) {
+        at = DispatchTime.now() + seconds
+        self.seconds = seconds
+    }
+
+    /// Throws `ExploreError.timedOut` once the time has passed.
+    func check() throws {
+        if DispatchTime.now() > at { throw ExploreError.timedOut(seconds) }
     }
 }
 

@@ -10,8 +10,7 @@ import NIOConcurrencyHelpers
 struct QueryEvaluation {
     let query: FunnelQuery
     let snapshot: ColumnStore.Snapshot
-    /// When to give up, and the timeout it came from (for the error).
-    let deadline: (at: DispatchTime, seconds: Double)?
+    let deadline: Deadline?
 
     /// What the persons added up to, by cohort day.
     struct Counted: Sendable {
@@ -129,7 +128,7 @@ struct QueryEvaluation {
         /// `relevantNames()`: nil when every event goes to the engine.
         let relevant: [UInt8]?
 
-        func count(_ persons: ArraySlice<Int>, deadline: (at: DispatchTime, seconds: Double)?) throws -> Counted {
+        func count(_ persons: ArraySlice<Int>, deadline: Deadline?) throws -> Counted {
             let funnel = query.funnel
             let zone = TimeZone(identifier: query.timeZone) ?? .gmt
             let shape = FunnelTally.Shape(funnel)
@@ -154,7 +153,7 @@ struct QueryEvaluation {
             var positions: [Int] = []
             var dayText: [Int64: String] = [:]
             for (done, person) in persons.enumerated() {
-                if done & 1023 == 0, let deadline, DispatchTime.now() > deadline.at { throw ExploreError.timedOut(deadline.seconds) }
+                if done & 1023 == 0 { try deadline?.check() }
                 events.removeAll(keepingCapacity: true)
                 positions.removeAll(keepingCapacity: true)
                 var lacking = false
@@ -257,9 +256,7 @@ extension QueryEvaluation.Counted {
         for day in days.values { tally.merge(day) }
         tally = tally.normalized()
         var report = FunnelReport(funnel: funnel, tally: tally, now: query.now, timeZone: zone)
-        let closed = CohortCalendar.newestClosedDay(now: query.now, windowMicroseconds: funnel.windowMicroseconds, in: zone)
-        report.regressions = Regressions.find(
-            funnel: funnel, days: days, newestClosedDay: min(closed, query.to.flatMap(CohortCalendar.dayNumber(ofText:)) ?? closed))
+        report.regressions = Regressions.find(funnel: funnel, days: days, now: query.now, timeZone: zone, to: query.to)
         if query.diagnostics { report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: dropOff) }
         if query.retention {
             report.retention = RetentionReport(days: funnel.retention.days, cells: retention.mapValues { $0.cells(days: funnel.retention.days, now: query.now) })

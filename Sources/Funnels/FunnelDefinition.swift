@@ -157,12 +157,7 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
     /// A short digest of `json` (64-bit FNV-1a, hex) for people and SQL to
     /// compare definitions at a glance; the job compares the definitions.
     public var fingerprint: String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in json.utf8 {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x0000_0100_0000_01b3
-        }
-        let hex = String(hash, radix: 16)
+        let hex = String(FNV1a.hash(json), radix: 16)
         return String(repeating: "0", count: 16 - hex.count) + hex
     }
 

@@ -1,4 +1,4 @@
-import Foundation
+public import Foundation
 
 /// The thresholds of a funnel's regression alerts (docs/funnels.md, "Regressions and alerts"), under
 /// `alerts:` in the configuration.
@@ -119,6 +119,14 @@ public enum Regressions {
     /// tallies (`days`: `YYYY-MM-DD` -> tally), on the days up to
     /// `newestClosedDay` (a day count) only: a day whose windows are not all
     /// closed is still filling and never raises an alarm.
+    /// The same, for a report at `now` whose cohort days are cut in
+    /// `timeZone` and end at `to` (nil: open-ended): the newest day it
+    /// compares is closed at `now`, and not after `to`.
+    public static func find(funnel: Funnel, days: [String: FunnelTally], now: Int64, timeZone: TimeZone, to: String?) -> RegressionFindings {
+        let closed = CohortCalendar.newestClosedDay(now: now, windowMicroseconds: funnel.windowMicroseconds, in: timeZone)
+        return find(funnel: funnel, days: days, newestClosedDay: min(closed, to.flatMap(CohortCalendar.dayNumber(ofText:)) ?? closed))
+    }
+
     public static func find(funnel: Funnel, days: [String: FunnelTally], newestClosedDay: Int64) -> RegressionFindings {
         let settings = funnel.alerts
         var closed: [(day: Int64, tally: FunnelTally)] = []

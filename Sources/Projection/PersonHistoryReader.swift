@@ -110,8 +110,7 @@ struct PersonHistoryReader {
         let app = ScopeTable.app
         // One column per path; the engine reads only these three roots, so the
         // column comes from a fixed list and only the path inside it is data.
-        let attributes = paths.enumerated().map { n, path in ", \(ScopeTable.root(of: path)) #>> \(ScopeTable.path(n))" }.joined()
-        let columns = #"e.message_id, e.type, e.event, e."timestamp""# + attributes
+        let columns = #"e.message_id, e.type, e.event, e."timestamp""# + ScopeTable.columns(paths)
         switch scope {
         case .all:
             // The user and the anonymous id, for `LinkedPersons`, as below.

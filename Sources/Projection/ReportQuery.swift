@@ -127,7 +127,7 @@ public struct ReportQuery: Sendable {
         if let lists = stored.lists { tally.take(lists) }
         tally = tally.normalized()
         var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
-        report.regressions = Regressions.find(funnel: funnel, days: days, newestClosedDay: newestClosedDay(funnel, now: now, zone: zone))
+        report.regressions = Regressions.find(funnel: funnel, days: days, now: now, timeZone: zone, to: to)
         // The same persons as the tally: the stored days, or when those were
         // cut in another zone, the persons whose start falls in the range there.
         var counts = DropOffCounts()
@@ -142,13 +142,6 @@ public struct ReportQuery: Sendable {
         report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
         let durations = tally.durations.map { Double($0) / 1_000_000 }
         return FunnelResult(report: report, secondsToComplete: durations)
-    }
-
-    /// The newest cohort day the regression check compares: closed at `now`,
-    /// and not after `--to`.
-    private func newestClosedDay(_ funnel: Funnel, now: Int64, zone: TimeZone) -> Int64 {
-        let closed = CohortCalendar.newestClosedDay(now: now, windowMicroseconds: funnel.windowMicroseconds, in: zone)
-        return min(closed, to.flatMap(CohortCalendar.dayNumber(ofText:)) ?? closed)
     }
 
     /// The slow way, from every stored person: when the stored tallies were

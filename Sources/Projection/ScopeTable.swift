@@ -11,6 +11,11 @@ package enum ScopeTable {
     /// The bound path number `n` inside its root column, as an expression.
     package static func path(_ n: Int) -> String { "(SELECT path FROM history_paths WHERE n = \(n))" }
 
+    /// One output column per bound path (`, root #>> path`), in `paths`' order.
+    package static func columns(_ paths: [String]) -> String {
+        paths.enumerated().map { n, path in ", \(root(of: path)) #>> \(self.path(n))" }.joined()
+    }
+
     /// The JSON column a dotted path starts in, as an expression: one of a
     /// fixed list, so configuration picks a column but never writes SQL (a
     /// per-row CASE over the root cost a seventh of a history read).

@@ -32,6 +32,16 @@ struct AnalystSession {
         return components.string ?? base
     }
 
+    /// Persons the nightly job counted at each of `funnel`'s first `steps` steps, as text.
+    func nightlyReach(_ funnel: String, steps: Int) async throws -> [String] {
+        try await analyst.query(
+            """
+            SELECT sum(persons)::text AS persons FROM analytics.funnel_daily
+            WHERE funnel = $1 AND step_index <= $2 GROUP BY step_index ORDER BY step_index
+            """, [.text(funnel), .int(Int64(steps))]
+        ).table.map { $0["persons"] ?? "" }
+    }
+
     func close() async throws {
         await admin.close()
         await analyst.close()

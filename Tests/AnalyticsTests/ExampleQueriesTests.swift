@@ -136,11 +136,10 @@ struct ExampleQueriesTests {
         // 14: the first three steps within a day, in SQL, reach what the nightly job's
         // 24 h yoked funnel reaches at those steps (a prefix of a funnel reaches what it does).
         let inSQL = try await run("14_any_funnel_in_sql.sql")
-        let nightly = try await analyst.query(
-            "SELECT step_index, sum(persons)::text AS persons FROM analytics.funnel_daily WHERE funnel = 'yoked_onboarding' AND step_index <= 3 GROUP BY step_index ORDER BY step_index").table
+        let nightly = try await session.nightlyReach("yoked_onboarding", steps: 3)
         func total(_ column: String) -> String { String(inSQL.compactMap { Int($0[column] ?? "") }.reduce(0, +)) }
         #expect(!inSQL.isEmpty)
-        #expect([total("started"), total("phone_entered"), total("otp_verified")] == nightly.map { $0["persons"] ?? "" })
+        #expect([total("started"), total("phone_entered"), total("otp_verified")] == nightly)
 
         // 09 is the operator's: the analyst is refused, the operator sees the reasons.
         let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }

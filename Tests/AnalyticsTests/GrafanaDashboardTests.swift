@@ -119,9 +119,7 @@ struct GrafanaDashboardTests {
         var adHocSQL = Self.expandMacros(adHoc.sql, from: "2000-01-01T00:00:00Z", to: to)
         for (name, values) in adHoc.variables { adHocSQL = adHocSQL.replacingOccurrences(of: "$\(name)", with: values.first ?? "") }
         let byPlatform = try await session.analyst.query(adHocSQL).table
-        let reached = try await session.analyst.query(
-            "SELECT sum(persons)::text AS persons FROM analytics.funnel_daily WHERE funnel = 'yoked_onboarding' AND step_index <= 3 GROUP BY step_index ORDER BY step_index"
-        ).table.map { $0["persons"] ?? "" }
+        let reached = try await session.nightlyReach("yoked_onboarding", steps: 3)
         let totals = ["onboarding_started", "phone_entered", "otp_verified"].map { step in
             String(byPlatform.compactMap { Int($0[step] ?? "") }.reduce(0, +))
         }
