@@ -55,6 +55,52 @@ struct MigrateCommandTests {
         try await db.drop()
     }
 
+    @Test("a database migrated before comments of 002, 008, 009 and 010 were reworded migrates on, its records brought forward")
+    func rewordedCommentsAccepted() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("migr-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        // The files as they were applied: their comments as they read then.
+        let earlier = [
+            "002_projection.sql": (#"(docs/funnels.md, "Persons")"#, "(SPEC §4 identity merge)"),
+            "008_drop_off_diagnostics.sql": (#"(docs/funnels.md, "Why they drop off")"#, "(SPEC §10)"),
+            "009_funnel_regressions.sql": (#"(docs/funnels.md, "Regressions and alerts")"#, "(SPEC §11)"),
+            "010_retention.sql": (#"(docs/funnels.md, "Retention")"#, "(SPEC §12)"),
+        ]
+        let files = try MigrationFile.load(from: try TestDatabase.migrationsDirectory)
+        for file in files {
+            var sql = file.sql
+            if let (now, then) = earlier[file.fileName] {
+                #expect(sql.contains(now))
+                sql = sql.replacingOccurrences(of: now, with: then)
+            }
+            try sql.write(to: dir.appendingPathComponent(file.fileName), atomically: true, encoding: .utf8)
+        }
+        #expect(try OnrampBinary.run(["migrate", "--database-url", db.url, "--migrations", dir.path]).status == 0)
+
+        let current = try OnrampBinary.run(["migrate", "--database-url", db.url])
+        #expect(current.status == 0, "\(current.stderr)")
+        #expect(current.stderr.contains("schema is current"))
+        let pool = db.pool(maxConnections: 1)
+        for file in files where earlier[file.fileName] != nil {
+            let forward = try await pool.query(
+                "SELECT checksum = encode(sha256(convert_to($2, 'UTF8')), 'hex') FROM onramp_schema_migrations WHERE version = $1",
+                [.int(Int64(file.version)), .text(file.sql)]
+            ).scalar(Bool.self)
+            #expect(forward, "\(file.fileName): the record is the file's as it is now")
+        }
+        await pool.close()
+        // Any other change to those files is still refused.
+        for file in files { try file.sql.write(to: dir.appendingPathComponent(file.fileName), atomically: true, encoding: .utf8) }
+        #expect(try OnrampBinary.run(["migrate", "--database-url", db.url, "--migrations", dir.path]).status == 0)
+        let target = dir.appendingPathComponent("008_drop_off_diagnostics.sql")
+        try (try String(contentsOf: target, encoding: .utf8) + "\n-- edited after the fact\n").write(to: target, atomically: true, encoding: .utf8)
+        let refused = try OnrampBinary.run(["migrate", "--database-url", db.url, "--migrations", dir.path])
+        #expect(refused.status != 0 && refused.stderr.contains("migration 008_drop_off_diagnostics.sql was changed after it was applied"))
+        try await db.drop()
+    }
+
     /// Roles are cluster-wide: databases of one cluster migrating at once
     /// race on them ("tuple concurrently updated"), which the per-database
     /// lock cannot prevent. Every one of them must still end migrated.

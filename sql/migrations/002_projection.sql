@@ -17,7 +17,7 @@ CREATE TABLE projection_checkpoint (
 );
 INSERT INTO projection_checkpoint DEFAULT VALUES;
 
--- anonymous id -> the earliest user id seen with it (SPEC §4 identity merge).
+-- anonymous id -> the earliest user id seen with it (docs/funnels.md, "Persons").
 CREATE TABLE identity_links (
     app          text        NOT NULL,
     anonymous_id text        NOT NULL,

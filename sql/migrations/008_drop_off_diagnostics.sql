@@ -1,4 +1,4 @@
--- 008: why persons drop off (SPEC §10). The nightly job stores per person
+-- 008: why persons drop off (docs/funnels.md, "Why they drop off"). The nightly job stores per person
 -- what their events say (funnel_person_diagnostics), then per funnel and
 -- cohort day what reports add up over any range: the lingering times of
 -- those who dropped at each step, the first thing they did instead, and the

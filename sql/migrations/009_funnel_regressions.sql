@@ -1,4 +1,4 @@
--- 009: what the nightly report's regression check found (SPEC §11). Each
+-- 009: what the nightly report's regression check found (docs/funnels.md, "Regressions and alerts"). Each
 -- run whose report covers every cohort day in the configured time zone
 -- replaces the rows of the funnels it reported: the changes that count
 -- (significant after Benjamini–Hochberg, large enough, on enough persons),

@@ -1,4 +1,4 @@
--- 010: does onboarding matter (SPEC §12): day-N retention of those who
+-- 010: does onboarding matter (docs/funnels.md, "Retention"): day-N retention of those who
 -- completed a funnel against those who did not. A person is retained on day
 -- N when they were active (any event of the app, or one of the funnel's
 -- retention.active_events) in [t1 + N·24 h, t1 + (N+1)·24 h), t1 their
