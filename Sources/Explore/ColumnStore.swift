@@ -86,7 +86,7 @@ struct ColumnStore {
     }
 
     func withColumns<T>(
-        _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], _ body: (Stored) throws -> T
+        _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], deadline: Deadline? = nil, _ body: (Stored) throws -> T
     ) throws -> (T, Refresh) {
         let started = Date()
         let database = try Self.databaseIdentity(c)
@@ -107,7 +107,7 @@ struct ColumnStore {
             state = State(empty: Manifest(database: database, app: app, checkpoint: .start, paths: paths.sorted(), segments: []))
         }
         let rebuilt = manifest == nil
-        let newEvents = try readNew(c, since: rebuilt ? nil : state.manifest.checkpoint, into: &state)
+        let newEvents = try readNew(c, since: rebuilt ? nil : state.manifest.checkpoint, into: &state, deadline: deadline)
         state.manifest.checkpoint = current
         // The manifest too when nothing was new: the next query's read starts from here.
         try save(&state)
@@ -230,7 +230,7 @@ struct ColumnStore {
 
     /// Reads the app's events committed after `checkpoint` (all, when nil)
     /// into a new pending segment; returns how many.
-    private func readNew(_ c: Connection, since checkpoint: Checkpoint?, into state: inout State) throws -> Int {
+    private func readNew(_ c: Connection, since checkpoint: Checkpoint?, into state: inout State, deadline: Deadline?) throws -> Int {
         let paths = state.manifest.paths
         try ScopeTable.bind(c, app: app, paths: paths)
         var condition = ""
@@ -240,7 +240,7 @@ struct ColumnStore {
         }
         let sql = """
             COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id\(ScopeTable.columns(paths))
-                  FROM events e WHERE e.app = \(ScopeTable.app)\(condition)) TO STDOUT (FORMAT binary)
+                  FROM analytics.event_log e WHERE e.app = \(ScopeTable.app)\(condition)) TO STDOUT (FORMAT binary)
             """
         var columns = EventColumns(paths: paths.count)
         var messageIds: [String] = []
@@ -273,6 +273,10 @@ struct ColumnStore {
             messageIds.append(messageId)
             for path in paths.indices {
                 columns.attributes[path].append(values[path].number(row.text(6 + path)))
+            }
+            if messageIds.count & 0xFFFF == 0 {
+                deadline?.control?.read(messageIds.count)
+                try deadline?.check()  // a cancel stops the COPY here
             }
         }
         if loaded {

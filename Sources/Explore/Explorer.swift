@@ -43,20 +43,25 @@ public struct Explorer: Sendable {
     /// `keeping`: attribute paths the store should hold beside the query's
     /// when it reads the log whole (the configured funnels'), so the next
     /// query on one of them does not read it again.
-    public func answer(_ query: FunnelQuery, on c: Connection, keeping: Set<String> = []) throws -> FunnelAnswer {
+    /// `control`: where the query says how far it got, and can be cancelled.
+    public func answer(
+        _ query: FunnelQuery, on c: Connection, keeping: Set<String> = [], control: QueryControl? = nil
+    ) throws -> FunnelAnswer {
         guard TimeZone(identifier: query.timeZone) != nil else { throw ExploreError.unknownTimeZone(query.timeZone) }
-        let deadline = timeoutSeconds.map(Deadline.init(seconds:))
+        let deadline = Deadline(seconds: timeoutSeconds, control: control)
+        control?.attach(c)
         do {
             return try answer(query, on: c, keeping: keeping, deadline: deadline)
         } catch let error as PostgresError where error.sqlState == "57014" {
-            throw ExploreError.timedOut(timeoutSeconds ?? 0)  // the statement timeout set below
+            // A cancel from the control, else the statement timeout set below.
+            throw control?.isCancelled == true ? ExploreError.cancelled : ExploreError.timedOut(timeoutSeconds ?? 0)
         }
     }
 
     private func answer(
-        _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: Deadline?
+        _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: Deadline
     ) throws -> FunnelAnswer {
-        guard try c.query("SELECT EXISTS (SELECT 1 FROM events WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
+        guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
             throw ExploreError.unknownApp(query.funnel.app)
         }
         let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: query.funnel.app)
@@ -72,7 +77,9 @@ public struct Explorer: Sendable {
                     if let timeoutSeconds {
                         try c.query("SELECT set_config('statement_timeout', $1, true)", [.text("\(Int((min(timeoutSeconds, 86_400) * 1000).rounded(.up)))ms")])
                     }
-                    return try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths)) { stored in
+                    deadline.control?.enter(.reading)
+                    return try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths), deadline: deadline) { stored in
+                        deadline.control?.enter(.counting)
                         if reuseAnswers, let counted = cache.lookup(query, events: stored.events) { return (counted, true) }
                         let started = Date()
                         defer { evaluateSeconds = Date().timeIntervalSince(started) }
@@ -101,17 +108,68 @@ public struct Explorer: Sendable {
     }
 }
 
+extension Explorer {
+    /// The app's event names (track events, and screens as `screen:NAME`)
+    /// with how many events carry each, most first, and the attribute paths
+    /// its store keeps: what the explorer's pickers offer. Read from the
+    /// app's store, brought up to date first.
+    public func catalog(app: String, on c: Connection, keeping: Set<String> = []) throws -> EventCatalog {
+        guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(app)]).scalar(Bool.self) else {
+            throw ExploreError.unknownApp(app)
+        }
+        let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: app)
+        let deadline = Deadline(seconds: timeoutSeconds)
+        return try store.locked(until: deadline) {
+            try c.transaction(isolation: .repeatableRead) { c in
+                try c.query("SELECT set_config('jit', 'off', true)")
+                return try store.withColumns(c, paths: [], keeping: keeping.union(Self.standardPaths), deadline: deadline) { stored in
+                    let columns = try stored.snapshot(paths: []).columns
+                    var counts: [UInt64: Int] = [:]
+                    for index in 0..<columns.count {
+                        counts[UInt64(columns.name[index]) << 8 | UInt64(columns.kind[index]), default: 0] += 1
+                    }
+                    let entries = counts.compactMap { key, events -> EventCatalog.Entry? in
+                        let kind = EventColumns.kinds[Int(key & 0xFF)]
+                        guard kind == .track || kind == .screen, let name = stored.names.string(UInt32(key >> 8)) else { return nil }
+                        return EventCatalog.Entry(label: kind == .screen ? "screen:\(name)" : name, events: events)
+                    }
+                    return EventCatalog(
+                        app: app, entries: entries.sorted { ($0.events, $1.label) > ($1.events, $0.label) },
+                        paths: stored.manifest.paths.sorted(), events: stored.events)
+                }.0
+            }
+        }
+    }
+}
+
+/// What an app's events are called, for pickers.
+public struct EventCatalog: Sendable {
+    public struct Entry: Sendable, Equatable {
+        /// A step as the explorer writes it: the event's name, or `screen:NAME`.
+        public var label: String
+        public var events: Int
+    }
+
+    public var app: String
+    public var entries: [Entry]
+    /// Attribute paths kept for the app (where, hold and breakdown suggestions).
+    public var paths: [String]
+    public var events: Int
+}
+
 /// Why a query could not be answered, worded for the analyst.
 public enum ExploreError: Error, CustomStringConvertible, Equatable {
     case unknownApp(String)
     case unknownTimeZone(String)
     case timedOut(Double)
+    case cancelled
 
     public var description: String {
         switch self {
         case .unknownApp(let app): "app: unknown app '\(app)' (the log holds no event of it)"
         case .unknownTimeZone(let zone): "time zone: '\(zone)' is not an IANA time zone (e.g. Europe/Berlin)"
         case .timedOut(let seconds): "the query ran longer than its timeout of \(seconds) s (raise --timeout, or narrow it)"
+        case .cancelled: "the query was cancelled"
         }
     }
 }

@@ -30,19 +30,23 @@ public struct FunnelQuery: Sendable {
     }
 }
 
-/// When a query gives up: its timeout, counted from its start.
+/// When a query gives up: its timeout, counted from its start, or a cancel
+/// by whoever asked (`QueryControl`).
 struct Deadline: Sendable {
-    let at: DispatchTime
+    let at: DispatchTime?
     let seconds: Double
+    let control: QueryControl?
 
-    init(seconds: Double) {
-        at = DispatchTime.now() + seconds
-        self.seconds = seconds
+    init(seconds: Double?, control: QueryControl? = nil) {
+        at = seconds.map { DispatchTime.now() + $0 }
+        self.seconds = seconds ?? 0
+        self.control = control
     }
 
-    /// Throws `ExploreError.timedOut` once the time has passed.
+    /// Throws `ExploreError.cancelled` once cancelled, `.timedOut` once the time has passed.
     func check() throws {
-        if DispatchTime.now() > at { throw ExploreError.timedOut(seconds) }
+        if control?.isCancelled == true { throw ExploreError.cancelled }
+        if let at, DispatchTime.now() > at { throw ExploreError.timedOut(seconds) }
     }
 }
 

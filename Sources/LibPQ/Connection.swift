@@ -16,6 +16,24 @@ final class ConnectionHandle: @unchecked Sendable {
     deinit { PQfinish(raw) }
 }
 
+/// Stops the statement a connection is running, from another thread:
+/// libpq's cancel object, taken once, is safe to use beside the connection.
+public final class StatementCanceller: @unchecked Sendable {
+    private let raw: OpaquePointer
+    private let lock = NIOLock()
+
+    init(raw: OpaquePointer) { self.raw = raw }
+    deinit { PQfreeCancel(raw) }
+
+    /// Asks the server to stop the running statement, if there is one; it fails with SQLSTATE 57014.
+    public func cancel() {
+        lock.withLock {
+            var buffer = [CChar](repeating: 0, count: 256)
+            _ = PQcancel(raw, &buffer, Int32(buffer.count))
+        }
+    }
+}
+
 /// Sole owner of a `PGresult`: `PQclear` runs exactly once.
 struct ResultHandle: ~Copyable {
     let raw: OpaquePointer
@@ -392,6 +410,13 @@ public final class Connection: Sendable {
                 String(decoding: UnsafeBufferPointer(start: $0, count: length), as: UTF8.self)
             }
         }
+    }
+
+    /// A canceller for this connection's statements, usable from any thread
+    /// while another runs one (a page's Cancel button); nil when libpq cannot
+    /// make one.
+    public func canceller() -> StatementCanceller? {
+        withHandle { handle in PQgetCancel(handle.raw).map(StatementCanceller.init(raw:)) }
     }
 
     /// Asks the server to stop the running statement; the caller still drains results.

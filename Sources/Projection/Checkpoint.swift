@@ -42,20 +42,26 @@ package struct Checkpoint: Equatable, Sendable, Codable {
     }
 
     /// SQL condition selecting events written after the checkpoint that
-    /// `bind` wrote into a temp table (a COPY takes no parameters). The lower
+    /// `bind` set for the transaction (a COPY takes no parameters). The lower
     /// bound lets the BRIN index skip everything older, with the bound values
     /// as the scan's runtime parameters. Only committed rows are visible, so
     /// together with the snapshot this selects exactly the events the last
     /// run could not see.
     package static let newEventsCondition = """
-        e.txid >= (SELECT low FROM run_checkpoint)
-        AND (e.txid >= (SELECT horizon FROM run_checkpoint) OR e.txid IN (SELECT unnest(pending) FROM run_checkpoint))
+        e.txid >= (SELECT current_setting('onramp.checkpoint_low')::int8)
+        AND (e.txid >= (SELECT current_setting('onramp.checkpoint_horizon')::int8)
+             OR e.txid IN (SELECT unnest(current_setting('onramp.checkpoint_pending')::int8[])))
         """
 
-    /// Binds this checkpoint for `newEventsCondition`, for the rest of the transaction.
+    /// Binds this checkpoint for `newEventsCondition`, for the rest of the
+    /// transaction: settings, not a temp table, so a read-only transaction
+    /// on a replica can bind it too.
     package func bind(_ c: Connection) throws {
-        try c.executeScript("CREATE TEMP TABLE run_checkpoint (low int8, horizon int8, pending int8[]) ON COMMIT DROP")
-        try c.query("INSERT INTO run_checkpoint VALUES ($1, $2, $3::int8[])", parameters)
+        try c.query(
+            """
+            SELECT set_config('onramp.checkpoint_low', $1::text, true), set_config('onramp.checkpoint_horizon', $2::text, true),
+                   set_config('onramp.checkpoint_pending', $3::int8[]::text, true)
+            """, parameters)
     }
 
     private var parameters: [PostgresValue] {

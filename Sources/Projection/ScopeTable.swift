@@ -1,15 +1,17 @@
 package import LibPQ
 
 /// COPY takes no parameters, so a COPY that needs values (the app, the JSON
-/// paths it extracts) reads them from temp tables written with bound
-/// parameters: the statement's text stays fixed, and each value is read once,
-/// by an uncorrelated subquery.
+/// paths it extracts) reads them from settings of its transaction, set with
+/// bound parameters (`set_config(…, true)`): the statement's text stays
+/// fixed, and each value is read once, by an uncorrelated subquery. Settings,
+/// not temp tables, so the same reads run in a read-only transaction and on a
+/// replica (the explorer's, as `onramp_analyst`).
 package enum ScopeTable {
     /// The bound app, as an expression.
-    package static let app = "(SELECT app FROM history_scope)"
+    package static let app = "(SELECT current_setting('onramp.scope_app'))"
 
     /// The bound path number `n` inside its root column, as an expression.
-    package static func path(_ n: Int) -> String { "(SELECT path FROM history_paths WHERE n = \(n))" }
+    package static func path(_ n: Int) -> String { "(SELECT current_setting('onramp.scope_path_\(n)')::text[])" }
 
     /// One output column per bound path (`, root #>> path`), in `paths`' order.
     package static func columns(_ paths: [String]) -> String {
@@ -30,20 +32,12 @@ package enum ScopeTable {
 
     /// Binds `app` and the dotted `paths` (`properties.page`) for the next statements of this transaction.
     package static func bind(_ c: Connection, app: String, paths: [String]) throws {
-        if try c.query("SELECT to_regclass('pg_temp.history_scope') IS NULL").scalar(Bool.self) {
-            try c.executeScript(
-                """
-                CREATE TEMP TABLE history_scope (app text NOT NULL) ON COMMIT DROP;
-                CREATE TEMP TABLE history_paths (n integer PRIMARY KEY, path text[] NOT NULL) ON COMMIT DROP;
-                """)
-        }
-        try c.executeScript("DELETE FROM history_scope; DELETE FROM history_paths;")
-        try c.query("INSERT INTO history_scope VALUES ($1)", [.text(app)])
+        try c.query("SELECT set_config('onramp.scope_app', $1, true)", [.text(app)])
         for (n, path) in paths.enumerated() {
             let parts = path.split(separator: ".", maxSplits: 1).map(String.init)
             try c.query(
-                "INSERT INTO history_paths VALUES ($1, $2::text[])",
-                [.int(n), .textArray(parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : [])])
+                "SELECT set_config('onramp.scope_path_' || $1, $2::text[]::text, true)",
+                [.text(String(n)), .textArray(parts.count == 2 ? parts[1].split(separator: ".").map(String.init) : [])])
         }
     }
 }
