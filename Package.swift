@@ -120,6 +120,20 @@ let package = Package(
             dependencies: ["LibPQ", "Funnels", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
+        // `onramp explore`: the explorer's page and the API it polls, over Explore.
+        .target(
+            name: "ExploreServer",
+            dependencies: [
+                "Explore", "Funnels", "LibPQ", "Reports", "CivilDate",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ],
+            resources: [.embedInCode("Resources/explore.html")],
+            swiftSettings: strictness
+        ),
         // Renders funnel reports: terminal table, markdown, csv, json.
         .target(
             name: "Reports",
@@ -180,7 +194,7 @@ let package = Package(
         .executableTarget(
             name: "onramp",
             dependencies: [
-                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "Reports", "Simulation",
+                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
                 "EventLog", "IngestServer", "Notifications",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -249,6 +263,18 @@ let package = Package(
         .testTarget(
             name: "ExploreTests",
             dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "Explore", "TestSupport", "onramp"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "ExploreServerTests",
+            dependencies: [
+                "ExploreServer", "Funnels", "LibPQ", "LocalPostgres", "TestSupport", "onramp",
+                .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -7,6 +7,6 @@ struct Onramp: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "onramp",
         abstract: "Self-hosted onboarding analytics: ingest events, project funnels, report drop-off.",
-        subcommands: [Serve.self, Migrate.self, Keys.self, Report.self, Rebuild.self, FunnelCommand.self, Simulate.self, Demo.self]
+        subcommands: [Serve.self, Migrate.self, Keys.self, Report.self, Rebuild.self, FunnelCommand.self, ExploreCommand.self, Simulate.self, Demo.self]
     )
 }

@@ -23,9 +23,17 @@ ensure_database_prerequisites() {
   ensure_packages postgresql libpq-dev pkg-config
 }
 
-# The HTML dashboard test renders pages in Debian's headless Chromium.
+# The HTML dashboard test renders pages in Debian's headless Chromium; the
+# explorer's browser test drives it through chromedriver with Selenium (from
+# PyPI, in its own virtual environment, made once and reused).
 ensure_browser() {
-  ensure_packages chromium
+  ensure_packages chromium chromium-driver python3-venv
+  local venv=${ONRAMP_TOOLS:-$HOME/.cache/onramp}/selenium
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import selenium' 2>/dev/null; then
+    echo "installing selenium into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check 'selenium>=4.20,<5' >&2
+  fi
 }
 
 # The proxy tests put real nginx (terminating TLS with a certificate openssl

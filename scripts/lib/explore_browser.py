@@ -1,0 +1,145 @@
+"""Drives the explorer page in headless Chromium through chromedriver, as an
+analyst would: chooses the app, types steps, a filter, the window and a
+breakdown, and reads back what the page drew. Run by the explorer's browser
+test (Tests/ExploreServerTests); prints one JSON object.
+
+    python explore_browser.py build URL SCENARIO.json SCREENSHOT.png
+    python explore_browser.py cancel URL
+
+`build` types the scenario's funnel, waits for the answer, reads the steps
+table, the completion headline and the breakdown table, saves a screenshot,
+copies the YAML and the shareable link, and then types a bad filter and
+reads the error shown. `cancel` opens URL (a shared link whose query will
+wait), waits for the progress line and the Cancel button, and clicks it.
+"""
+import json
+import sys
+import time
+
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+
+def browser():
+    options = Options()
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+        options.add_argument(flag)
+    options.binary_location = "/usr/bin/chromium"
+    return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
+
+
+def state(driver):
+    return driver.execute_script("return document.body.dataset.state || ''")
+
+
+def wait_done(driver, after_id=None, timeout=120):
+    """Waits until the page's latest query finished (a new one, when after_id is given)."""
+    def finished(d):
+        query = d.execute_script("return document.body.dataset.queryId || ''")
+        return state(d) in ("done", "failed", "cancelled") and (after_id is None or query != after_id)
+    WebDriverWait(driver, timeout, poll_frequency=0.1).until(finished)
+    return state(driver)
+
+
+def query_id(driver):
+    return driver.execute_script("return document.body.dataset.queryId || ''")
+
+
+def type_into(element, text):
+    element.clear()
+    element.send_keys(text)
+
+
+def read_result(driver):
+    rows = []
+    for row in driver.find_elements(By.CSS_SELECTOR, "#steps-table tr[data-step]"):
+        rows.append({
+            "index": int(row.get_attribute("data-step")),
+            "name": row.find_element(By.CSS_SELECTOR, ".name").text,
+            "persons": row.get_attribute("data-persons"),
+            "drop_off": row.get_attribute("data-drop-off"),
+            "in_progress": row.get_attribute("data-in-progress"),
+            "conversion_from_start": row.get_attribute("data-conv-start"),
+            "shown_persons": row.find_element(By.CSS_SELECTOR, ".persons").text,
+        })
+    completion = driver.find_element(By.ID, "completion")
+    breakdown = []
+    for row in driver.find_elements(By.CSS_SELECTOR, "#breakdown-table tr[data-value]"):
+        breakdown.append({"value": row.get_attribute("data-value"), "p_value": row.get_attribute("data-p-value")})
+    return {
+        "steps": rows,
+        "completion": {k: completion.get_attribute("data-" + k) for k in ("value", "lo", "hi")},
+        "completion_text": completion.text,
+        "breakdown": breakdown,
+        "funnel_svg_bars": len(driver.find_elements(By.CSS_SELECTOR, "#result svg rect")),
+    }
+
+
+def build(url, scenario_path, screenshot):
+    scenario = json.load(open(scenario_path))
+    driver = browser()
+    try:
+        driver.get(url)
+        WebDriverWait(driver, 30).until(lambda d: len(Select(d.find_element(By.ID, "app")).options) > 0)
+        Select(driver.find_element(By.ID, "app")).select_by_value(scenario["app"])
+        # The catalog of the chosen app fills the step pickers.
+        WebDriverWait(driver, 60).until(
+            lambda d: d.execute_script("return document.querySelectorAll('#event-names option').length") > 0)
+        for index, step in enumerate(scenario["steps"]):
+            while len(driver.find_elements(By.CSS_SELECTOR, "#steps li.step")) <= index:
+                driver.find_element(By.ID, "add-step").click()
+            row = driver.find_elements(By.CSS_SELECTOR, "#steps li.step")[index]
+            type_into(row.find_element(By.CSS_SELECTOR, ".step-event"), step["label"])
+            if step.get("where"):
+                type_into(row.find_element(By.CSS_SELECTOR, ".step-where"), step["where"])
+        type_into(driver.find_element(By.ID, "window"), scenario["window"])
+        type_into(driver.find_element(By.ID, "breakdown"), scenario["breakdown"])
+        time.sleep(1.0)  # past the page's debounce: the last edit's query is the one waited for
+        outcome = wait_done(driver)
+        result = read_result(driver) if outcome == "done" else {}
+        result["state"] = outcome
+        result["error"] = driver.find_element(By.ID, "error").text
+        driver.save_screenshot(screenshot)
+        driver.find_element(By.ID, "copy-yaml").click()
+        result["yaml"] = driver.find_element(By.ID, "yaml").text
+        result["link"] = driver.current_url
+        # Errors the page's script logged (before the refused request below, which Chromium logs itself).
+        result["console"] = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+
+        # A bad filter: the page names the field, and keeps what it drew.
+        before = query_id(driver)
+        row = driver.find_elements(By.CSS_SELECTOR, "#steps li.step")[0]
+        type_into(row.find_element(By.CSS_SELECTOR, ".step-where"), "plan=pro")
+        WebDriverWait(driver, 30, poll_frequency=0.1).until(
+            lambda d: d.find_element(By.ID, "error").is_displayed() and d.find_element(By.ID, "error").text.strip() != "")
+        result["bad_filter_error"] = driver.find_element(By.ID, "error").text
+        result["bad_filter_result_text"] = driver.find_element(By.ID, "result").text[:200]
+        print(json.dumps(result))
+    finally:
+        driver.quit()
+
+
+def cancel(url):
+    driver = browser()
+    try:
+        driver.get(url)
+        WebDriverWait(driver, 60, poll_frequency=0.1).until(lambda d: state(d) == "running")
+        button = driver.find_element(By.ID, "cancel")
+        WebDriverWait(driver, 30, poll_frequency=0.1).until(lambda d: button.is_displayed())
+        time.sleep(0.5)  # a poll or two: the progress line says where it waits
+        progress = driver.find_element(By.ID, "status").text
+        button.click()
+        outcome = wait_done(driver, timeout=30)
+        print(json.dumps({"progress": progress, "state": outcome, "status": driver.find_element(By.ID, "status").text}))
+    finally:
+        driver.quit()
+
+
+if __name__ == "__main__":
+    if sys.argv[1] == "build":
+        build(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        cancel(sys.argv[2])
