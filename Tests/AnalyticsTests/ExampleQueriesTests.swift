@@ -24,6 +24,7 @@ struct ExampleQueriesTests {
         "09_operator_quarantine_by_reason.sql", "10_yoked_what_otp_dropoffs_did_next.sql",
         "11_yoked_app_versions_driving_profile_dropoff.sql", "12_forma_d7_retention_by_app_version.sql",
         "13_what_each_funnel_was_built_from.sql", "14_any_funnel_in_sql.sql",
+        "15_any_funnel_report_in_sql.sql",
     ]
 
     @Test("the examples give the answers the dataset implies")
@@ -140,6 +141,16 @@ struct ExampleQueriesTests {
         func total(_ column: String) -> String { String(inSQL.compactMap { Int($0[column] ?? "") }.reduce(0, +)) }
         #expect(!inSQL.isEmpty)
         #expect([total("started"), total("phone_entered"), total("otp_verified")] == nightly)
+
+        // 15: the yoked funnel, given as JSON, reaches at every step what the nightly job's
+        // configured yoked funnel reaches, and drops off where it does.
+        let report = try await run("15_any_funnel_report_in_sql.sql")
+        #expect(report.map { $0["persons"] ?? "" } == (try await session.nightlyReach("yoked_onboarding", steps: 12)))
+        #expect(report.map { $0["step_name"] ?? "" } == AnalystDataset.yokedSteps)
+        let nightlyDropOff = try await analyst.query(
+            "SELECT sum(drop_off)::text AS d FROM analytics.funnel_daily WHERE funnel = 'yoked_onboarding' GROUP BY step_index ORDER BY step_index"
+        ).table.map { $0["d"] ?? "" }
+        #expect(report.map { $0["drop_off"] ?? "" } == nightlyDropOff)
 
         // 09 is the operator's: the analyst is refused, the operator sees the reasons.
         let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }

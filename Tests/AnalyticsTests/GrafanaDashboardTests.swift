@@ -124,6 +124,12 @@ struct GrafanaDashboardTests {
             String(byPlatform.compactMap { Int($0[step] ?? "") }.reduce(0, +))
         }
         #expect(!byPlatform.isEmpty && totals == reached, "\(byPlatform) vs \(reached)")
+        // The same three steps as a definition for analytics.funnel_report: the same reach, step by step.
+        let reportPanel = try #require(try Self.panels().first { $0.title.contains("funnel_report") })
+        var reportSQL = reportPanel.sql
+        for (name, values) in reportPanel.variables { reportSQL = reportSQL.replacingOccurrences(of: "$\(name)", with: values.first ?? "") }
+        let steps = try await session.analyst.query(reportSQL).table
+        #expect(steps.map { $0["persons"] ?? "" } == reached, "\(steps) vs \(reached)")
         // Retention over the range for forma: D7 of completers 3 of 3, of the others 1 of 3 (the dataset's forma persons).
         let retention = try Self.panels().first { $0.dashboard == "retention.json" && $0.title.contains("over the range") }
         let retentionSQL = Self.expandMacros(try #require(retention).sql, from: "2000-01-01T00:00:00Z", to: to)
