@@ -13,6 +13,7 @@ reads the error shown. `cancel` opens URL (a shared link whose query will
 wait), waits for the progress line and the Cancel button, and clicks it.
 """
 import json
+import os
 import sys
 import time
 
@@ -25,7 +26,8 @@ from selenium.webdriver.support.ui import Select, WebDriverWait
 
 def browser():
     options = Options()
-    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=1280,1000"):
+    size = os.environ.get("EXPLORE_WINDOW", "1280,1000")  # a taller one for the README's screenshot
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=" + size):
         options.add_argument(flag)
     options.binary_location = "/usr/bin/chromium"
     return webdriver.Chrome(service=Service("/usr/bin/chromedriver"), options=options)
