@@ -90,7 +90,9 @@ struct ColumnStore {
     ) throws -> (T, Refresh) {
         let started = Date()
         let database = try Self.databaseIdentity(c)
-        let current = try Checkpoint.current(c)
+        // On a replica, the snapshot names no running transaction: its pending ones are found from the rows.
+        let current = try c.query("SELECT pg_is_in_recovery()").scalar(Bool.self)
+            ? try Checkpoint.unseen(c, app: app) : try Checkpoint.current(c)
         var manifest = loadManifest()
         var paths = wanted.union(keeping)
         if let stored = manifest, stored.database == database, stored.app == app { paths.formUnion(stored.paths) }
@@ -107,6 +109,7 @@ struct ColumnStore {
             state = State(empty: Manifest(database: database, app: app, checkpoint: .start, paths: paths.sorted(), segments: []))
         }
         let rebuilt = manifest == nil
+        try deadline?.check()
         let newEvents = try readNew(c, since: rebuilt ? nil : state.manifest.checkpoint, into: &state, deadline: deadline)
         state.manifest.checkpoint = current
         // The manifest too when nothing was new: the next query's read starts from here.

@@ -49,7 +49,8 @@ public struct Explorer: Sendable {
     ) throws -> FunnelAnswer {
         guard TimeZone(identifier: query.timeZone) != nil else { throw ExploreError.unknownTimeZone(query.timeZone) }
         let deadline = Deadline(seconds: timeoutSeconds, control: control)
-        control?.attach(c)
+        try control?.attach(c)
+        defer { control?.detach() }
         do {
             return try answer(query, on: c, keeping: keeping, deadline: deadline)
         } catch let error as PostgresError where error.sqlState == "57014" {
@@ -61,6 +62,7 @@ public struct Explorer: Sendable {
     private func answer(
         _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: Deadline
     ) throws -> FunnelAnswer {
+        try deadline.check()
         guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
             throw ExploreError.unknownApp(query.funnel.app)
         }

@@ -6,7 +6,7 @@ import NIOConcurrencyHelpers
 /// statement on the server and the counting between persons alike.
 public final class QueryControl: Sendable {
     public enum Phase: String, Sendable {
-        /// Waiting for another query of the app to finish with its store.
+        /// Waiting for a database connection, or for another query of the app to finish with its store.
         case waiting
         /// Reading the events committed since the store's last read.
         case reading
@@ -14,36 +14,52 @@ public final class QueryControl: Sendable {
         case counting
     }
 
-    private struct State {
+    private struct Progress {
         var phase = Phase.waiting
         var eventsRead = 0
+    }
+
+    /// The connection's canceller while this query runs on it, and whether it
+    /// was cancelled: one lock, so a cancel never reaches a connection the
+    /// query has handed back (and another query now uses).
+    private struct Cancellation {
         var cancelled = false
         var canceller: StatementCanceller?
     }
 
-    private let state = NIOLockedValueBox(State())
+    private let progress = NIOLockedValueBox(Progress())
+    private let cancellation = NIOLockedValueBox(Cancellation())
 
     public init() {}
 
-    public var phase: Phase { state.withLockedValue { $0.phase } }
+    public var phase: Phase { progress.withLockedValue { $0.phase } }
     /// Events read from the log so far (a store read whole reads them all).
-    public var eventsRead: Int { state.withLockedValue { $0.eventsRead } }
-    public var isCancelled: Bool { state.withLockedValue { $0.cancelled } }
+    public var eventsRead: Int { progress.withLockedValue { $0.eventsRead } }
+    public var isCancelled: Bool { cancellation.withLockedValue { $0.cancelled } }
 
-    /// Stops the query: its running statement now, its counting at the next check.
+    /// Stops the query: its running statement now (a blocking call: libpq
+    /// connects to the server to ask), its counting at the next check.
     public func cancel() {
-        let canceller = state.withLockedValue { state -> StatementCanceller? in
+        cancellation.withLockedValue { state in
             state.cancelled = true
-            return state.canceller
+            state.canceller?.cancel()
         }
-        canceller?.cancel()
     }
 
-    func attach(_ connection: Connection) {
+    /// The query runs on `connection` from now on; throws when it was cancelled already.
+    func attach(_ connection: Connection) throws {
         let canceller = connection.canceller()
-        state.withLockedValue { $0.canceller = canceller }
+        try cancellation.withLockedValue { state in
+            if state.cancelled { throw ExploreError.cancelled }
+            state.canceller = canceller
+        }
     }
 
-    func enter(_ phase: Phase) { state.withLockedValue { $0.phase = phase } }
-    func read(_ events: Int) { state.withLockedValue { $0.eventsRead = events } }
+    /// The query is done with its connection.
+    func detach() {
+        cancellation.withLockedValue { $0.canceller = nil }
+    }
+
+    func enter(_ phase: Phase) { progress.withLockedValue { $0.phase = phase } }
+    func read(_ events: Int) { progress.withLockedValue { $0.eventsRead = events } }
 }

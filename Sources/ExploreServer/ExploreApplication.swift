@@ -6,6 +6,7 @@ public import Hummingbird
 import LibPQ
 import Logging
 import NIOCore
+import NIOPosix
 import ServiceLifecycle
 
 /// Builds `onramp explore`: the explorer's page and the API it calls (docs/explore.md).
@@ -21,9 +22,9 @@ public func buildExploreApplication(configuration: ExploreConfiguration) throws 
     let pool = ConnectionPool(
         ConnectionPool.Configuration(conninfo: configuration.databaseURL, maxConnections: configuration.connections, acquireTimeout: .seconds(30)))
     let explorer = Explorer(cacheRoot: configuration.cacheRoot, timeoutSeconds: configuration.timeoutSeconds)
-    let jobs = QueryJobs(pool: pool, explorer: explorer, keeping: configuration.keepingPaths)
+    let jobs = QueryJobs(pool: pool, explorer: explorer, keeping: configuration.keepingPaths, limit: 4 * configuration.connections)
     let router = Router()
-    router.add(middleware: TokenGate(token: configuration.token))
+    router.add(middleware: TokenGate(token: configuration.token, loopbackOnly: ExploreConfiguration.isLoopback(configuration.host)))
     router.get("/") { _, _ in ExplorePage.response }
     router.get("/api/apps") { _, _ in
         let apps = try await pool.withConnection { c in
@@ -42,10 +43,16 @@ public func buildExploreApplication(configuration: ExploreConfiguration) throws 
                 "entries": catalog.entries.map { ["label": $0.label, "events": $0.events] as [String: Any] },
             ]))
         } catch let error as ExploreError {
-            return ExploreResponse.error(.notFound, error.description)
+            return ExploreResponse.error(error == .unknownApp(app) ? .notFound : .gatewayTimeout, error.description)
+        } catch let error as PostgresError {
+            return ExploreResponse.error(.serviceUnavailable, "the database: \(error)")
         }
     }
     router.post("/api/queries") { request, context in
+        // Only JSON: a page of another site can post a form or plain text without asking first, not JSON.
+        guard request.headers[.contentType]?.lowercased().hasPrefix("application/json") == true else {
+            return ExploreResponse.error(.unsupportedMediaType, "Content-Type: expected application/json")
+        }
         let body: ByteBuffer
         do {
             body = try await request.body.collect(upTo: 256 * 1024)
@@ -54,7 +61,10 @@ public func buildExploreApplication(configuration: ExploreConfiguration) throws 
         }
         switch QueryRequest.parse(Data(body.readableBytesView), configuration: configuration) {
         case .success(let query):
-            return ExploreResponse.json(JSONText.object(["id": jobs.start(query)]), status: .accepted)
+            guard let id = jobs.start(query) else {
+                return ExploreResponse.error(.tooManyRequests, "too many queries at once: cancel one, or wait for its answer")
+            }
+            return ExploreResponse.json(JSONText.object(["id": id]), status: .accepted)
         case .failure(let error):
             return ExploreResponse.error(.badRequest, error.message)
         }
@@ -66,10 +76,12 @@ public func buildExploreApplication(configuration: ExploreConfiguration) throws 
         return ExploreResponse.json(status)
     }
     router.delete("/api/queries/:id") { _, context in
-        guard let id = context.parameters.get("id"), jobs.cancel(id) else {
+        guard let id = context.parameters.get("id"),
+              try await NIOThreadPool.singleton.runIfActive({ jobs.cancel(id) }), let status = jobs.status(id)
+        else {
             return ExploreResponse.error(.notFound, "no such query")
         }
-        return ExploreResponse.json(JSONText.object(["state": "cancelled"]))
+        return ExploreResponse.json(status)  // cancelled, or what it had come to
     }
 
     let onRunning = configuration.onServerRunning

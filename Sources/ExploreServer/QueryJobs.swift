@@ -26,26 +26,34 @@ final class QueryJobs: Sendable {
     /// Finished queries kept for their poll; older ones go first.
     static let kept = 64
     static let keptFor = Duration.seconds(600)
+    /// Queries running or waiting for a connection at once: a page starts
+    /// one per edit and cancels the one before, so more means something is
+    /// asking faster than it reads the answers.
+    let limit: Int
 
     private let jobs = NIOLockedValueBox([String: Job]())
     private let pool: ConnectionPool
     private let explorer: Explorer
     private let keeping: Set<String>
 
-    init(pool: ConnectionPool, explorer: Explorer, keeping: Set<String>) {
+    init(pool: ConnectionPool, explorer: Explorer, keeping: Set<String>, limit: Int) {
         self.pool = pool
         self.explorer = explorer
         self.keeping = keeping
+        self.limit = limit
     }
 
-    /// Starts `query`; returns its id at once.
-    func start(_ query: FunnelQuery) -> String {
+    /// Starts `query`; returns its id at once, or nil when `limit` queries are unfinished.
+    func start(_ query: FunnelQuery) -> String? {
         let id = UUID().uuidString.lowercased()
         let job = Job()
-        jobs.withLockedValue { jobs in
+        let started = jobs.withLockedValue { jobs -> Bool in
             Self.forgetOld(&jobs)
+            guard jobs.values.filter({ $0.outcome == nil }).count < limit else { return false }
             jobs[id] = job
+            return true
         }
+        guard started else { return nil }
         let control = job.control
         let (pool, explorer, keeping) = (pool, explorer, keeping)
         Task {
@@ -54,7 +62,9 @@ final class QueryJobs: Sendable {
                 let answer = try await pool.withConnection { c in try explorer.answer(query, on: c, keeping: keeping, control: control) }
                 let about = QueryTimeJSON.Query(
                     asOf: Timestamps.format(microseconds: query.now), from: query.from, to: query.to, events: answer.events)
-                outcome = .done(QueryTimeJSON.render(answer.report, histogram: answer.histogram, query: about))
+                // Cancelled after its last check: the page asked not to see it.
+                outcome = control.isCancelled
+                    ? .cancelled : .done(QueryTimeJSON.render(answer.report, histogram: answer.histogram, query: about))
             } catch ExploreError.cancelled {
                 outcome = .cancelled
             } catch {
@@ -92,10 +102,12 @@ final class QueryJobs: Sendable {
         }
     }
 
-    /// Cancels a running query; false for an unknown id.
+    /// Cancels a query still running; false for an unknown id. Blocking
+    /// (libpq asks the server over a connection of its own): call it off the
+    /// event loop.
     func cancel(_ id: String) -> Bool {
-        guard let job = jobs.withLockedValue({ $0[id] }) else { return false }
-        if job.outcome == nil { job.control.cancel() }
+        guard let control = jobs.withLockedValue({ $0[id].map { $0.outcome == nil ? $0.control : nil } }) else { return false }
+        control?.cancel()
         return true
     }
 

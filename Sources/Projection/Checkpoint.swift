@@ -41,6 +41,32 @@ package struct Checkpoint: Equatable, Sendable, Codable {
             pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
     }
 
+    /// The running transaction's snapshot as `current` gives it, with its
+    /// pending transactions found from the rows: every transaction id from
+    /// the snapshot's oldest running one up to its horizon that wrote no row
+    /// of `app` this transaction sees. On a hot standby `pg_current_snapshot()`
+    /// lists no running transaction (recovery keeps them apart), and one still
+    /// open on the primary below the horizon would be skipped for good; an id
+    /// listed that wrote nothing, or nothing of `app`, costs nothing.
+    package static func unseen(_ c: Connection, app: String) throws -> Checkpoint {
+        let row = try c.query(
+            """
+            WITH s AS (
+                SELECT pg_snapshot_xmin(pg_current_snapshot())::text::int8 AS low,
+                       pg_snapshot_xmax(pg_current_snapshot())::text::int8 AS high)
+            SELECT s.high, ARRAY(
+                SELECT x FROM generate_series(s.low, s.high - 1) AS x
+                EXCEPT
+                SELECT e.txid FROM analytics.event_log e WHERE e.app = $1 AND e.txid >= s.low AND e.txid < s.high
+                ORDER BY 1)
+            FROM s
+            """, [.text(app)]
+        ).scalarRow()
+        return Checkpoint(
+            horizon: try row.decode(Int64.self, at: 0),
+            pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
+    }
+
     /// SQL condition selecting events written after the checkpoint that
     /// `bind` set for the transaction (a COPY takes no parameters). The lower
     /// bound lets the BRIN index skip everything older, with the bound values

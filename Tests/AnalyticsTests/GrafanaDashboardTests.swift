@@ -67,6 +67,13 @@ struct GrafanaDashboardTests {
         return out
     }
 
+    /// A variable as Grafana interpolates it: `${name:sqlstring}` as a quoted
+    /// SQL literal (quotes doubled), `$name` as it is.
+    static func substitute(_ sql: String, _ name: String, _ value: String) -> String {
+        sql.replacingOccurrences(of: "${\(name):sqlstring}", with: "'" + value.replacingOccurrences(of: "'", with: "''") + "'")
+            .replacingOccurrences(of: "$\(name)", with: value)
+    }
+
     @Test("seven dashboards, one per concern, every panel with SQL")
     func dashboardsExist() throws {
         let panels = try Self.panels()
@@ -87,7 +94,7 @@ struct GrafanaDashboardTests {
             var variants = [Self.expandMacros(panel.sql, from: from, to: to)]
             for (name, values) in panel.variables {
                 variants = variants.flatMap { sql in
-                    sql.contains("$\(name)") ? values.map { sql.replacingOccurrences(of: "$\(name)", with: $0) } : [sql]
+                    sql.contains("$\(name)") || sql.contains("${\(name):") ? values.map { Self.substitute(sql, name, $0) } : [sql]
                 }
             }
             for sql in variants {
@@ -117,7 +124,7 @@ struct GrafanaDashboardTests {
         // reaches what the nightly job's yoked funnel reaches at those steps.
         let adHoc = try #require(try Self.panels().first { $0.title.contains("window_funnel") })
         var adHocSQL = Self.expandMacros(adHoc.sql, from: "2000-01-01T00:00:00Z", to: to)
-        for (name, values) in adHoc.variables { adHocSQL = adHocSQL.replacingOccurrences(of: "$\(name)", with: values.first ?? "") }
+        for (name, values) in adHoc.variables { adHocSQL = Self.substitute(adHocSQL, name, values.first ?? "") }
         let byPlatform = try await session.analyst.query(adHocSQL).table
         let reached = try await session.nightlyReach("yoked_onboarding", steps: 3)
         let totals = ["onboarding_started", "phone_entered", "otp_verified"].map { step in
@@ -127,7 +134,7 @@ struct GrafanaDashboardTests {
         // The same three steps as a definition for analytics.funnel_report: the same reach, step by step.
         let reportPanel = try #require(try Self.panels().first { $0.title.contains("funnel_report") })
         var reportSQL = reportPanel.sql
-        for (name, values) in reportPanel.variables { reportSQL = reportSQL.replacingOccurrences(of: "$\(name)", with: values.first ?? "") }
+        for (name, values) in reportPanel.variables { reportSQL = Self.substitute(reportSQL, name, values.first ?? "") }
         let steps = try await session.analyst.query(reportSQL).table
         #expect(steps.map { $0["persons"] ?? "" } == reached, "\(steps) vs \(reached)")
         // Retention over the range for forma: D7 of completers 3 of 3, of the others 1 of 3 (the dataset's forma persons).

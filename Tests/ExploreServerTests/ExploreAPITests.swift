@@ -28,9 +28,28 @@ struct ExploreAPITests {
             #expect(cookie.contains("onramp_explore=\(ExplorerHarness.token)") && cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"), "\(cookie)")
             let page = try await ExplorerHarness.send(.GET, base + "/", token: nil)
             #expect(page.status == 200)
-            #expect(page.header("content-security-policy")?.contains("default-src 'none'") == true)
+            let policy = page.header("content-security-policy") ?? ""
+            #expect(policy.contains("default-src 'none'") && policy.contains("script-src 'sha256-") && !policy.contains("script-src 'unsafe-inline'"), "\(policy)")
             // Nothing fetched from elsewhere: no URL of another origin in any src, href or fetch.
             #expect(!page.body.contains("src=\"http") && !page.body.contains("href=\"http") && !page.body.contains("fetch(\"http"))
+        }
+        try await harness.close()
+    }
+
+    @Test("without a token, on loopback: only loopback host names and JSON bodies are served (no rebinding, no cross-site form)")
+    func loopbackOnly() async throws {
+        let harness = try await ExplorerHarness.make()
+        try await harness.withExplorer(token: nil) { base in
+            #expect(try await ExplorerHarness.send(.GET, "\(base)/api/apps", token: nil).status == 200)
+            let port = base.split(separator: ":").last.map(String.init) ?? ""
+            for host in ["localhost:\(port)", "127.0.0.1"] {
+                #expect(try await ExplorerHarness.send(.GET, "\(base)/api/apps", token: nil, headers: [("Host", host)]).status == 200, "\(host)")
+            }
+            let rebound = try await ExplorerHarness.send(.GET, "\(base)/api/apps", token: nil, headers: [("Host", "attacker.example:\(port)")])
+            #expect(rebound.status == 403, "\(rebound.body)")
+            let form = try await ExplorerHarness.send(
+                .POST, "\(base)/api/queries", body: Self.funnel, token: nil, headers: [("Content-Type", "text/plain")])
+            #expect(form.status == 415, "\(form.body)")
         }
         try await harness.close()
     }

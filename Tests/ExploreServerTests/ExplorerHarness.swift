@@ -77,11 +77,17 @@ struct ExplorerHarness: Sendable {
         return HTTPClient(eventLoopGroupProvider: .singleton, configuration: configuration)
     }()
 
-    static func send(_ method: HTTPMethod, _ url: String, body: String? = nil, token: String? = ExplorerHarness.token) async throws -> Reply {
+    static func send(
+        _ method: HTTPMethod, _ url: String, body: String? = nil, token: String? = ExplorerHarness.token, headers: [(String, String)] = []
+    ) async throws -> Reply {
         var request = HTTPClientRequest(url: url)
         request.method = method
         if let token { request.headers.add(name: "Authorization", value: "Bearer \(token)") }
-        if let body { request.body = .bytes(ByteBuffer(string: body)) }
+        if let body {
+            request.body = .bytes(ByteBuffer(string: body))
+            if !headers.contains(where: { $0.0 == "Content-Type" }) { request.headers.add(name: "Content-Type", value: "application/json") }
+        }
+        for (name, value) in headers { request.headers.replaceOrAdd(name: name, value: value) }
         let response = try await client.execute(request, timeout: .seconds(120))
         let buffer = try await response.body.collect(upTo: 8 << 20)
         return Reply(status: Int(response.status.code), headers: response.headers.map { ($0.name, $0.value) }, body: String(buffer: buffer))

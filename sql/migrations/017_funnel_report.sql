@@ -95,7 +95,10 @@ BEGIN
     IF definition ? 'window' THEN
         window_text := btrim(definition ->> 'window');
         window_parts := regexp_match(window_text, '^([0-9]{1,10})([smhd]?)$');
-        IF window_parts IS NULL OR window_parts[1]::bigint = 0 THEN
+        -- At most a century, as the configuration allows.
+        IF window_parts IS NULL OR window_parts[1]::bigint = 0
+           OR window_parts[1]::bigint * (CASE window_parts[2] WHEN 'm' THEN 60 WHEN 'h' THEN 3600 WHEN 'd' THEN 86400 ELSE 1 END)
+              > 100::bigint * 366 * 86400 THEN
             RAISE EXCEPTION 'funnel_report: window: cannot parse ''%'' (expected e.g. 24h, 30m, 90s, 2d or whole seconds)', window_text
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
@@ -158,7 +161,8 @@ BEGIN
                 IF jsonb_typeof(alternative -> 'where') IS DISTINCT FROM 'object' THEN
                     RAISE EXCEPTION 'funnel_report: %.where: expected a mapping of path to value', field USING ERRCODE = 'invalid_parameter_value';
                 END IF;
-                FOR path IN SELECT k FROM jsonb_object_keys(alternative -> 'where') AS k ORDER BY k LOOP
+                -- In code-point order, as the engine sorts them for a step's name, whatever the database's collation.
+                FOR path IN SELECT k FROM jsonb_object_keys(alternative -> 'where') AS k ORDER BY k COLLATE "C" LOOP
                     IF NOT (path ~ '^(properties|context|traits)\.' AND right(path, 1) <> '.' AND strpos(path, '..') = 0) THEN
                         RAISE EXCEPTION 'funnel_report: %.where: ''%'' is not a path under properties., context. or traits. (such as context.os.name)', field, path
                             USING ERRCODE = 'invalid_parameter_value';
