@@ -14,12 +14,6 @@ struct DayWrites {
     private var text: [(statement: String, rows: CopyRows)] = []
     private var binary: [(statement: String, rows: BinaryCopyRows)] = []
 
-    /// The funnels' cohort days whose rows go from some table: every day
-    /// written is one of them, deleted first.
-    var rewritten: Set<FunnelDay> {
-        Set(deletes.flatMap { zip($0.funnels, $0.days).map { FunnelDay(funnel: $0, day: $1) } })
-    }
-
     /// Removes `funnel`'s rows of `days` from `table` (the code's own name, never input).
     mutating func delete(from table: String, funnel: String, days: [String]) {
         guard !days.isEmpty else { return }

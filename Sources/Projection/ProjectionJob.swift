@@ -70,7 +70,9 @@ public struct ProjectionJob: Sendable {
     public func run(
         _ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date()), reader: Connection? = nil
     ) throws -> Summary {
-        try run(c, mode: mode, now: now, reader: reader, whenReaderIdle: nil).summary
+        try Self.locked(c) {
+            try c.transaction(isolation: .repeatableRead) { c in try run(inTransaction: c, mode: mode, now: now, reader: reader) }
+        }
     }
 
     /// Which funnels a run with this configuration would recompute from the
@@ -82,84 +84,69 @@ public struct ProjectionJob: Sendable {
         return changes
     }
 
-    /// `run`, which besides hands `reader` to `whenReaderIdle` once it
-    /// reads no more there, under its snapshot and beside the rest of the
-    /// run, and commits without waiting for it (the caller does:
-    /// `ReaderHandoff.wait`); and says which cohort days it rewrote. Only an
-    /// incremental run that keeps every funnel's stored rows hands it over:
-    /// a rebuild empties the tables, and a recomputed funnel's days as the
-    /// reader would see them are another definition's.
-    func run(
-        _ c: Connection, mode: Mode, now: Int64, reader: Connection?, whenReaderIdle: ReaderHandoff?
-    ) throws -> (summary: Summary, rewritten: Set<FunnelDay>) {
-        return try Self.locked(c) { try c.transaction(isolation: .repeatableRead) { c in
-            // Once a night, for the run's session and its reader: room for the
-            // incremental run's sorts and the rebuild's index builds, which
-            // spill to disk at the defaults.
-            var settings = "SET LOCAL work_mem = '128MB'; SET LOCAL maintenance_work_mem = '256MB';"
-            // The run's commit does not wait for its WAL to reach the disk
-            // (15 MB at 1 M events, most of it first writes to index pages
-            // since the last checkpoint: 25 ms). Everything it writes is
-            // derived from the log, and its checkpoint commits with it: a
-            // server crash that loses the commit loses the checkpoint too, and
-            // the next run does the same work again. Ingestion's commits are
-            // untouched.
-            settings += " SET LOCAL synchronous_commit = off;"
-            // The incremental run's key-by-key statements are estimated dear
-            // enough to be JIT-compiled, which took longer than running them.
-            // Its joins of the day's keys with a whole stored table are meant
-            // as hash joins (`PersonActivity.Lookup`); on a temporary table's
-            // guessed size the planner took a merge join instead, sorting all
-            // the stored links by text key: four times the hash join.
-            if mode == .incremental { settings += " SET LOCAL jit = off; SET LOCAL enable_mergejoin = off;" }
-            try c.executeScript(settings)
-            SpilledHistory.removeAbandoned()
-            let current = try Checkpoint.current(c)
-            let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
-            let zone = configuration.timeZoneIdentifier(for:)
-            var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone)
-            let stale = definitions.stale
-            // A rebuild computes every funnel from the whole log: it only says which it removes.
-            if mode == .rebuild { definitions.recompute = [] }
-            let recomputed = Set(definitions.recompute.map(\.funnel))
-            // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
-            let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
-            func pass(_ plan: some ProjectionPlan, _ funnels: [Funnel], handoff: ReaderHandoff? = nil) throws -> Pass {
-                try self.pass(
-                    c, plan: plan, funnels: funnels, from: previous, to: current, settings: settings, now: now, reader: reader,
-                    whenReaderIdle: handoff)
+    /// The run, in its transaction on `c`, holding the job's lock.
+    private func run(inTransaction c: Connection, mode: Mode, now: Int64, reader: Connection?) throws -> Summary {
+        // Once a night, for the run's session and its reader: room for the
+        // incremental run's sorts and the rebuild's index builds, which
+        // spill to disk at the defaults.
+        var settings = "SET LOCAL work_mem = '128MB'; SET LOCAL maintenance_work_mem = '256MB';"
+        // The run's commit does not wait for its WAL to reach the disk
+        // (15 MB at 1 M events, most of it first writes to index pages
+        // since the last checkpoint: 25 ms). Everything it writes is
+        // derived from the log, and its checkpoint commits with it: a
+        // server crash that loses the commit loses the checkpoint too, and
+        // the next run does the same work again. Ingestion's commits are
+        // untouched.
+        settings += " SET LOCAL synchronous_commit = off;"
+        // The incremental run's key-by-key statements are estimated dear
+        // enough to be JIT-compiled, which took longer than running them.
+        // Its joins of the day's keys with a whole stored table are meant
+        // as hash joins (`PersonActivity.Lookup`); on a temporary table's
+        // guessed size the planner took a merge join instead, sorting all
+        // the stored links by text key: four times the hash join.
+        if mode == .incremental { settings += " SET LOCAL jit = off; SET LOCAL enable_mergejoin = off;" }
+        try c.executeScript(settings)
+        SpilledHistory.removeAbandoned()
+        let current = try Checkpoint.current(c)
+        let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
+        let zone = configuration.timeZoneIdentifier(for:)
+        var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone)
+        let stale = definitions.stale
+        // A rebuild computes every funnel from the whole log: it only says which it removes.
+        if mode == .rebuild { definitions.recompute = [] }
+        let recomputed = Set(definitions.recompute.map(\.funnel))
+        // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
+        let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
+        func pass(_ plan: some ProjectionPlan, _ funnels: [Funnel]) throws -> Summary {
+            try self.pass(c, plan: plan, funnels: funnels, from: previous, to: current, settings: settings, now: now, reader: reader)
+        }
+        let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
+        announce(definitions)
+        // A rebuild empties the other tables itself; the regressions found
+        // under a stale definition go either way (the report writes them again).
+        try DefinitionChanges.removeRows(
+            c, of: stale, from: rebuildAll ? ["funnel_regressions"] : DefinitionChanges.funnelTables(analyses: analyses))
+        var summary: Summary
+        if rebuildAll {
+            summary = try pass(RebuildPlan(counted: counted), configuration.funnels)
+        } else {
+            summary = try pass(IncrementalPlan(since: previous), configuration.funnels.filter { !recomputed.contains($0.name) })
+            if !recomputed.isEmpty {
+                let recompute = try pass(
+                    RebuildPlan(only: recomputed, counted: counted), configuration.funnels.filter { recomputed.contains($0.name) })
+                summary.eventsRead += recompute.eventsRead
+                summary.personsRecomputed += recompute.personsRecomputed
+                summary.cohortDaysRewritten += recompute.cohortDaysRewritten
             }
-            let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
-            announce(definitions)
-            // A rebuild empties the other tables itself; the regressions found
-            // under a stale definition go either way (the report writes them again).
-            try DefinitionChanges.removeRows(
-                c, of: stale, from: rebuildAll ? ["funnel_regressions"] : DefinitionChanges.funnelTables(analyses: analyses))
-            var result: Pass
-            if rebuildAll {
-                result = try pass(RebuildPlan(counted: counted), configuration.funnels)
-            } else {
-                result = try pass(
-                    IncrementalPlan(since: previous), configuration.funnels.filter { !recomputed.contains($0.name) },
-                    handoff: definitions.isEmpty ? whenReaderIdle : nil)
-                if !recomputed.isEmpty {
-                    let recompute = try pass(
-                        RebuildPlan(only: recomputed, counted: counted), configuration.funnels.filter { recomputed.contains($0.name) })
-                    result.summary.eventsRead += recompute.summary.eventsRead
-                    result.summary.personsRecomputed += recompute.summary.personsRecomputed
-                    result.summary.cohortDaysRewritten += recompute.summary.cohortDaysRewritten
-                    result.rewritten.formUnion(recompute.rewritten)
-                }
-            }
-            try TargetTable.write(c, configuration: configuration)
-            try DefinitionChanges.record(
-                c, configuration: configuration, timeZone: zone,
-                built: rebuildAll ? Set(configuration.funnels.map(\.name)) : recomputed, now: now)
-            try current.save(c)
-            result.summary.mode = mode
-            result.summary.definitions = definitions
-            return result
-        } }
+        }
+        try TargetTable.write(c, configuration: configuration)
+        try DefinitionChanges.record(
+            c, configuration: configuration, timeZone: zone,
+            built: rebuildAll ? Set(configuration.funnels.map(\.name)) : recomputed, now: now)
+        try current.save(c)
+        summary.mode = mode
+        summary.definitions = definitions
+        return summary
     }
 
     /// Says what the run recomputes and removes, before it writes.
@@ -168,21 +155,17 @@ public struct ProjectionJob: Sendable {
         for line in definitions.lines() { announce(line) }
     }
 
-    typealias Pass = (summary: Summary, rewritten: Set<FunnelDay>)
-
     /// One pass of a run over `funnels`, in its transaction on `c`: an
     /// incremental run whose definitions changed makes two, the unchanged
     /// funnels' and the recomputed ones'.
     private func pass(
         _ c: Connection, plan: some ProjectionPlan, funnels: [Funnel], from previous: Checkpoint, to current: Checkpoint,
-        settings: String, now: Int64, reader: Connection?, whenReaderIdle: ReaderHandoff?
-    ) throws -> Pass {
+        settings: String, now: Int64, reader: Connection?
+    ) throws -> Summary {
         var plan = plan
         var scoped = configuration
         scoped.funnels = funnels
-        return try ProjectionRun.with(
-            self, configuration: scoped, session: c, readerSession: reader, settings: settings, now: now, whenReaderIdle: whenReaderIdle
-        ) { run in
+        return try ProjectionRun.with(self, configuration: scoped, session: c, readerSession: reader, settings: settings, now: now) { run in
             defer { plan.releaseInBackground() }
             return try project(run, plan: &plan, from: previous, to: current)
         }
@@ -202,9 +185,8 @@ public struct ProjectionJob: Sendable {
     /// One pass, whichever the plan: evaluate, rewrite the cohort days it changed.
     private func project(
         _ run: ProjectionRun, plan: inout some ProjectionPlan, from previous: Checkpoint, to current: Checkpoint
-    ) throws -> Pass {
+    ) throws -> Summary {
         let totals = try run.evaluate(&plan)
-        run.readerIsIdle()
         let days = plan.cohortDays(evaluated: totals.affected)
         let funnels = run.configuration.funnels
         let configured = Set(funnels.map(\.name))
@@ -256,7 +238,7 @@ public struct ProjectionJob: Sendable {
             mode: plan.mode, previousHorizon: previous.horizon, horizon: current.horizon,
             newEvents: run.reading.newEvents.values.reduce(0, +), eventsRead: totals.events, personsRecomputed: totals.persons,
             windowsClosed: plan.windowsClosed, cohortDaysRewritten: days.count)
-        return (summary, writes.rewritten)
+        return summary
     }
 
     /// The order apps go through the read-then-evaluate pipeline: the first

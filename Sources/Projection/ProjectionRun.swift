@@ -10,10 +10,7 @@ import LibPQ
 /// starts in the background (an incremental run's history prefetch). Whether
 /// the body returns or throws, they are closed in one place, in the one safe
 /// order: background reads stopped, evaluations finished, COPYs drained, then
-/// a reader the caller handed over rolled back for its next use, or, when
-/// the caller gave it work for once the run reads no more there
-/// (`ReaderHandoff`), rolled back after that work, which a run that failed
-/// waits for and one that succeeded leaves to the caller.
+/// a reader the caller handed over rolled back for its next use.
 final class ProjectionRun {
     /// How the run reads and evaluates; tests make the partitions small.
     struct Options: Sendable {
@@ -73,12 +70,9 @@ final class ProjectionRun {
     /// the same settings. Everything the run started is closed when it ends.
     /// The reader is opened on `readerSession` when one is given, and its
     /// transaction ended when the run ends, so the caller can use it again.
-    /// `whenReaderIdle` is handed that session once the run reads no more
-    /// there (`readerIsIdle`), and ends its transaction instead.
     static func with<T>(
         _ job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, readerSession: Connection? = nil,
-        settings: String, now: Int64,
-        whenReaderIdle: ReaderHandoff? = nil, _ body: (ProjectionRun) throws -> T
+        settings: String, now: Int64, _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader sees the run's snapshot, none of its writes (see
         // `SnapshotReader`): in a run's second pass, the rows the first
@@ -87,37 +81,17 @@ final class ProjectionRun {
             ? try SnapshotReader.open(beside: session, on: readerSession, settings: settings) : session
         let run = ProjectionRun(job: job, configuration: configuration, session: session, reader: reader, now: now)
         let lent = reader !== session && reader === readerSession
-        run.handoff = lent ? whenReaderIdle : nil
         defer {
             run.close()
             // It only read: nothing of the run is lost with its transaction.
-            if lent, !run.handedOver { try? reader.executeScript("ROLLBACK") }
+            if lent { try? reader.executeScript("ROLLBACK") }
         }
-        do {
-            return try body(run)
-        } catch {
-            // A run that failed leaves nothing running on the caller's session.
-            if run.handedOver { run.handoff?.wait() }
-            throw error
-        }
+        return try body(run)
     }
 
     /// `body` runs when the run closes, before the COPYs are drained (last added, first run).
     func onClose(_ body: @escaping () -> Void) {
         closers.append(body)
-    }
-
-    /// Work for the caller's reader once the run reads no more there.
-    private var handoff: ReaderHandoff?
-    /// Whether `handoff` has the reader.
-    private var handedOver = false
-
-    /// Hands the reader to `handoff`, on a thread of its own, under the
-    /// run's snapshot, beside what the run's session does next.
-    func readerIsIdle() {
-        guard let handoff, !handedOver else { return }
-        handedOver = true
-        handoff.start(on: reader)
     }
 
     private func close() {

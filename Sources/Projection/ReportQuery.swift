@@ -1,4 +1,3 @@
-import Dispatch
 import Foundation
 public import Funnels
 public import LibPQ
@@ -24,71 +23,14 @@ public struct ReportQuery: Sendable {
         public var secondsToComplete: [Double]
     }
 
-    /// One result per selected funnel, in configuration order. With `second`,
-    /// another session on the same database, the funnels are shared out
-    /// between the two and worked on side by side: a funnel's report is
-    /// partly reads and partly decoding and statistics on this side, and on
-    /// one session one of the two always waits for the other.
-    public func results(
-        _ c: Connection, beside second: Connection? = nil, configuration: FunnelConfiguration, now: Int64
-    ) throws -> [FunnelResult] {
-        try results(c, beside: second, configuration: configuration, now: now, stored: nil, rewritten: [:])
-    }
-
-    /// `results`, from `stored`, each funnel's days as they stood before the
-    /// nightly run that just committed (`storedDays`, read under its
-    /// snapshot), when given, with the days that run rewrote as read again
-    /// after it (`rewrittenDays`).
-    func results(
-        _ c: Connection, beside second: Connection?, configuration: FunnelConfiguration, now: Int64,
-        stored: [String: StoredReportDays]?, rewritten: [String: RewrittenDays]
-    ) throws -> [FunnelResult] {
+    /// One result per selected funnel, in configuration order: each
+    /// funnel's stored days in the range, read for all of them at once, added
+    /// up, and the report built from them.
+    public func results(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelResult] {
         let selected = try selectedFunnels(configuration)
-        @Sendable func result(_ c: Connection, _ funnel: Funnel) throws -> FunnelResult {
-            let prefetched = stored?[funnel.name].map { days in
-                rewritten[funnel.name].map { days.replacing($0.days, with: $0.read) } ?? days
-            }
-            return try self.result(c, funnel: funnel, configuration: configuration, now: now, prefetched: prefetched)
-        }
-        guard let second, second !== c, selected.count > 1 else {
-            return try selected.map { try result(c, $0) }
-        }
-        // Each session takes the next funnel as it is free: handed out in
-        // turn, the 1 M bench's three of five on one session took twice as
-        // long as the other's two.
-        let sessions = [c, second]
-        let work = SharedWork<FunnelResult>(count: selected.count)
-        DispatchQueue.concurrentPerform(iterations: sessions.count) { side in
-            work.work { try result(sessions[side], selected[$0]) }
-        }
-        // A slot is empty only when every side stopped at a failure before it, which is thrown first.
-        return try work.results.compactMap { try $0?.get() }
-    }
-
-    /// Each selected funnel's stored days in the range, as `c` sees them
-    /// (the nightly run's reader, before the run's rewrite), for `results`.
-    func storedDays(_ c: Connection, configuration: FunnelConfiguration) throws -> [String: StoredReportDays] {
-        let funnels = try selectedFunnels(configuration)
-        return try StoredReportDays.read(c, funnels: funnels, timeZones: zoneNames(funnels, configuration), from: from, to: to)
-            .mapValues { $0.sortingLists() }
-    }
-
-    /// Some of a funnel's cohort days, read after the run that rewrote them committed.
-    struct RewrittenDays: Sendable {
-        var days: [String]
-        var read: StoredReportDays
-    }
-
-    /// The cohort days a nightly run `rewritten`, of each selected funnel,
-    /// in the range, as `c` sees them after its commit.
-    func rewrittenDays(_ c: Connection, configuration: FunnelConfiguration, rewritten: Set<FunnelDay>) throws -> [String: RewrittenDays] {
-        let funnels = try selectedFunnels(configuration)
-        let names = Set(funnels.map(\.name))
-        let days = rewritten.filter { names.contains($0.funnel) && inRange($0.day) }
-        guard !days.isEmpty else { return [:] }
-        let read = try StoredReportDays.read(c, funnels: funnels, timeZones: zoneNames(funnels, configuration), days: Array(days))
-        return Dictionary(grouping: days, by: \.funnel).mapValues { days in
-            RewrittenDays(days: days.map(\.day).sorted(), read: read[days[0].funnel] ?? StoredReportDays(tallies: [:]))
+        let stored = try StoredReportDays.read(c, funnels: selected, timeZones: zoneNames(selected, configuration), from: from, to: to)
+        return try selected.map { funnel in
+            try result(c, funnel: funnel, configuration: configuration, now: now, stored: stored[funnel.name] ?? StoredReportDays(tallies: [:]))
         }
     }
 
@@ -108,23 +50,17 @@ public struct ReportQuery: Sendable {
         }
     }
 
-    private func inRange(_ day: String) -> Bool {
-        (from.map { day >= $0 } ?? true) && (to.map { day <= $0 } ?? true)
-    }
-
-    /// One funnel's result, read on `c`, or from `prefetched`'s days when given.
+    /// One funnel's result, from its `stored` days (or, when those were cut
+    /// in another zone, its stored persons), read on `c`.
     private func result(
-        _ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64, prefetched: StoredReportDays?
+        _ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64, stored: StoredReportDays
     ) throws -> FunnelResult {
         let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
         let zone = TimeZone(identifier: zoneName) ?? .gmt
-        let stored = try prefetched ?? StoredReportDays.read(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
         let days = try stored.tallies ?? outcomeTallies(c, funnel: funnel, zone: zone)
         var tally = FunnelTally(funnel: funnel)
         for day in days.values { tally.merge(day) }
-        // Sorted once here rather than by each reader of the lists; from
-        // the lists sorted beside the run when there are (a merge of a few runs).
-        if let lists = stored.lists { tally.take(lists) }
+        // Sorted once here rather than by each reader of the lists.
         tally = tally.normalized()
         var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
         report.regressions = Regressions.find(funnel: funnel, days: days, now: now, timeZone: zone, to: to)
