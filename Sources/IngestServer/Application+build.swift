@@ -27,7 +27,7 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
     }()
 
     let ingest = IngestController(
-        keys: WriteKeyStore(pool: pool), committer: committer,
+        keys: WriteKeyStore(pool: pool, cacheTTL: configuration.keyCacheTTL), committer: committer,
         limiter: RateLimiter(rate: configuration.rateLimitPerSecond, burst: configuration.rateLimitBurst), metrics: metrics,
         policy: configuration.policy, maxBodyBytes: configuration.maxBodyBytes, bodyTimeout: configuration.bodyTimeout,
         refusalPause: configuration.refusalPause,

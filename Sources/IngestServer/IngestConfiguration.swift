@@ -42,6 +42,9 @@ public struct IngestConfiguration: Sendable {
     public var forwarding = Forwarding()
     /// One `onramp.access` log line per request.
     public var accessLog = true
+    /// How long a write key's revocation or origin change may take to reach
+    /// this server (the key lookups' cache, `WriteKeyStore`).
+    public var keyCacheTTL: Duration = .seconds(5)
     public var logger = Logger(label: "onramp.serve")
     /// Called with the bound port once the server listens.
     public var onServerRunning: (@Sendable (Int) async -> Void)?

@@ -56,6 +56,9 @@ struct Serve: AsyncParsableCommand {
         "A proxy (IP or CIDR, repeatable) whose X-Forwarded-For/-Host/-Proto headers are believed.", valueName: "cidr"))
     var trustedProxy: [String] = []
 
+    @Option(help: "Seconds a revoked write key or a changed origin may still be honoured (the key lookups' cache).")
+    var keyCacheSeconds: Double = 5
+
     @Flag(inversion: .prefixedNo, help: "One log line per request (onramp.access): method, path, status, key prefix, counts, bytes, duration, client.")
     var accessLog = true
 
@@ -67,6 +70,9 @@ struct Serve: AsyncParsableCommand {
         }
         guard refusalPause >= 0, refusalPause <= 60 else {
             throw ValidationError("--refusal-pause must be between 0 and 60 seconds (got \(refusalPause))")
+        }
+        guard keyCacheSeconds >= 0, keyCacheSeconds <= 3_600 else {
+            throw ValidationError("--key-cache-seconds must be between 0 and 3600 (got \(keyCacheSeconds))")
         }
         guard commitTimeout >= 1 else { throw ValidationError("--commit-timeout must be at least 1 second (got \(commitTimeout))") }
     }
@@ -108,6 +114,7 @@ struct Serve: AsyncParsableCommand {
         configuration.refusalPause = .milliseconds(Int64((refusalPause * 1000).rounded()))
         configuration.forwarding = try forwarding()
         configuration.accessLog = accessLog
+        configuration.keyCacheTTL = .milliseconds(Int64((keyCacheSeconds * 1000).rounded()))
         configuration.logger = logger
         let app = try await buildApplication(configuration: configuration)
         try await app.runService()  // SIGTERM/SIGINT: graceful shutdown, then exit 0

@@ -41,7 +41,7 @@ struct ServeAndKeysCommandTests {
         let port = Self.freePort()
         let server = Process()
         server.executableURL = OnrampBinary.url
-        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)"]
+        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)", "--key-cache-seconds", "0.5"]
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()
@@ -55,7 +55,7 @@ struct ServeAndKeysCommandTests {
         #expect(status == 200)
         let revoked = try OnrampBinary.run(["keys", "revoke", String(key.prefix(12)), "--database-url", db.url])
         #expect(revoked.status == 0, "\(revoked.stderr)")
-        try await Task.sleep(for: .seconds(6))  // the server caches key lookups for 5 s
+        try await Task.sleep(for: .seconds(1))  // the server caches key lookups for 0.5 s
         #expect(try await Self.post(base, key: key, ids: ["k2"]) == 401)
         server.terminate()
         server.waitUntilExit()
@@ -130,7 +130,7 @@ struct ServeAndKeysCommandTests {
         let port = Self.freePort()
         let server = Process()
         server.executableURL = OnrampBinary.url
-        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)"]
+        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)", "--key-cache-seconds", "0.5"]
         server.standardOutput = FileHandle.nullDevice
         server.standardError = FileHandle.nullDevice
         try server.run()

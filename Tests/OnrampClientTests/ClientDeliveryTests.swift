@@ -122,12 +122,10 @@ struct ClientDeliveryTests {
         }
     }
 
-    @Test("the server answers 503 while the database is down; the client backs off, retries, and delivers everything")
+    @Test("the server answers 503 while the database is down; the client backs off, retries, and delivers everything",
+          .enabled(if: (ProcessInfo.processInfo.environment["ONRAMP_TEST_DATABASE_URL"] ?? "").isEmpty,
+                   "needs a private cluster it can stop; unset ONRAMP_TEST_DATABASE_URL to run it"))
     func serviceUnavailableThenRecovers() async throws {
-        guard ProcessInfo.processInfo.environment["ONRAMP_TEST_DATABASE_URL"] == nil else {
-            Issue.record("needs a private cluster it can stop; unset ONRAMP_TEST_DATABASE_URL to run it")
-            return
-        }
         let cluster = try LocalCluster.start()
         defer { cluster.stop() }
         let admin = ConnectionPool(url: cluster.url(), maxConnections: 1)
