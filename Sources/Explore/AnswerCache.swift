@@ -17,7 +17,7 @@ struct AnswerCache {
     static let capacity = 64
 
     /// Each day's tally in the nightly job's stored form (`TallyEncoding`:
-    /// varints, times delta-coded), a tenth of it as JSON and read as fast.
+    /// varints, times delta-coded), far smaller than JSON and read as fast.
     private struct Entry: Codable {
         var key: String
         var events: Int

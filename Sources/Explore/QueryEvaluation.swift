@@ -219,7 +219,7 @@ struct QueryEvaluation {
 /// Events' attributes as the engine takes them, one dictionary per
 /// combination of values shared by every event with it: most events of a
 /// person, and most persons, carry the same few, and a dictionary built per
-/// event was a third of a query's time.
+/// event would be a large share of a query's time.
 private struct AttributeCache {
     let columns: EventColumns
     let paths: [(index: Int, path: String, values: [String])]

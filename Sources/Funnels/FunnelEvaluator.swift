@@ -260,8 +260,8 @@ struct Timeline {
 
 extension Timeline {
     /// Whether `event` has a value at every held path. Out of line: a plain
-    /// funnel never calls it, and inside the loop it kept the matchers from
-    /// being inlined there (7 % of the engine's time).
+    /// funnel never calls it, and inside the loop it would keep the matchers
+    /// from being inlined there.
     @inline(never)
     static func carries(_ event: FunnelEvent, _ paths: [String]) -> Bool {
         paths.allSatisfy { event.attributes[$0] != nil }

@@ -88,11 +88,10 @@ enum Parameters {
 
 /// A one-dimensional array as PostgreSQL's `array_recv` reads it: the
 /// dimensions and the element type, then each element's length and bytes,
-/// big-endian. As a text literal every element was quoted and escaped here,
-/// and the literal copied twice more on its way to libpq, then scanned and
-/// unescaped by the server: at 10 M events, the 91,737 keys of the nightly
-/// run's lookup of the day's active persons took 35 ms of the job's time to
-/// render and 13 ms of PostgreSQL's to read.
+/// big-endian. As a text literal every element would be quoted and escaped
+/// here, the literal copied twice more on its way to libpq, then scanned and
+/// unescaped by the server: costly for the large key arrays of the nightly
+/// run's lookups.
 enum BinaryArray {
     /// Appends `items` as a `text[]`; a NUL byte, which `text` cannot hold, is refused.
     static func append(_ items: [String], parameter: Int, to storage: inout [UInt8]) throws(PostgresError) {

@@ -122,8 +122,8 @@ struct DropOffAnalysis: PersonAnalysis {
     ) throws -> [String: [String: DropOffCounts]] {
         var days: [String: [String: DropOffCounts]] = [:]
         let required = Dictionary(funnels.map { ($0.name, $0.requiredStepIndices) }) { first, _ in first }
-        // In binary: 25,541 lingering times at 1 M events were as many strings
-        // to parse, and the driver counts' 6,386 rows a string per value.
+        // In binary: as text each lingering time is a string to parse, and
+        // each of the driver counts' rows a string per value.
         try c.forEachBinaryRow(
             "SELECT funnel, cohort_day::text, step_index, lingering_us FROM funnel_step_lingering WHERE \(filter)", parameters
         ) { row in

@@ -88,8 +88,7 @@ struct RetentionAnalysis: PersonAnalysis {
                 guard let settings = settings[start.funnel] else { continue }
                 // The days an event falls on that the record lacks: a few
                 // values, looked for in short arrays (a set of the record's
-                // days, made for each of 100,000 persons at 10 M events, was
-                // an eighth of this update's time).
+                // days, made for each person, would cost more than it saves).
                 let old = start.retainedDays
                 var new: [Int] = []
                 for event in person.events {

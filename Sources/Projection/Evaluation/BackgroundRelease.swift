@@ -1,10 +1,10 @@
 import Dispatch
 
 /// Frees a run's large values on another thread. The day's events and the
-/// touched persons are hundreds of thousands of small arrays and strings at
-/// 10 M events; freed where the run let go of them, on its own thread,
-/// they kept its session idle (50 ms before the commit alone) while the
-/// other core had nothing to do.
+/// touched persons can be hundreds of thousands of small arrays and strings;
+/// freed where the run lets go of them, on its own thread, they would keep
+/// its session idle (even just before the commit) while the other core has
+/// nothing to do.
 enum BackgroundRelease {
     private static let queue = DispatchQueue(label: "onramp.background-release", qos: .utility)
 

@@ -5,10 +5,10 @@ import NIOConcurrencyHelpers
 /// Spills an incremental run's touched histories, app after app, on a
 /// background thread and on the snapshot reader's session, while the run's
 /// own session deletes and closes the stored outcomes and then COPYs the
-/// new ones. On one session these took turns: at 10 M events, 3 s of
-/// history reads queued behind 2 s of deletes and window closes. What the
-/// run needs of the reader only later (`then`, its result `afterwards`)
-/// runs there after the histories, while the run's session still deletes.
+/// new ones. On one session these would take turns, the history reads
+/// queued behind the deletes and window closes. What the run needs of the
+/// reader only later (`then`, its result `afterwards`) runs there after the
+/// histories, while the run's session still deletes.
 final class HistoryPrefetch<Afterwards: Sendable>: Sendable {
     private struct State {
         var spilled: [Result<SpilledHistory, any Error>] = []

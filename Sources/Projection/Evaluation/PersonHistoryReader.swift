@@ -18,7 +18,7 @@ struct PersonHistoryReader {
         /// Everyone (rebuild), with the app's links as `IdentityLinker.rebuild`
         /// made them: the job gives anonymous events their person itself, as
         /// they stream in, where PostgreSQL would hash-join every event of the
-        /// log against the links (a fifth of a history read).
+        /// log against the links (a large share of a history read).
         case all(links: [String: IdentityLink])
         /// Persons listed in the `touched_keys` temp table (incremental),
         /// with the person an anonymous id's events belong to where it is not
@@ -122,12 +122,11 @@ struct PersonHistoryReader {
             // second session, which sees neither the run's new links nor its
             // identity table). The keys go to the index as one array (`= ANY`),
             // each partition's index walked once in key order. Joined key by
-            // key (LATERAL) the reads took a fifth longer, each key visiting
-            // every partition; joined plainly, the planner, not seeing the app
-            // (a subquery's value), hash-joined every event of the app: 7 s
-            // instead of 1. Joined to the keys for the person, it guessed a
-            // handful of them, probed the index once per key and checked each
-            // row against the whole array: at 1 M events, four times the read.
+            // key (LATERAL), each key would visit every partition; joined
+            // plainly, the planner, not seeing the app (a subquery's value),
+            // hash-joins every event of the app; joined to the keys for the
+            // person, it guesses a handful of them, probes the index once per
+            // key and checks each row against the whole array.
             let keys = "ARRAY(SELECT k.id FROM touched_keys k WHERE k.app = \(app))"
             return """
                 SELECT e.user_id, NULL, \(columns) FROM events e
@@ -212,8 +211,8 @@ struct SpilledHistory: Sendable {
 /// person's rows carry the same bytes and land in the same partition.
 private struct LinkedPersons {
     /// Anonymous id -> the person its events belong to, if not itself: read
-    /// from the rebuild's links in place (no second map: at 10 M events an
-    /// app has ~350 k links), or from the incremental run's owners.
+    /// from the rebuild's links in place (no second map: an app can have
+    /// hundreds of thousands of links), or from the incremental run's owners.
     private let owner: (String) -> String?
     /// The linked user of the row at hand, escaped.
     private var user: [UInt8] = []

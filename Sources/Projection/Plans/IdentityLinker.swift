@@ -69,8 +69,8 @@ enum IdentityLinker {
     /// id) pair's first sighting streams out unsorted (a hash aggregate: a
     /// pair's best observation is its earliest, so the winner over pairs is
     /// the winner over events) and the engine's `IdentityResolver` keeps each
-    /// anonymous id's winner. In SQL this was a sort of every identified
-    /// event, a quarter of a rebuild's database time. Returns the links
+    /// anonymous id's winner. In SQL this would be a sort of every identified
+    /// event, a large share of a rebuild's database time. Returns the links
     /// stored (anonymous id -> link), for the history read that follows.
     /// Reads on `reads`, stores on `c` (the two may be one session).
     static func rebuild(reading reads: Connection, writing c: Connection, app: String) throws -> [String: IdentityLink] {

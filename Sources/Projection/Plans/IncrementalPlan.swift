@@ -44,8 +44,8 @@ struct IncrementalPlan: ProjectionPlan {
         let readers = readers(run, sizes: day.counts)
         // What the touched persons' rows counted is read on the reader after
         // their histories, while this session deletes them: it sees them as
-        // the run found them. At 10 M events the deletes and these reads on
-        // this session took longer than the histories on the reader.
+        // the run found them. On this session, the deletes and these reads
+        // together would outlast the histories on the reader.
         let analyses = run.analyses, secondSession = run.reader !== c
         let prefetch = HistoryPrefetch(
             readers, owners: start.owners, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer

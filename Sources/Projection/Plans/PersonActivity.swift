@@ -40,13 +40,9 @@ struct PersonActivity: Sendable {
     /// How a run looks up keys in a stored table: key by key, one index probe
     /// each, whatever the history's size, which keeps the run's cost
     /// following the day; or by one scan of the table joined to the keys by
-    /// hash, which follows the table. A day of a live app has about as many
-    /// active persons as a fifth of everyone stored, and past one key in 16
-    /// rows the scan costs PostgreSQL less: at 10 M events, the day's
-    /// 100,000 user ids against 540,000 stored outcomes (`funnel_persons`
-    /// and `funnel_person_retention`) took 0.79 s by scan, 1.3 s by key (in
-    /// 32 chunks); its 67,000 link candidates against 312,000 links 0.21 s
-    /// against 0.33 s. PostgreSQL's planner would pick by its estimates,
+    /// hash, which follows the table. A day of a live app can have a large
+    /// share of everyone stored active, and past one key in 16 rows the scan
+    /// costs PostgreSQL less. PostgreSQL's planner would pick by its estimates,
     /// which for keys in an array or a temp table are far off, so the run
     /// picks by the count; in a history many times larger than the day's
     /// keys it looks them up key by key.
@@ -110,10 +106,7 @@ struct PersonActivity: Sendable {
     /// window and every funnel's retention days, each bound a second wider:
     /// more rows than any person's own events can matter to, never fewer,
     /// so `TouchedPersons` and `RetentionAnalysis`, which check event by
-    /// event, find what they found among every row. At 10 M events the
-    /// day's 91,737 active keys had 81,079 stored rows and 17,292 of them
-    /// passed; the lookup took PostgreSQL 0.10 s in `psql`, where it had
-    /// taken 0.20 s.
+    /// event, find what they found among every row.
     struct Relevance: Sendable {
         /// On `funnel_persons p`, its parameters from $3. The bounds are
         /// parameters, or sub-selects PostgreSQL works out once, never
@@ -179,11 +172,9 @@ struct PersonActivity: Sendable {
     /// is an anonymous id no link names a user for, as most are. The persons
     /// of the anonymous ids that are linked go after, on both sessions alike.
     /// Looked up with the user ids, the anonymous ids cost a by-scan lookup
-    /// next to nothing: at 1 M events, looked up afterwards, they had been
-    /// ten statements of 256 keys each, key by key, 25 ms on the two
-    /// sessions while the run's waited. Key by key, the keys go in
-    /// chunks, taken by whichever session is free: at 10 M events the user
-    /// ids' lookup was 1.3 s of PostgreSQL's time, the links 0.55 s.
+    /// next to nothing; looked up afterwards, they would be statements of
+    /// their own, key by key, while the run's session waits. Key by key, the
+    /// keys go in chunks, taken by whichever session is free.
     final class Prefetch: Sendable {
         private let lookup: Lookup
         private let chunks: [ArraySlice<NewEvents.Key>]
@@ -217,7 +208,7 @@ struct PersonActivity: Sendable {
             for result in work.results {
                 guard let result else { continue }  // after a failure, which is thrown below
                 let part = try result.get()
-                // One chunk (a scan) is taken whole: merged, its 100,000 keys were hashed again.
+                // One chunk (a scan) is taken whole: merged, all its keys would be hashed again.
                 if found.isEmpty { found = part } else { found.merge(part) { mine, _ in mine } }
             }
             return found
@@ -246,11 +237,10 @@ struct PersonActivity: Sendable {
         // Key by key: LATERAL, kept apart by OFFSET 0, one probe per key. By
         // scan: `funnel_persons` fenced off by OFFSET 0, so nothing can probe
         // it, and the keys handed over in a subquery, which hides their
-        // count: knowing it, and not how distinct they are, the planner hashed
-        // the whole table rather than the keys, twice the time at 1 M events.
-        // The retention records are joined unfenced: for the few rows left
-        // the planner probes them by key (at 10 M events 17,292 probes took
-        // less than hashing all 236,426).
+        // count: knowing it, and not how distinct they are, the planner hashes
+        // the whole table rather than the keys. The retention records are
+        // joined unfenced: for the few rows left the planner probes them by
+        // key, cheaper than hashing them all.
         let keys = byScan ? "unnest((SELECT $1::text[]), (SELECT $2::text[]))" : "unnest($1::text[], $2::text[])"
         let joins = byScan
             ? """

@@ -11,8 +11,8 @@ import LibPQ
 /// user, or itself) is returned (`owners`): the reader sees neither the run's
 /// new links nor its temp tables, hence the persons resolved here.
 ///
-/// Built in SQL, the tables took 1.5 s at 10 M events, most of it B-tree
-/// inserts and `ON CONFLICT` checks into temp tables kept unique by index.
+/// Built in SQL, the tables would cost B-tree inserts and `ON CONFLICT`
+/// checks into temp tables kept unique by index.
 enum TouchedPersons {
     typealias Key = NewEvents.Key
 
@@ -120,8 +120,8 @@ enum TouchedPersons {
         prefetched: PersonActivity.Prefetch?
     ) throws -> [PersonActivity] {
         // The anonymous ids' activity, by the person it belongs to; the user
-        // ids' is `day.userActivity`, read in place (at 10 M events a copy of
-        // it, less the recomputed, was a tenth of a second).
+        // ids' is `day.userActivity`, read in place rather than copied less
+        // the recomputed.
         var anonymousEvents: [Key: [NewEvents.Activity]] = [:]
         let anonymous = Self.sorted(day.anonymousActivity.keys)
         for (key, user) in zip(anonymous, try linkedUsers(c, of: anonymous)) {
@@ -148,7 +148,7 @@ enum TouchedPersons {
         // Prefetched, then recomputed; an anonymous id linked to a user is
         // not a person, and what is stored under it is not theirs. (The two
         // are read side by side: merged into the prefetched ones, which the
-        // lookup still held, the 100,000 of them at 10 M events were copied whole.)
+        // lookup still holds, those would all be copied whole.)
         func take(_ person: Key, _ starts: [PersonActivity.Start]) {
             guard !recomputed.contains(person) else { return }
             let userEvents = day.userActivity[person], linkedEvents = anonymousEvents[person]
@@ -170,9 +170,8 @@ enum TouchedPersons {
 
     /// Keys in the order of the indexes they are looked up in: key by key
     /// lookups (and the temp tables' rows, which later statements look up
-    /// by) then touch neighbouring index pages, where hash order had each
-    /// one read a page of its own. At 10 M events this took the stored
-    /// outcomes of a day's hundred thousand active persons from 2.4 s to 1.6 s.
+    /// by) then touch neighbouring index pages, where hash order would have
+    /// each one read a page of its own.
     static func sorted(_ keys: some Sequence<Key>) -> [Key] {
         keys.sorted { ($0.app, $0.id) < ($1.app, $1.id) }
     }

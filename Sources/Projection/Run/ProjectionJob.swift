@@ -91,8 +91,8 @@ public struct ProjectionJob: Sendable {
         // spill to disk at the defaults.
         var settings = "SET LOCAL work_mem = '128MB'; SET LOCAL maintenance_work_mem = '256MB';"
         // The run's commit does not wait for its WAL to reach the disk
-        // (15 MB at 1 M events, most of it first writes to index pages
-        // since the last checkpoint: 25 ms). Everything it writes is
+        // (much of it first writes to index pages since the last
+        // checkpoint, slow to flush). Everything it writes is
         // derived from the log, and its checkpoint commits with it: a
         // server crash that loses the commit loses the checkpoint too, and
         // the next run does the same work again. Ingestion's commits are
@@ -102,8 +102,8 @@ public struct ProjectionJob: Sendable {
         // enough to be JIT-compiled, which took longer than running them.
         // Its joins of the day's keys with a whole stored table are meant
         // as hash joins (`PersonActivity.Lookup`); on a temporary table's
-        // guessed size the planner took a merge join instead, sorting all
-        // the stored links by text key: four times the hash join.
+        // guessed size the planner takes a merge join instead, sorting all
+        // the stored links by text key, several times slower.
         if mode == .incremental { settings += " SET LOCAL jit = off; SET LOCAL enable_mergejoin = off;" }
         try c.executeScript(settings)
         SpilledHistory.removeAbandoned()
@@ -193,7 +193,7 @@ public struct ProjectionJob: Sendable {
         let daysByFunnel = Dictionary(grouping: days, by: \.funnel).mapValues { Set($0.map(\.day)) }
         // What the day tables hold of the days to rewrite, read before any
         // is written, every funnel's in one statement per table: a funnel
-        // at a time, the 1 M bench's seven funnels took 42 round trips.
+        // at a time, the round trips would grow with the funnels.
         let storedTallies = try plan.storedTallies(run, days: days)
         var analysisDays: [[String: Set<String>]] = []
         var analysisStored: [[String: [String: any AnalysisTally]]] = []

@@ -2,11 +2,11 @@ import LibPQ
 
 /// A run's rewrite of the cohort days, every funnel's together: each day
 /// table loses the rows of the days rewritten in one statement and gets
-/// their new rows in one COPY, 16 in all, where each funnel deleting and
-/// copying its own took 80 for the 1 M bench's five funnels (PostgreSQL's
-/// share of the days' rewrite went from 66 ms to 44 ms). Funnels only ever
-/// read their own days' rows (`WHERE funnel = $1`), so each funnel's reads
-/// come before its writes however late the writes are sent.
+/// their new rows in one COPY, so the statements do not multiply with the
+/// funnels as they would with each funnel deleting and copying its own.
+/// Funnels only ever read their own days' rows (`WHERE funnel = $1`), so
+/// each funnel's reads come before its writes however late the writes are
+/// sent.
 struct DayWrites {
     /// Table -> the funnels and cohort days (side by side) whose rows go; tables in first-named order.
     private var deletes: [(table: String, funnels: [String], days: [String])] = []

@@ -172,8 +172,8 @@ enum OutcomeStore {
 
     /// Deterministic JSON object text (sorted keys), so rebuilds compare equal
     /// byte for byte: the event log's canonical writer, which works in bytes
-    /// (it runs once per person and funnel; JSONSerialization was a fifth of a
-    /// rebuild's time).
+    /// (it runs once per person and funnel, where JSONSerialization would be
+    /// a large share of a rebuild's time).
     static func jsonObject(_ values: [String: String]) -> String {
         JSONValue.object(values.mapValues(JSONValue.string)).canonicalText
     }

@@ -37,8 +37,8 @@ enum TallyStore {
     ) throws -> [String: [String: Stored]] {
         let byName = Dictionary(funnels.map { ($0.name, $0) }) { first, _ in first }
         var tallies: [String: [String: Stored]] = [:]
-        // In binary: the 1 M bench's 155 tallies were a megabyte to send as
-        // two of hex and decode again.
+        // In binary: as text the tallies would be twice their size in hex,
+        // to send and decode again.
         try c.forEachBinaryRow("SELECT funnel, cohort_day::text, time_zone, tally FROM funnel_tallies WHERE \(filter)", parameters) { row in
             let name = try row.required(0, row.text)
             guard let funnel = byName[name] else { return }
