@@ -68,7 +68,9 @@ final class QueryJobs: Sendable {
             } catch ExploreError.cancelled {
                 outcome = .cancelled
             } catch {
-                outcome = control.isCancelled ? .cancelled : .failed(String(describing: error))
+                // The server's message for the analyst who asked (a value it quotes is one they may read).
+                let message = (error as? PostgresError).map { "\($0): \($0.message)" } ?? String(describing: error)
+                outcome = control.isCancelled ? .cancelled : .failed(message)
             }
             self.finish(id, outcome)
         }

@@ -1,8 +1,10 @@
 /// The one error type of the database layer.
 ///
-/// `description` names the code, SQLSTATE and the server's primary message; the
-/// `detail`, which can quote row values, is only in `debugDescription`, so logging
-/// an error never leaks data by accident.
+/// `description` names only the kind of failure and its SQLSTATE: the
+/// server's message can quote a value (`invalid input syntax for type
+/// integer: "…"`), and descriptions end up in logs and answers. The message,
+/// detail, hint and constraint are in `debugDescription`
+/// (`String(reflecting:)`), for whoever runs the command: the CLI prints it.
 public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible, CustomDebugStringConvertible {
     /// What kind of failure this is; extensible without breaking callers.
     public struct Code: Hashable, Sendable, CustomStringConvertible {
@@ -65,11 +67,11 @@ public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible
     public var description: String {
         var text = "PostgreSQL \(code)"
         if let sqlState { text += " [\(sqlState)]" }
-        return text + ": \(message)"
+        return text
     }
 
     public var debugDescription: String {
-        var text = description
+        var text = description + ": \(message)"
         if let detail { text += "\nDETAIL: \(detail)" }
         if let hint { text += "\nHINT: \(hint)" }
         if let constraint { text += "\nCONSTRAINT: \(constraint)" }

@@ -79,7 +79,7 @@ struct BinaryRowTests {
                     try c.forEachBinaryRow("SELECT 'x'::text AS word, 5::int4 AS number, '{{1,2},{3,4}}'::int8[] AS grid", [], read)
                     return "no error"
                 } catch {
-                    return "\(error)"
+                    return String(reflecting: error)  // the message; `description` names only the kind
                 }
             }
             #expect(failure { _ = try $0.int(0) }.contains("'word': expected an integer"))
