@@ -8,7 +8,7 @@ public import Simulation
 ///
 /// Writes a realistic history (the simulator's journeys, and the devices'
 /// everyday use after onboarding as `laterUse` scales it) of about `events`
-/// messages over 30 days with COPY, then, in the same run and `rounds` times over: the
+/// messages over `days` days (30 by default) with COPY, then, in the same run and `rounds` times over: the
 /// raw read limit (`COPY (SELECT … FROM events) TO STDOUT`, discarded),
 /// `onramp rebuild`, the one-query SQL funnel for each configured funnel
 /// (`SQLFunnel`), and the incremental `onramp report` of one more day (on a
@@ -17,6 +17,7 @@ public import Simulation
 public struct ReportBenchmark: Sendable {
     public struct Result: Sendable, Codable {
         public var events: Int
+        public var days: Int
         public var loadSeconds: Double
         public var rawScanSeconds: Double
         public var rawScanBytes: Int
@@ -57,6 +58,8 @@ public struct ReportBenchmark: Sendable {
     }
 
     public var events: Int
+    /// Days of history the events spread over (the day after them is the night's).
+    public var days: Int
     /// How much devices use the app after onboarding (0: onboarding only).
     public var laterUse: LaterUse
     public var rounds: Int
@@ -71,10 +74,12 @@ public struct ReportBenchmark: Sendable {
     public var log: @Sendable (String) -> Void
 
     public init(
-        events: Int, laterUse: LaterUse = LaterUse(), rounds: Int = 3, executable: String, serverURL: String?, migrations: URL,
+        events: Int, days: Int = 30, laterUse: LaterUse = LaterUse(), rounds: Int = 3, executable: String, serverURL: String?,
+        migrations: URL,
         keptCopySuffix: String? = nil, log: @escaping @Sendable (String) -> Void
     ) {
         self.events = events
+        self.days = days
         self.laterUse = laterUse
         self.rounds = max(1, rounds)
         self.executable = executable
@@ -100,14 +105,15 @@ public struct ReportBenchmark: Sendable {
     private func run(on database: BenchDatabase) async throws -> Result {
         var pool = ConnectionPool(url: database.url, maxConnections: 1)
         let now = Date()
-        let historyStart = now.addingTimeInterval(-31 * 86_400)
+        let historyStart = now.addingTimeInterval(-Double(days + 1) * 86_400)
         let historyEnd = now.addingTimeInterval(-86_400)
         let events = self.events, laterUse = self.laterUse
-        // One history of 31 days, cut a day before its end: the log, and the
-        // day the incremental run reads (new devices' onboarding and the
-        // earlier ones' everyday use).
-        let generated = events + events / 30
-        log("writing about \(events) events over 30 days with COPY (later use ×\(laterUse.scale)) …")
+        // One history of `days` + 1 days, cut a day before its end: the log,
+        // and the day the incremental run reads (new devices' onboarding and
+        // the earlier ones' everyday use). The same events a day over ten
+        // times the days is the same traffic over a history ten times as long.
+        let generated = events + events / days
+        log("writing about \(events) events over \(days) days with COPY (later use ×\(laterUse.scale)) …")
         let (written, load) = try await measure {
             try await pool.withConnection { c in
                 try LogWriter.append(
@@ -180,7 +186,7 @@ public struct ReportBenchmark: Sendable {
             return run
         }
         return Result(
-            events: written, loadSeconds: load, rawScanSeconds: Self.median(scans), rawScanBytes: bytes,
+            events: written, days: days, loadSeconds: load, rawScanSeconds: Self.median(scans), rawScanBytes: bytes,
             rebuildSeconds: Self.median(rebuilds), rebuildPeakRSSMegabytes: Double(rebuildRSS) / 1024,
             sqlFunnelSeconds: Self.median(sqlTotals), sqlFunnels: sqlFunnels, dayEvents: nightly?.dayEvents ?? 0,
             incrementalSeconds: Self.median(incrementals),
