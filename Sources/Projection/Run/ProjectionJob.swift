@@ -129,6 +129,11 @@ public struct ProjectionJob: Sendable {
         var summary: Summary
         if rebuildAll {
             summary = try pass(RebuildPlan(counted: counted), configuration.funnels)
+            // A rebuild rewrites every table: their statistics, taken now, are
+            // what the next night's statements are planned with. Without them
+            // its per-person lookups were planned blind, until autovacuum came.
+            let tables = ["identity_links"] + DefinitionChanges.funnelTables(analyses: analyses).filter { $0 != "funnel_regressions" }
+            try c.executeScript("ANALYZE " + tables.joined(separator: ", "))
         } else {
             summary = try pass(IncrementalPlan(since: previous), configuration.funnels.filter { !recomputed.contains($0.name) })
             if !recomputed.isEmpty {
