@@ -32,7 +32,6 @@ struct IncrementalPlan: ProjectionPlan {
             (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app)))
         })
         let day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
-        defer { BackgroundRelease.drop(day) }
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, retentionDays: Set(run.configuration.funnels.flatMap(\.retention.days)),
@@ -62,13 +61,6 @@ struct IncrementalPlan: ProjectionPlan {
     }
 
     func persons(of app: String) -> Set<String>? { start.touched[app] ?? [] }
-
-    /// Lets go of the touched persons and the day's activity beside the
-    /// commit rather than before it (`BackgroundRelease`).
-    mutating func releaseInBackground() {
-        BackgroundRelease.drop(start)
-        start = IncrementalStart()
-    }
 
     mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
         guard let prefetch else {
@@ -140,8 +132,6 @@ struct IncrementalStart: Sendable {
         var start = IncrementalStart()
         let prefetch = reader === c ? nil : PersonActivity.Prefetch(
             on: reader, of: day.activityKeys, lookup: lookup)
-        // What it found is freed beside the run (`BackgroundRelease`), once it is over.
-        defer { if let prefetch { BackgroundRelease.drop(prefetch) } }
         // Whatever happens below, the reader is not used again until the lookup is over.
         defer { prefetch?.stop() }
         // Every relink is needed up front to know whom to recompute.

@@ -45,9 +45,6 @@ protocol ProjectionPlan {
     /// How the stored days of analysis `index` changed before evaluation;
     /// nil when the plan counts every person (a rebuild).
     func storedDayChange(of index: Int) -> StoredDayChange?
-
-    /// Lets go of what the plan holds beside the commit rather than before it.
-    mutating func releaseInBackground()
 }
 
 /// What a run reads: the apps in the order their histories go through the
@@ -61,8 +58,6 @@ struct Reading {
 }
 
 extension ProjectionPlan {
-    mutating func releaseInBackground() {}
-
     /// The apps' history readers, small apps at both ends of the pipeline
     /// (`ProjectionJob.pipelineOrder`), without those nobody is recomputed in.
     func readers(_ run: ProjectionRun, sizes: [String: Int]) -> [PersonHistoryReader] {

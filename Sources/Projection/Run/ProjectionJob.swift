@@ -171,7 +171,6 @@ public struct ProjectionJob: Sendable {
         var scoped = configuration
         scoped.funnels = funnels
         return try ProjectionRun.with(self, configuration: scoped, session: c, readerSession: reader, settings: settings, now: now) { run in
-            defer { plan.releaseInBackground() }
             return try project(run, plan: &plan, from: previous, to: current)
         }
     }
