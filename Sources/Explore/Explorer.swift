@@ -63,10 +63,7 @@ public struct Explorer: Sendable {
         _ query: FunnelQuery, on c: Connection, keeping: Set<String>, deadline: Deadline
     ) throws -> FunnelAnswer {
         try deadline.check()
-        guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(query.funnel.app)]).scalar(Bool.self) else {
-            throw ExploreError.unknownApp(query.funnel.app)
-        }
-        let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: query.funnel.app)
+        let store = try self.store(of: query.funnel.app, on: c)
         let cache = AnswerCache(directory: store.directory.appendingPathComponent("answers"))
         // The store's lock before the snapshot: one query's refresh never
         // saves a checkpoint older than one saved by a query that started later.
@@ -116,10 +113,7 @@ extension Explorer {
     /// its store keeps: what the explorer's pickers offer. Read from the
     /// app's store, brought up to date first.
     public func catalog(app: String, on c: Connection, keeping: Set<String> = []) throws -> EventCatalog {
-        guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(app)]).scalar(Bool.self) else {
-            throw ExploreError.unknownApp(app)
-        }
-        let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: app)
+        let store = try self.store(of: app, on: c)
         let deadline = Deadline(seconds: timeoutSeconds)
         return try store.locked(until: deadline) {
             try c.transaction(isolation: .repeatableRead) { c in
@@ -141,6 +135,16 @@ extension Explorer {
                 }.0
             }
         }
+    }
+}
+
+extension Explorer {
+    /// `app`'s store for the database `c` is on; `unknownApp` when the log holds no event of it.
+    fileprivate func store(of app: String, on c: Connection) throws -> ColumnStore {
+        guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(app)]).scalar(Bool.self) else {
+            throw ExploreError.unknownApp(app)
+        }
+        return ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: app)
     }
 }
 

@@ -153,7 +153,7 @@ enum QueryRequest {
         var days: [String: String] = [:]
         for field in ["from", "to"] {
             guard let value = object[field], !(value is NSNull) else { continue }
-            guard let day = value as? String, CohortCalendar.dayNumber(ofText: day).map(CohortCalendar.text(ofDay:)) == day else {
+            guard let day = value as? String, CohortCalendar.isDayText(day) else {
                 return .failure(Refused(message: "\(field): expected a day as YYYY-MM-DD (got \(value))"))
             }
             days[field] = day

@@ -33,6 +33,12 @@ public enum CohortCalendar {
         return CivilDate.days(year: year, month: month, day: day)
     }
 
+    /// Whether `text` is a day as written back (`2026-01-05`, never
+    /// `2026-1-5`): cohort days are compared as text.
+    public static func isDayText(_ text: String) -> Bool {
+        dayNumber(ofText: text).map(text(ofDay:)) == text
+    }
+
     /// The newest cohort day (a day count) whose every window has closed at
     /// `now`: the day before the one holding `now - window`, since a person
     /// starting at that day's last instant may still finish.

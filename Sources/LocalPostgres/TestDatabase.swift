@@ -35,6 +35,15 @@ public struct TestDatabase: Sendable {
         try await server.admin.query("DROP DATABASE IF EXISTS \(name) WITH (FORCE)")
     }
 
+    /// This database's URL as `user` logs in (the roles `onramp migrate` makes:
+    /// `onramp_analyst`, `onramp_operator`), without a password.
+    public func url(as user: String) throws -> String {
+        guard var components = URLComponents(string: url) else { throw PostgresError(.connectionFailed, message: "not a URL: \(url)") }
+        components.user = user
+        components.password = nil
+        return components.string ?? url
+    }
+
     /// A pool on this database.
     public func pool(maxConnections: Int = 4) -> ConnectionPool {
         ConnectionPool(url: url, maxConnections: maxConnections)

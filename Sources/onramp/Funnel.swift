@@ -81,8 +81,7 @@ struct FunnelCommand: ParsableCommand {
             throw ValidationError("--format must be one of \(Self.formats.joined(separator: ", ")) (got '\(format)')")
         }
         for (flag, day) in [("--from", from), ("--to", to)] {
-            // As written back (2026-01-05, never 2026-1-5): days are compared as text.
-            if let day, CohortCalendar.dayNumber(ofText: day).map(CohortCalendar.text(ofDay:)) != day {
+            if let day, !CohortCalendar.isDayText(day) {
                 throw ValidationError("\(flag) must be a day as YYYY-MM-DD (got '\(day)')")
             }
         }

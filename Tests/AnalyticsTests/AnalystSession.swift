@@ -21,15 +21,8 @@ struct AnalystSession {
             _ = try ProjectionJob(configuration: configuration, showProgress: false).run(c, mode: .incremental)
         }
         return AnalystSession(
-            db: db, admin: admin, analyst: ConnectionPool(url: try url(db.url, user: "onramp_analyst"), maxConnections: 1),
-            operatorPool: ConnectionPool(url: try url(db.url, user: "onramp_operator"), maxConnections: 1))
-    }
-
-    static func url(_ base: String, user: String) throws -> String {
-        guard var components = URLComponents(string: base) else { throw PostgresError(.connectionFailed, message: "bad URL") }
-        components.user = user
-        components.password = nil
-        return components.string ?? base
+            db: db, admin: admin, analyst: ConnectionPool(url: try db.url(as: "onramp_analyst"), maxConnections: 1),
+            operatorPool: ConnectionPool(url: try db.url(as: "onramp_operator"), maxConnections: 1))
     }
 
     /// Persons the nightly job counted at each of `funnel`'s first `steps` steps, as text.

@@ -24,11 +24,8 @@ struct ExplorerHarness: Sendable {
         let events = EventSeeder.journeys(configuration: try FunnelConfiguration.default(), personsPerFunnel: 200, seed: seed, detours: true)
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
         await pool.close()
-        guard var components = URLComponents(string: db.url) else { throw PostgresError(.connectionFailed, message: "bad URL") }
-        components.user = "onramp_analyst"
-        components.password = nil
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("explore-server-\(UUID().uuidString)")
-        return ExplorerHarness(db: db, cache: cache, analystURL: components.string ?? db.url)
+        return ExplorerHarness(db: db, cache: cache, analystURL: try db.url(as: "onramp_analyst"))
     }
 
     func close() async throws {

@@ -14,11 +14,15 @@ package struct Checkpoint: Equatable, Sendable, Codable {
 
     package static let start = Checkpoint(horizon: 0, pending: [])
 
+    /// From a row of (horizon, pending transaction ids).
+    private init(row: Row) throws {
+        horizon = try row.decode(Int64.self, at: 0)
+        pending = (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 }
+    }
+
     static func load(_ c: Connection) throws -> Checkpoint {
         let row = try c.query("SELECT horizon_txid, pending_txids FROM projection_checkpoint").scalarRow()
-        return Checkpoint(
-            horizon: try row.decode(Int64.self, at: 0),
-            pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
+        return try Checkpoint(row: row)
     }
 
     func save(_ c: Connection) throws {
@@ -36,9 +40,7 @@ package struct Checkpoint: Equatable, Sendable, Codable {
             FROM pg_current_snapshot() AS s
             """
         ).scalarRow()
-        return Checkpoint(
-            horizon: try row.decode(Int64.self, at: 0),
-            pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
+        return try Checkpoint(row: row)
     }
 
     /// The running transaction's snapshot as `current` gives it, with its
@@ -62,9 +64,7 @@ package struct Checkpoint: Equatable, Sendable, Codable {
             FROM s
             """, [.text(app)]
         ).scalarRow()
-        return Checkpoint(
-            horizon: try row.decode(Int64.self, at: 0),
-            pending: (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 })
+        return try Checkpoint(row: row)
     }
 
     /// SQL condition selecting events written after the checkpoint that
