@@ -40,23 +40,10 @@ struct ExplorerHarness: Sendable {
         configuration.token = token
         configuration.timeoutSeconds = 120
         configuration.logger.logLevel = .warning
-        let (ports, portSink) = AsyncStream.makeStream(of: Int.self)
-        configuration.onServerRunning = { port in
-            portSink.yield(port)
-            portSink.finish()
-        }
-        let app = try buildExploreApplication(configuration: configuration)
-        let group = ServiceGroup(configuration: .init(services: [app], logger: configuration.logger))
-        let outcome: Result<Void, any Error> = await withTaskGroup(of: Void.self) { tasks in
-            tasks.addTask { try? await group.run() }
-            var port = 0
-            for await p in ports { port = p }
-            let result: Result<Void, any Error>
-            do { result = .success(try await body("http://127.0.0.1:\(port)")) } catch { result = .failure(error) }
-            await group.triggerGracefulShutdown()
-            return result
-        }
-        try outcome.get()
+        try await withRunningServer(logger: configuration.logger, { onRunning in
+            configuration.onServerRunning = onRunning
+            return try buildExploreApplication(configuration: configuration)
+        }) { port in try await body("http://127.0.0.1:\(port)") }
     }
 
     struct Reply: Sendable {
