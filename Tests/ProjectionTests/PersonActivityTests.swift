@@ -127,7 +127,7 @@ struct PersonActivityTests {
         for byScan in [false, true] {
             let found = try await pool.withConnection { c in
                 let lookup = try PersonActivity.Lookup(
-                    c, windows: ["f": Self.window], retentionDays: Set(activity.retentionDays), activitySpan: first...last,
+                    c, windows: ["f": Self.window], activityDays: Set(activity.retentionDays), activitySpan: first...last,
                     minimumChunk: 1, scanShare: byScan ? 0 : .infinity)
                 return try PersonActivity.starts(c, of: keys[...], lookup: lookup, byScan: byScan)
             }

@@ -126,7 +126,7 @@ struct PersonHistoryReaderTests {
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
                 let collected = try TouchedPersons.collect(
                     c, day: day, relinks: [],
-                    lookup: try .init(c, windows: [:], retentionDays: [], activitySpan: nil, minimumChunk: 1, scanShare: 1),
+                    lookup: try .init(c, windows: [:], activityDays: [], activitySpan: nil, minimumChunk: 1, scanShare: 1),
                     reader: reads, prefetched: nil)
                 #expect(collected.touched == ["ops": [user, "other\\device"]])
                 #expect(collected.owners == ["ops": [device: user]])

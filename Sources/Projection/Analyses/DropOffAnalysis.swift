@@ -80,6 +80,34 @@ struct DropOffAnalysis: PersonAnalysis {
         try Self.write(&writes, funnel: funnel, counts: counts)
     }
 
+    /// A funnel's drop-off diagnostics, from the counts of its days.
+    struct Part: ReportPart {
+        let funnel: Funnel
+        let counts: DropOffCounts
+
+        func fill(_ report: inout FunnelReport, tally: FunnelTally) {
+            report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
+        }
+    }
+
+    func reportParts(_ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]) throws -> [String: any ReportPart] {
+        let stored = try Self.stored(c, funnels: funnels, where: filter, parameters)
+        return Dictionary(funnels.map { funnel in
+            var counts = DropOffCounts()
+            for day in (stored[funnel.name] ?? [:]).values { counts.merge(day) }
+            return (funnel.name, Part(funnel: funnel, counts: counts) as any ReportPart)
+        }) { first, _ in first }
+    }
+
+    func recountedReportPart(_ c: Connection, funnel: Funnel, range: CohortRange, now: Int64) throws -> (any ReportPart)? {
+        var tally: (any AnalysisTally)?
+        try Self.forEachCounted(
+            c, from: "funnel_persons p", where: "\(CohortRange.persons) AND \(OutcomeStore.windowClosed)", range.parameters(funnel: funnel),
+            shapes: [funnel.name: DropOffFacts.Shape(funnel)]
+        ) { _, add in add(&tally) }
+        return Part(funnel: funnel, counts: (tally as? Tally)?.counts ?? DropOffCounts())
+    }
+
     /// Hands `body` each counted person (window closed, not
     /// excluded, at step 1 or beyond) of `from` (the code's own text, naming
     /// `funnel_persons p`) that `filter` picks, with its funnel day and a

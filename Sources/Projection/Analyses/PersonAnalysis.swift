@@ -78,7 +78,8 @@ struct StoredDayChange: Sendable {
 /// and funnel. Both plans serve it alike: a rebuild empties its table, an
 /// incremental run deletes the recomputed persons' rows before they are
 /// written again. Adding one is adding a type, its table (a migration) and
-/// an entry in `ProjectionJob.analyses`; the read path and the plans stay.
+/// an entry in `PersonAnalyses.standard`: the job, the plans and the report
+/// address analyses by their table and never name one.
 ///
 /// What reports add up per cohort day it keeps in day tables, counted in
 /// memory while persons are evaluated (`AnalysisTally`, per funnel and day).
@@ -104,6 +105,11 @@ protocol PersonAnalysis: Sendable {
     ) throws
     /// Tables it keeps per funnel and cohort day (what reports add up), emptied by a rebuild.
     var dayTables: [String] { get }
+    /// Days after a person's start (whole days, 0 the start's) on which it
+    /// reads their activity: an incremental run looks up the stored outcomes
+    /// of active persons not recomputed whose start lies that far before an
+    /// activity, for `storedDayChange`.
+    var activityDays: Set<Int> { get }
     /// Incremental runs: read before the touched persons' rows are deleted
     /// and windows are closed in place (`touched` is filled): what the
     /// windows closing in place add to their days (`added`). `activity`
@@ -131,10 +137,46 @@ protocol PersonAnalysis: Sendable {
         into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
         stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws
+    /// Its part of the report of each of `funnels` (one for every funnel),
+    /// from its day tables' rows `filter` picks (SQL on `funnel` and
+    /// `cohort_day`, its parameters from $1).
+    func reportParts(_ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]) throws -> [String: any ReportPart]
+    /// Its part of `funnel`'s report counted again from the stored persons
+    /// whose start falls in `range`: a report in another time zone than the
+    /// one its days were cut in.
+    func recountedReportPart(_ c: Connection, funnel: Funnel, range: CohortRange, now: Int64) throws -> (any ReportPart)?
+}
+
+/// What an analysis adds to a funnel's report, given the funnel's tally of
+/// the same persons.
+protocol ReportPart: Sendable {
+    func fill(_ report: inout FunnelReport, tally: FunnelTally)
+}
+
+/// Cohort days `from...to` (either end open) cut in `timeZone`.
+struct CohortRange: Sendable {
+    var from: String?
+    var to: String?
+    var timeZone: String
+
+    /// On `funnel_persons p`: the funnel ($1) and the persons whose start falls in the range ($2 to $4).
+    static let persons = """
+        p.funnel = $1
+        AND ($2::date IS NULL OR (p.start_time AT TIME ZONE $4)::date >= $2::date)
+        AND ($3::date IS NULL OR (p.start_time AT TIME ZONE $4)::date <= $3::date)
+        """
+
+    /// $1 to $4 of `persons`.
+    func parameters(funnel: Funnel) -> [PostgresValue] { [.text(funnel.name), .optional(from), .optional(to), .text(timeZone)] }
 }
 
 extension PersonAnalysis {
     var dayTables: [String] { [] }
+    var activityDays: Set<Int> { [] }
+    func reportParts(_ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]) throws -> [String: any ReportPart] {
+        [:]
+    }
+    func recountedReportPart(_ c: Connection, funnel: Funnel, range: CohortRange, now: Int64) throws -> (any ReportPart)? { nil }
     func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange { StoredDayChange() }
     func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] { [:] }
     func daysDue(_ c: Connection, funnels: [Funnel], now: Int64) throws -> [String: Set<String>] { [:] }
@@ -186,5 +228,12 @@ extension PersonAnalysis {
         try c.query(
             TouchedPersons.deleteStatement(from: table, of: "unnest($1::text[], $2::text[]) AS t(app, person)"),
             NewEvents.Key.parameters(persons))
+    }
+}
+
+/// The analyses every run and report has.
+enum PersonAnalyses {
+    static func standard(_ funnels: [Funnel]) -> [any PersonAnalysis] {
+        [DropOffAnalysis(funnels: funnels), RetentionAnalysis(funnels: funnels)]
     }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Funnels
 import LibPQ
 
@@ -11,8 +12,8 @@ import LibPQ
 /// Retention reads events long after onboarding, which most of a live app's
 /// events are. Those are activity (`OutcomeEvents`): an incremental run does
 /// not recompute their persons but adds each activity to the person's record
-/// here, one key lookup per person, and only the days that gained someone
-/// are rewritten. The clock changes who is eligible; `funnel_retention`
+/// here, one key lookup per record an activity falls on a retention day of,
+/// and only the days that gained someone are rewritten. The clock changes who is eligible; `funnel_retention`
 /// remembers when its next pending person becomes eligible, and the days
 /// past that are rewritten from their stored start times (`daysDue`).
 struct RetentionAnalysis: PersonAnalysis {
@@ -21,10 +22,12 @@ struct RetentionAnalysis: PersonAnalysis {
         COPY funnel_person_retention (app, person_id, funnel, cohort_day, retained_days) FROM STDIN (FORMAT binary)
         """
     let dayTables = ["funnel_retention_starts", "funnel_retention"]
+    let activityDays: Set<Int>
     private let settings: [String: RetentionSettings]
 
     init(funnels: [Funnel]) {
         settings = Dictionary(funnels.map { ($0.name, $0.retention) }, uniquingKeysWith: { first, _ in first })
+        activityDays = Set(funnels.flatMap(\.retention.days))
     }
 
     /// One funnel day's start times.
@@ -76,35 +79,55 @@ struct RetentionAnalysis: PersonAnalysis {
         return parts
     }
 
-    /// Adds the activity of persons not recomputed to their records (read
-    /// with their outcomes, `PersonActivity.starts`): the retention days it
-    /// falls on join the stored ones, and a person the days count is added
-    /// to the day's retained of each new one.
+    /// Adds the activity of persons not recomputed to their records: the
+    /// retention days it falls on join the stored ones, and a person the
+    /// days count is added to the day's retained of each new one. Only the
+    /// records of starts some activity falls on a retention day of are read,
+    /// key by key.
     private func record(_ c: Connection, activity: [PersonActivity], change: inout StoredDayChange) throws {
-        guard !activity.isEmpty else { return }
-        var updated: [(PersonKey, String, [Int])] = []
+        var candidates: [(key: PersonKey, start: PersonActivity.Start, days: [Int])] = []
         for person in activity {
             for start in person.starts where start.level >= 1 && !start.excluded {
                 guard let settings = settings[start.funnel] else { continue }
-                // The days an event falls on that the record lacks: a few
-                // values, looked for in short arrays (a set of the record's
-                // days, made for each person, would cost more than it saves).
-                let old = start.retainedDays
-                var new: [Int] = []
+                // A few values, looked for in a short array.
+                var days: [Int] = []
                 for event in person.events {
-                    guard let day = settings.day(of: event.timestamp, start: start.start), !old.contains(day), !new.contains(day),
+                    guard let day = settings.day(of: event.timestamp, start: start.start), !days.contains(day),
                         settings.isActive(event.event)
                     else { continue }
-                    new.append(day)
+                    days.append(day)
                 }
-                guard !new.isEmpty else { continue }
-                new.sort()
-                let key = PersonKey(app: person.app, person: person.person, funnel: start.funnel)
-                updated.append((key, start.cohortDay, Set(old).union(new).sorted()))
-                if start.isCounted {
-                    Tally.update(&change.added[FunnelDay(funnel: start.funnel, day: start.cohortDay)]) {
-                        $0.counts.addRetained(start: start.start, completed: start.completed, days: new)
-                    }
+                guard !days.isEmpty else { continue }
+                candidates.append((PersonKey(app: person.app, person: person.person, funnel: start.funnel), start, days))
+            }
+        }
+        guard !candidates.isEmpty else { return }
+        // In primary-key order, as `TouchedPersons.sorted` says why.
+        candidates.sort { ($0.key.app, $0.key.person, $0.key.funnel) < ($1.key.app, $1.key.person, $1.key.funnel) }
+        var stored: [[Int]] = Array(repeating: [], count: candidates.count)
+        try c.forEachBinaryRow(
+            """
+            SELECT t.n, r.retained_days
+            FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(app, person, funnel, n)
+            CROSS JOIN LATERAL (
+                SELECT retained_days FROM funnel_person_retention r
+                WHERE r.app = t.app AND r.person_id = t.person AND r.funnel = t.funnel OFFSET 0) r
+            """,
+            [.textArray(candidates.map(\.key.app)), .textArray(candidates.map(\.key.person)), .textArray(candidates.map(\.key.funnel))]
+        ) { row in
+            let n = try row.required(0, row.int)
+            guard n >= 1, n <= candidates.count else { throw PostgresError(.unexpectedResult, message: "retention lookup returned key \(n)") }
+            stored[n - 1] = try Self.retainedDays(row, at: 1)
+        }
+        var updated: [(PersonKey, String, [Int])] = []
+        for (candidate, old) in zip(candidates, stored) {
+            let new = candidate.days.filter { !old.contains($0) }.sorted()
+            guard !new.isEmpty else { continue }
+            let start = candidate.start
+            updated.append((candidate.key, start.cohortDay, Set(old).union(new).sorted()))
+            if start.isCounted {
+                Tally.update(&change.added[FunnelDay(funnel: start.funnel, day: start.cohortDay)]) {
+                    $0.counts.addRetained(start: start.start, completed: start.completed, days: new)
                 }
             }
         }
@@ -115,8 +138,7 @@ struct RetentionAnalysis: PersonAnalysis {
             ON COMMIT DROP
             """)
         try c.copyIn("COPY retention_updates FROM STDIN") { writer in
-            // In primary-key order, as `TouchedPersons.sorted` says why.
-            for (key, day, days) in updated.sorted(by: { ($0.0.app, $0.0.person, $0.0.funnel) < ($1.0.app, $1.0.person, $1.0.funnel) }) {
+            for (key, day, days) in updated {
                 try writer.writeRow([.text(key.app), .text(key.person), .text(key.funnel), .text(day), .intArray(days)])
             }
         }
@@ -197,6 +219,42 @@ struct RetentionAnalysis: PersonAnalysis {
                 }
             }
         }
+    }
+
+    /// A funnel's retention table, from its days' cells.
+    struct Part: ReportPart {
+        let report: RetentionReport
+
+        func fill(_ report: inout FunnelReport, tally: FunnelTally) { report.retention = self.report }
+    }
+
+    /// The cells as the last run counted them (`funnel_retention`).
+    func reportParts(_ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]) throws -> [String: any ReportPart] {
+        var cells: [String: [String: [RetentionCell]]] = [:]
+        try c.forEachBinaryRow(
+            "SELECT funnel, cohort_day::text, day_n, completed, eligible, retained, pending FROM funnel_retention WHERE \(filter)", parameters
+        ) { row in
+            let counts = RetentionSide(
+                eligible: try row.required(4, row.int), retained: try row.required(5, row.int), pending: try row.required(6, row.int))
+            cells[try row.required(0, row.text), default: [:]][try row.required(1, row.text), default: []].append(
+                RetentionCell(day: try row.required(2, row.int), completed: try row.required(3, row.bool), counts: counts))
+        }
+        return Dictionary(funnels.map { funnel in
+            (funnel.name, Part(report: RetentionReport(days: funnel.retention.days, cells: cells[funnel.name] ?? [:])) as any ReportPart)
+        }) { first, _ in first }
+    }
+
+    /// From the persons, counted at `now`.
+    func recountedReportPart(_ c: Connection, funnel: Funnel, range: CohortRange, now: Int64) throws -> (any ReportPart)? {
+        var days: [String: RetentionCounts] = [:]
+        let zone = TimeZone(identifier: range.timeZone) ?? .gmt
+        try forEachCounted(
+            c, from: "funnel_persons p", where: "\(CohortRange.persons) AND \(OutcomeStore.windowClosed)", range.parameters(funnel: funnel)
+        ) { _, start, completed, retained in
+            days[CohortCalendar.day(of: start, in: zone), default: RetentionCounts()]
+                .add(start: start, completed: completed, retainedDays: retained)
+        }
+        return Part(report: RetentionReport(days: funnel.retention.days, cells: days.mapValues { $0.cells(days: funnel.retention.days, now: now) }))
     }
 
     /// The stored start times of `days`, per funnel and cohort day.

@@ -19,14 +19,17 @@ struct PartitionEvaluation: Sendable {
         var affected = Set<FunnelDay>()
         var persons = 0
         var events = 0
-        /// Per analysis (in `analyses` order): funnel day -> what it counted.
-        var analysisTallies: [[FunnelDay: any AnalysisTally]] = []
+        /// Analysis (by its table) -> funnel day -> what it counted.
+        var analysisTallies: [String: [FunnelDay: any AnalysisTally]] = [:]
 
         mutating func merge(_ other: Totals) {
-            for (index, tallies) in other.analysisTallies.enumerated() {
-                while analysisTallies.count <= index { analysisTallies.append([:]) }
+            for (analysis, tallies) in other.analysisTallies {
                 for (day, tally) in tallies {
-                    if analysisTallies[index][day] == nil { analysisTallies[index][day] = tally } else { analysisTallies[index][day]?.merge(tally) }
+                    if analysisTallies[analysis]?[day] == nil {
+                        analysisTallies[analysis, default: [:]][day] = tally
+                    } else {
+                        analysisTallies[analysis]?[day]?.merge(tally)
+                    }
                 }
             }
             for (funnel, days) in other.tallies {
@@ -117,12 +120,10 @@ struct PartitionEvaluation: Sendable {
                 .add(outcome, shape: shapes[index], cohortDay: day, timeZone: timeZones[index])
             if !analyses.isEmpty {
                 let evaluated = EvaluatedFunnel(person: person, funnel: funnel, outcome: outcome, cohortDay: dayNumber)
-                if totals.analysisTallies.count < analyses.count {
-                    totals.analysisTallies = Array(repeating: [:], count: analyses.count)
-                }
                 let key = FunnelDay(funnel: funnel.name, day: day)
-                for i in analyses.indices {
-                    try analyses[i].append(evaluated, events: events, to: &analysisRows[i], tally: &totals.analysisTallies[i][key])
+                for (analysis, i) in zip(analyses, analysisRows.indices) {
+                    try analysis.append(
+                        evaluated, events: events, to: &analysisRows[i], tally: &totals.analysisTallies[analysis.table, default: [:]][key])
                 }
             }
         }

@@ -15,9 +15,9 @@ struct IncrementalPlan: ProjectionPlan {
     private var start = IncrementalStart()
     /// The histories, then, on a second session, what the touched persons'
     /// rows counted per analysis (nil: read before the deletes, on the one session).
-    private var prefetch: HistoryPrefetch<[[FunnelDay: any AnalysisTally]]?>?
-    /// Per analysis, read before the stored outcomes are removed.
-    private var dayChanges: [StoredDayChange] = []
+    private var prefetch: HistoryPrefetch<[String: [FunnelDay: any AnalysisTally]]?>?
+    /// Analysis (by its table) -> its change, read before the stored outcomes are removed.
+    private var dayChanges: [String: StoredDayChange] = [:]
 
     init(since: Checkpoint) {
         self.since = since
@@ -34,7 +34,7 @@ struct IncrementalPlan: ProjectionPlan {
         let day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
-            c, windows: windows, retentionDays: Set(run.configuration.funnels.flatMap(\.retention.days)),
+            c, windows: windows, activityDays: run.analyses.reduce(into: Set()) { $0.formUnion($1.activityDays) },
             activitySpan: day.activitySpan, minimumChunk: run.options.lookupChunk, scanShare: run.options.lookupScanShare)
         start = try IncrementalStart.collect(c, day: day, lookup: lookup, reader: run.reader)
         // Partitions are sized from the persons (a few dozen events each), as
@@ -48,12 +48,15 @@ struct IncrementalPlan: ProjectionPlan {
         let analyses = run.analyses, secondSession = run.reader !== c
         let prefetch = HistoryPrefetch(
             readers, owners: start.owners, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer
-        ) { reader in secondSession ? try analyses.map { try $0.touchedDayParts(reader) } : nil }
+        ) { reader -> [String: [FunnelDay: any AnalysisTally]]? in
+            guard secondSession else { return nil }
+            return try Dictionary(analyses.map { ($0.table, try $0.touchedDayParts(reader)) }) { first, _ in first }
+        }
         run.onClose { prefetch.close() }
         self.prefetch = prefetch
-        dayChanges = try run.analyses.map { try $0.storedDayChange(c, now: run.now, activity: start.activity) }
-        if !secondSession {
-            for (index, analysis) in run.analyses.enumerated() { dayChanges[index].removed = try analysis.touchedDayParts(c) }
+        for analysis in run.analyses {
+            dayChanges[analysis.table] = try analysis.storedDayChange(c, now: run.now, activity: start.activity)
+            if !secondSession { dayChanges[analysis.table]?.removed = try analysis.touchedDayParts(c) }
         }
         let hadOutcomes = try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
         for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: hadOutcomes) }
@@ -72,12 +75,12 @@ struct IncrementalPlan: ProjectionPlan {
     /// Takes what the reader read of the touched persons' rows after their histories.
     mutating func finishEvaluation(_ run: ProjectionRun) throws {
         guard let prefetch, let parts = try prefetch.afterwards() else { return }
-        for (index, removed) in parts.enumerated() where index < dayChanges.count { dayChanges[index].removed = removed }
+        for (analysis, removed) in parts { dayChanges[analysis, default: StoredDayChange()].removed = removed }
     }
 
     func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { start.affected.union(evaluated) }
 
-    func storedDayChange(of index: Int) -> StoredDayChange? { index < dayChanges.count ? dayChanges[index] : StoredDayChange() }
+    func storedDayChange(of analysis: any PersonAnalysis) -> StoredDayChange? { dayChanges[analysis.table] ?? StoredDayChange() }
 
     func storedTallies(_ run: ProjectionRun, days: Set<FunnelDay>) throws -> [String: [String: TallyStore.Stored]] {
         try TallyStore.load(run.session, funnels: run.configuration.funnels, days: days)

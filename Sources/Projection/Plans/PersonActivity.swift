@@ -6,10 +6,11 @@ import NIOConcurrencyHelpers
 /// A person an incremental run does not recompute although they have new
 /// events: all of them are activity (`OutcomeEvents`) and none falls in a
 /// stored window of theirs, so no outcome or drop-off fact can change. What
-/// retention needs of them: the events, and those of their stored outcomes
-/// the day's activity can matter to (`Lookup.relevance`).
+/// an analysis reading activity past the windows needs of them
+/// (`PersonAnalysis.activityDays`): the events, and those of their stored
+/// outcomes the day's activity can matter to (`Lookup.relevance`).
 struct PersonActivity: Sendable {
-    /// One of their `funnel_persons` rows, as retention reads it.
+    /// One of their `funnel_persons` rows.
     struct Start: Sendable {
         let funnel: String
         let cohortDay: String
@@ -19,8 +20,6 @@ struct PersonActivity: Sendable {
         let inProgress: Bool
         let excluded: Bool
         let level: Int
-        /// The retention days of their record (`funnel_person_retention`), read in the same lookup.
-        let retainedDays: [Int]
         /// The end of the latest window the stored facts of the row look at
         /// (given the funnel's window): an event after it changes none of them.
         let windowEnd: Int64
@@ -63,11 +62,11 @@ struct PersonActivity: Sendable {
         let relevance: Relevance
 
         init(
-            _ c: Connection, windows: [String: Int64], retentionDays: Set<Int>, activitySpan: ClosedRange<Int64>?,
+            _ c: Connection, windows: [String: Int64], activityDays: Set<Int>, activitySpan: ClosedRange<Int64>?,
             minimumChunk: Int, scanShare: Double
         ) throws {
             self.windows = windows
-            relevance = Relevance(longestWindow: windows.values.max() ?? 0, retentionDays: retentionDays, span: activitySpan)
+            relevance = Relevance(longestWindow: windows.values.max() ?? 0, activityDays: activityDays, span: activitySpan)
             self.minimumChunk = minimumChunk
             self.scanShare = scanShare
             let counts = try c.query(
@@ -99,20 +98,20 @@ struct PersonActivity: Sendable {
     }
 
     /// The stored rows the day's activity can matter to, picked in SQL
-    /// before they are joined to the retention records, sent and decoded:
-    /// those with a window a stored fact looks at (from the start to
-    /// `Start.windowEnd`) that an event may fall in, and those counted for
-    /// retention with a configured day after their start that one may fall
-    /// on. Bounded by the span of the whole day's activity, the longest
-    /// window and every funnel's retention days, each bound a second wider:
-    /// more rows than any person's own events can matter to, never fewer,
-    /// so `TouchedPersons` and `RetentionAnalysis`, which check event by
-    /// event, find what they found among every row.
+    /// before they are sent and decoded: those with a window a stored fact
+    /// looks at (from the start to `Start.windowEnd`) that an event may fall
+    /// in, and those counted (step 1 reached, not excluded) with a day an
+    /// analysis reads activity on (`PersonAnalysis.activityDays`) that one
+    /// may fall on. Bounded by the span of the whole day's activity, the
+    /// longest window and those days, each bound a second wider: more rows
+    /// than any person's own events can matter to, never fewer, so
+    /// `TouchedPersons` and the analyses, which check event by event, find
+    /// what they found among every row.
     struct Relevance: Sendable {
         /// On `funnel_persons p`, its parameters from $3. The bounds are
         /// parameters, or sub-selects PostgreSQL works out once, never
         /// expressions it would work out for each row (`timestamptz -
-        /// interval` is); the retention days' spans are found among theirs
+        /// interval` is); the activity days' spans are found among theirs
         /// by `width_bucket`, a binary search.
         static let condition = """
             (p.start_time <= $3 AND (p.start_time >= $4 OR p.chain_start_time >= $4 OR p.open_until >= $5)
@@ -131,7 +130,7 @@ struct PersonActivity: Sendable {
         private static let earliest: Int64 = -62_135_596_800_000_000, latest: Int64 = 253_402_300_799_000_000
 
         /// With no activity, every row starting in years 1 to 9999 passes.
-        init(longestWindow: Int64, retentionDays: Set<Int>, span: ClosedRange<Int64>?) {
+        init(longestWindow: Int64, activityDays: Set<Int>, span: ClosedRange<Int64>?) {
             func bound(_ value: Int64, _ offset: Int64) -> Int64 {
                 let (moved, overflow) = value.addingReportingOverflow(offset)
                 return overflow ? (offset < 0 ? Self.earliest : Self.latest) : min(max(moved, Self.earliest), Self.latest)
@@ -141,7 +140,7 @@ struct PersonActivity: Sendable {
             // days, no later than it less n days; overlapping spans merged, so
             // that each start has one span to be found in.
             var spans: [(lower: Int64, upper: Int64)] = []
-            for n in retentionDays where n >= 0 {
+            for n in activityDays where n >= 0 {
                 let (days, overflow) = Int64(n).multipliedReportingOverflow(by: Self.day)
                 guard !overflow else { continue }  // past year 9999
                 spans.append((bound(bound(first, -days), -Self.day - Self.margin), bound(last, Self.margin - days)))
@@ -224,8 +223,8 @@ struct PersonActivity: Sendable {
     }
 
     /// The stored outcomes of `persons` (app, person -> their activity) the
-    /// day's activity can matter to (`Relevance`), with their retention
-    /// records, key by key or by scan (`Lookup`); with the end of the latest
+    /// day's activity can matter to (`Relevance`), key by key or by scan
+    /// (`Lookup`); with the end of the latest
     /// window any of them still looks at (`windowEnd`, given a funnel's window).
     static func starts(
         _ c: Connection, of persons: ArraySlice<NewEvents.Key>, lookup: Lookup, byScan: Bool
@@ -239,9 +238,7 @@ struct PersonActivity: Sendable {
         // scan: `funnel_persons` fenced off by OFFSET 0, so nothing can probe
         // it, and the keys handed over in a subquery, which hides their
         // count: knowing it, and not how distinct they are, the planner hashes
-        // the whole table rather than the keys. The retention records are
-        // joined unfenced: for the few rows left the planner probes them by
-        // key, cheaper than hashing them all.
+        // the whole table rather than the keys.
         let keys = byScan ? "unnest((SELECT $1::text[]), (SELECT $2::text[]))" : "unnest($1::text[], $2::text[])"
         let joins = byScan
             ? """
@@ -255,14 +252,13 @@ struct PersonActivity: Sendable {
               """
         // Each row names its key by its position in the arrays (a number, where
         // the key's text would be one more string to make per row); in
-        // binary, where each timestamp and retention day was text to parse.
+        // binary, where each timestamp was text to parse.
         try c.forEachBinaryRow(
             """
             SELECT t.n, p.funnel, p.cohort_day::text, p.start_time, p.chain_start_time, p.open_until,
-                   p.completed, p.in_progress, p.excluded, p.level, r.retained_days
+                   p.completed, p.in_progress, p.excluded, p.level
             FROM \(keys) WITH ORDINALITY AS t(app, person, n)
             \(joins)
-            LEFT JOIN funnel_person_retention r ON r.app = p.app AND r.person_id = p.person_id AND r.funnel = p.funnel
             """, NewEvents.Key.parameters(persons) + lookup.relevance.parameters
         ) { row in
             let n = try row.required(0, row.int)
@@ -283,7 +279,7 @@ struct PersonActivity: Sendable {
                 Start(
                     funnel: funnel, cohortDay: try row.required(2, row.text), start: start, completed: try row.required(6, row.bool),
                     inProgress: try row.required(7, row.bool), excluded: try row.required(8, row.bool),
-                    level: try row.required(9, row.int), retainedDays: try RetentionAnalysis.retainedDays(row, at: 10),
+                    level: try row.required(9, row.int),
                     windowEnd: windowEnd, windowClosed: openUntil == nil))
         }
         return found

@@ -42,9 +42,9 @@ protocol ProjectionPlan {
     /// Outcomes whose window closed since the last run, closed in place.
     var windowsClosed: Int { get }
 
-    /// How the stored days of analysis `index` changed before evaluation;
-    /// nil when the plan counts every person (a rebuild).
-    func storedDayChange(of index: Int) -> StoredDayChange?
+    /// How the stored days of `analysis` changed before evaluation; nil
+    /// when the plan counts every person (a rebuild).
+    func storedDayChange(of analysis: any PersonAnalysis) -> StoredDayChange?
 }
 
 /// What a run reads: the apps in the order their histories go through the

@@ -67,7 +67,7 @@ struct RebuildPlan: ProjectionPlan {
 
     func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { evaluated }
 
-    func storedDayChange(of index: Int) -> StoredDayChange? { nil }
+    func storedDayChange(of analysis: any PersonAnalysis) -> StoredDayChange? { nil }
 
     func storedTallies(_ run: ProjectionRun, days: Set<FunnelDay>) throws -> [String: [String: TallyStore.Stored]] { [:] }
 

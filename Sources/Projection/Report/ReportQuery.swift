@@ -27,10 +27,18 @@ public struct ReportQuery: Sendable {
     /// funnel's stored days in the range, read for all of them at once, added
     /// up, and the report built from them.
     public func results(_ c: Connection, configuration: FunnelConfiguration, now: Int64) throws -> [FunnelResult] {
+        try results(c, configuration: configuration, now: now, analyses: PersonAnalyses.standard(configuration.funnels))
+    }
+
+    /// `results`, with each of `analyses` filling its part of the reports.
+    func results(_ c: Connection, configuration: FunnelConfiguration, now: Int64, analyses: [any PersonAnalysis]) throws -> [FunnelResult] {
         let selected = try selectedFunnels(configuration)
-        let stored = try StoredReportDays.read(c, funnels: selected, timeZones: zoneNames(selected, configuration), from: from, to: to)
+        let stored = try StoredReportDays.read(
+            c, funnels: selected, analyses: analyses, timeZones: zoneNames(selected, configuration), from: from, to: to)
         return try selected.map { funnel in
-            try result(c, funnel: funnel, configuration: configuration, now: now, stored: stored[funnel.name] ?? StoredReportDays(tallies: [:]))
+            try result(
+                c, funnel: funnel, configuration: configuration, now: now, analyses: analyses,
+                stored: stored[funnel.name] ?? StoredReportDays(tallies: [:]))
         }
     }
 
@@ -53,7 +61,8 @@ public struct ReportQuery: Sendable {
     /// One funnel's result, from its `stored` days (or, when those were cut
     /// in another zone, its stored persons), read on `c`.
     private func result(
-        _ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64, stored: StoredReportDays
+        _ c: Connection, funnel: Funnel, configuration: FunnelConfiguration, now: Int64, analyses: [any PersonAnalysis],
+        stored: StoredReportDays
     ) throws -> FunnelResult {
         let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
         let zone = TimeZone(identifier: zoneName) ?? .gmt
@@ -66,15 +75,12 @@ public struct ReportQuery: Sendable {
         report.regressions = Regressions.find(funnel: funnel, days: days, now: now, timeZone: zone, to: to)
         // The same persons as the tally: the stored days, or when those were
         // cut in another zone, the persons whose start falls in the range there.
-        var counts = DropOffCounts()
-        if stored.tallies != nil {
-            for day in stored.dropOff.values { counts.merge(day) }
-            report.retention = RetentionReport(days: funnel.retention.days, cells: stored.retention)
-        } else {
-            counts = try DropOffQuery.counts(c, funnel: funnel, from: from, to: to, timeZone: zoneName)
-            report.retention = try RetentionQuery.report(c, funnel: funnel, from: from, to: to, timeZone: zoneName, now: now)
+        for analysis in analyses {
+            let part = stored.tallies != nil
+                ? stored.parts[analysis.table]
+                : try analysis.recountedReportPart(c, funnel: funnel, range: CohortRange(from: from, to: to, timeZone: zoneName), now: now)
+            part?.fill(&report, tally: tally)
         }
-        report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
         report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
         let durations = tally.durations.map { Double($0) / 1_000_000 }
         return FunnelResult(report: report, secondsToComplete: durations)

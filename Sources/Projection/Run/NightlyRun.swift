@@ -31,7 +31,7 @@ public enum NightlyRun {
             outcome = .success(try await pool.withConnection { c in
                 try ProjectionJob.locked(c) {
                     let summary = try job.run(c, mode: mode, now: now)
-                    var results = try query.results(c, configuration: job.configuration, now: now)
+                    var results = try query.results(c, configuration: job.configuration, now: now, analyses: job.analyses)
                     let recomputed = Dictionary(summary.definitions.recompute.map { ($0.funnel, $0) }) { first, _ in first }
                     for index in results.indices {
                         results[index].report.recomputed = recomputed[results[index].report.funnel].map {

@@ -60,7 +60,7 @@ public struct ProjectionJob: Sendable {
     public init(configuration: FunnelConfiguration, showProgress: Bool = true) {
         self.configuration = configuration
         self.showProgress = showProgress
-        analyses = [DropOffAnalysis(funnels: configuration.funnels), RetentionAnalysis(funnels: configuration.funnels)]
+        analyses = PersonAnalyses.standard(configuration.funnels)
     }
 
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
@@ -199,12 +199,13 @@ public struct ProjectionJob: Sendable {
         // is written, every funnel's in one statement per table: a funnel
         // at a time, the round trips would grow with the funnels.
         let storedTallies = try plan.storedTallies(run, days: days)
-        var analysisDays: [[String: Set<String>]] = []
-        var analysisStored: [[String: [String: any AnalysisTally]]] = []
-        for (index, analysis) in run.analyses.enumerated() {
+        // Analysis (by its table) -> funnel -> the days to rewrite, and what it stored of them.
+        var analysisDays: [String: [String: Set<String>]] = [:]
+        var analysisStored: [String: [String: [String: any AnalysisTally]]] = [:]
+        for analysis in run.analyses {
             // Besides the run's days, those whose stored persons changed
             // without a recompute, and those the clock alone changed.
-            let change = plan.storedDayChange(of: index)
+            let change = plan.storedDayChange(of: analysis)
             var byFunnel = try analysis.daysDue(run.session, funnels: funnels, now: run.now)
             for (funnel, days) in daysByFunnel { byFunnel[funnel, default: []].formUnion(days) }
             for key in Array((change?.removed ?? [:]).keys) + Array((change?.added ?? [:]).keys) {
@@ -212,8 +213,8 @@ public struct ProjectionJob: Sendable {
             }
             byFunnel = byFunnel.filter { configured.contains($0.key) }
             let all = Set(byFunnel.flatMap { funnel, days in days.map { FunnelDay(funnel: funnel, day: $0) } })
-            analysisStored.append(change == nil ? [:] : try analysis.storedDays(run.session, funnels: funnels, days: all))
-            analysisDays.append(byFunnel)
+            analysisStored[analysis.table] = change == nil ? [:] : try analysis.storedDays(run.session, funnels: funnels, days: all)
+            analysisDays[analysis.table] = byFunnel
         }
         var writes = DayWrites()
         for funnel in funnels {
@@ -226,15 +227,15 @@ public struct ProjectionJob: Sendable {
                     &writes, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
                     timeZoneName: run.timeZoneName(for: funnel))
             }
-            for (index, analysis) in run.analyses.enumerated() {
-                guard let days = analysisDays[index][funnel.name], !days.isEmpty else { continue }
+            for analysis in run.analyses {
+                guard let days = analysisDays[analysis.table]?[funnel.name], !days.isEmpty else { continue }
+                let tallies = totals.analysisTallies[analysis.table] ?? [:]
                 let counted = Dictionary(uniqueKeysWithValues: days.compactMap { day in
-                    index < totals.analysisTallies.count
-                        ? totals.analysisTallies[index][FunnelDay(funnel: funnel.name, day: day)].map { (day, $0) } : nil
+                    tallies[FunnelDay(funnel: funnel.name, day: day)].map { (day, $0) }
                 })
                 try analysis.rewriteDays(
-                    into: &writes, funnel: funnel, days: days.sorted(), counted: counted, stored: analysisStored[index][funnel.name] ?? [:],
-                    change: plan.storedDayChange(of: index), now: run.now)
+                    into: &writes, funnel: funnel, days: days.sorted(), counted: counted,
+                    stored: analysisStored[analysis.table]?[funnel.name] ?? [:], change: plan.storedDayChange(of: analysis), now: run.now)
             }
         }
         try writes.write(run.session)
