@@ -111,7 +111,10 @@ let package = Package(
         // The nightly job: checkpoint, identity links, recompute touched persons, report tables.
         .target(
             name: "Projection",
-            dependencies: ["LibPQ", "Funnels", "EventLog", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: [
+                "LibPQ", "Funnels", "EventLog", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+            ],
             swiftSettings: strictness
         ),
         // Any funnel at query time, from the log's columns kept on local disk.

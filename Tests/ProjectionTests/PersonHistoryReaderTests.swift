@@ -126,7 +126,7 @@ struct PersonHistoryReaderTests {
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
                 let collected = try TouchedPersons.collect(
                     c, day: day, relinks: [],
-                    lookup: try .init(c, windows: [:], activityDays: [], activitySpan: nil, minimumChunk: 1, scanShare: 1),
+                    lookup: try .init(c, windows: [:], activityDays: [], activitySpan: nil, scanShare: 1),
                     reader: reads, prefetched: nil)
                 #expect(collected.touched == ["ops": [user, "other\\device"]])
                 #expect(collected.owners == ["ops": [device: user]])
@@ -138,22 +138,24 @@ struct PersonHistoryReaderTests {
         try await db.drop()
     }
 
-    @Test("the job split into tiny partitions and key-by-key lookups, or with lookups by scan, or reading on its one session, gives the same tables, for a rebuild and the incremental run after it")
+    @Test("the job split into tiny partitions and key-by-key lookups, or with lookups by scan, or reading on its one session, or with one worker and its COPYs inline, gives the same tables, for a rebuild and the incremental run after it")
     func partitioningDoesNotChangeResults() async throws {
         let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 150, seed: 8)
         let half = events.count / 2
         var fine = ProjectionJob(configuration: Self.configuration, showProgress: false)
         fine.options.eventsPerPartition = 90
         fine.options.spillBuffer = 1024
-        fine.options.lookupChunk = 1
         fine.options.lookupScanShare = .infinity
         var scanned = fine
         scanned.options.lookupScanShare = 0
         var oneSession = fine
         oneSession.options.secondSession = false
+        var inline = fine
+        inline.options.workers = 1
+        inline.options.backgroundCopies = false
         let whole = ProjectionJob(configuration: Self.configuration, showProgress: false)
         var dumps: [[String: [String]]] = []
-        for job in [whole, fine, oneSession, scanned] {
+        for job in [whole, fine, oneSession, scanned, inline] {
             let db = try await TestDatabase.create()
             let pool = db.pool(maxConnections: 1)
             try await pool.withConnection { c in try EventSeeder.insert(c, Array(events.prefix(half))) }
@@ -170,6 +172,7 @@ struct PersonHistoryReaderTests {
             #expect(dumps[1][table] == dumps[0][table], "\(table)")
             #expect(dumps[2][table] == dumps[0][table], "\(table), one session")
             #expect(dumps[3][table] == dumps[0][table], "\(table), lookups by scan")
+            #expect(dumps[4][table] == dumps[0][table], "\(table), one worker, COPYs inline")
         }
     }
 

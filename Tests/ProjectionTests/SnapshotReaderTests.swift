@@ -34,28 +34,4 @@ struct SnapshotReaderTests {
         await pool.close()
         try await db.drop()
     }
-
-    @Test("a session handed to the run is its reader, and is left idle after it (no transaction, no temporary tables) for the report")
-    func handedSessionIsLeftIdle() async throws {
-        let db = try await TestDatabase.create()
-        let pool = db.pool(maxConnections: 1)
-        let job = ProjectionJob(configuration: bundledConfiguration, showProgress: false)
-        let seeded = EventSeeder.journeys(configuration: bundledConfiguration, personsPerFunnel: 40, seed: 11)
-        try await pool.withConnection { c in try EventSeeder.insert(c, seeded.filter { $0.timestamp < seeded[seeded.count / 2].timestamp }) }
-        let now = Timestamps.microseconds(Date())
-        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental, now: now) }
-        try await pool.withConnection { c in try EventSeeder.insert(c, seeded.filter { $0.timestamp >= seeded[seeded.count / 2].timestamp }) }
-        let (eventsRead, leftIdle, tempTables) = try await pool.withConnection { c in
-            let second = try c.sibling()
-            let summary = try job.run(c, mode: .incremental, now: now, reader: second)
-            return (
-                summary.eventsRead, !second.isInTransaction && !second.isBroken,
-                try second.query("SELECT count(*) FROM pg_class WHERE relpersistence = 't'").scalar(Int.self))
-        }
-        #expect(eventsRead > 0)
-        #expect(leftIdle)
-        #expect(tempTables == 0)
-        await pool.close()
-        try await db.drop()
-    }
 }

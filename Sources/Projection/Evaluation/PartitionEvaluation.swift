@@ -1,11 +1,9 @@
-import Dispatch
 import Foundation
 import Funnels
 import LibPQ
-import NIOConcurrencyHelpers
 
-/// Evaluates one app's spilled history, partition by partition, on several
-/// threads while the job streams the next app: partitions hold disjoint
+/// Evaluates one app's spilled history, partition by partition, on the
+/// run's worker threads while the job streams the next app: partitions hold disjoint
 /// persons, so each worker renders its own rows and tallies, hands the rows
 /// to the COPYs running in the background, and the results are added up at
 /// the end. Per person, the funnel evaluator gives an outcome per funnel; the
@@ -51,53 +49,45 @@ struct PartitionEvaluation: Sendable {
     let analyses: [any PersonAnalysis]
     let now: Int64
 
-    /// Starts evaluating `history` on `workers` threads and returns at once,
-    /// so the job can stream the next app meanwhile; `Running.finish` waits.
+    /// Starts evaluating `history` on the `workers` lane, one task per
+    /// thread, and returns at once, so the job can stream the next app
+    /// meanwhile; `Running.finish` waits.
     func start(
-        _ history: SpilledHistory, reader: PersonHistoryReader, workers: Int, copier: CopyPipeline, progress: Progress
+        _ history: SpilledHistory, reader: PersonHistoryReader, workers: Background, threads: Int, copier: CopyPipeline,
+        progress: Progress
     ) -> Running {
-        let running = Running(history: history)
-        let count = max(1, min(workers, history.partitions.count))
-        let results = running.results
-        DispatchQueue.global().async(group: running.group) {
-            DispatchQueue.concurrentPerform(iterations: count) { worker in
-                let result = Result {
-                    var totals = Totals()
-                    for index in stride(from: worker, to: history.partitions.count, by: count) {
-                        var rows = BinaryCopyRows()
-                        var analysisRows = analyses.map { _ in BinaryCopyRows() }
-                        let read = try reader.forEachPerson(in: history.partitions[index]) { person, events in
-                            try evaluate(person: person, events: events, into: &rows, analysisRows: &analysisRows, totals: &totals)
-                        }
-                        totals.events += read
-                        progress.advance(by: read)
-                        try copier.submit(rows, with: OutcomeStore.copyStatement)
-                        for (analysis, rows) in zip(analyses, analysisRows) { try copier.submit(rows, with: analysis.copyStatement) }
+        let count = max(1, min(threads, history.partitions.count))
+        let tasks = (0..<count).map { worker in
+            workers.run {
+                var totals = Totals()
+                for index in stride(from: worker, to: history.partitions.count, by: count) {
+                    var rows = BinaryCopyRows()
+                    var analysisRows = analyses.map { _ in BinaryCopyRows() }
+                    let read = try reader.forEachPerson(in: history.partitions[index]) { person, events in
+                        try evaluate(person: person, events: events, into: &rows, analysisRows: &analysisRows, totals: &totals)
                     }
-                    return totals
+                    totals.events += read
+                    progress.advance(by: read)
+                    try copier.submit(rows, with: OutcomeStore.copyStatement)
+                    for (analysis, rows) in zip(analyses, analysisRows) { try copier.submit(rows, with: analysis.copyStatement) }
                 }
-                results.withLockedValue { $0.append(result) }
+                return totals
             }
         }
-        return running
+        return Running(history: history, tasks: tasks)
     }
 
     /// An evaluation under way.
-    final class Running: Sendable {
-        fileprivate let group = DispatchGroup()
-        fileprivate let results = NIOLockedValueBox<[Result<Totals, any Error>]>([])
-        private let history: SpilledHistory
-
-        fileprivate init(history: SpilledHistory) {
-            self.history = history
-        }
+    struct Running: Sendable {
+        let history: SpilledHistory
+        let tasks: [Pending<Totals>]
 
         /// Waits for every worker, removes the spill files, and adds up what the workers produced.
         func finish() throws -> Totals {
-            group.wait()
+            let results = tasks.map { task in Result { try task.wait() } }
             history.remove()
             var totals = Totals()
-            for result in results.withLockedValue({ $0 }) { totals.merge(try result.get()) }
+            for result in results { totals.merge(try result.get()) }
             return totals
         }
     }

@@ -35,8 +35,8 @@ struct IncrementalPlan: ProjectionPlan {
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, activityDays: run.analyses.reduce(into: Set()) { $0.formUnion($1.activityDays) },
-            activitySpan: day.activitySpan, minimumChunk: run.options.lookupChunk, scanShare: run.options.lookupScanShare)
-        start = try IncrementalStart.collect(c, day: day, lookup: lookup, reader: run.reader)
+            activitySpan: day.activitySpan, scanShare: run.options.lookupScanShare)
+        start = try IncrementalStart.collect(c, day: day, lookup: lookup, reader: run.reader, lane: run.readerLane)
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.
         let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1
@@ -47,7 +47,8 @@ struct IncrementalPlan: ProjectionPlan {
         // together would outlast the histories on the reader.
         let analyses = run.analyses, secondSession = run.reader !== c
         let prefetch = HistoryPrefetch(
-            readers, owners: start.owners, on: run.reader, partitions: partitions, spillBuffer: run.options.spillBuffer
+            readers, owners: start.owners, on: run.reader, lane: run.readerLane, partitions: partitions,
+            spillBuffer: run.options.spillBuffer
         ) { reader -> [String: [FunnelDay: any AnalysisTally]]? in
             guard secondSession else { return nil }
             return try Dictionary(analyses.map { ($0.table, try $0.touchedDayParts(reader)) }) { first, _ in first }
@@ -130,13 +131,12 @@ struct IncrementalStart: Sendable {
     /// histories. Meanwhile the reader looks up the stored outcomes of the
     /// day's active keys (`NewEvents.activityKeys`).
     static func collect(
-        _ c: Connection, day: NewEvents, lookup: PersonActivity.Lookup, reader: Connection
+        _ c: Connection, day: NewEvents, lookup: PersonActivity.Lookup, reader: Connection, lane: Background
     ) throws -> IncrementalStart {
         var start = IncrementalStart()
-        let prefetch = reader === c ? nil : PersonActivity.Prefetch(
-            on: reader, of: day.activityKeys, lookup: lookup)
+        let prefetch = reader === c ? nil : PersonActivity.prefetch(on: reader, lane: lane, of: day.activityKeys, lookup: lookup)
         // Whatever happens below, the reader is not used again until the lookup is over.
-        defer { prefetch?.stop() }
+        defer { _ = try? prefetch?.wait() }
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(
             c, newLinks: day.links, byScan: lookup.byScan(links: day.links.values.reduce(0) { $0 + $1.count }))

@@ -1,7 +1,5 @@
-import Dispatch
 import Funnels
 import LibPQ
-import NIOConcurrencyHelpers
 
 /// A person an incremental run does not recompute although they have new
 /// events: all of them are activity (`OutcomeEvents`) and none falls in a
@@ -49,8 +47,6 @@ struct PersonActivity: Sendable {
     struct Lookup: Sendable {
         /// Funnel -> window, microseconds.
         let windows: [String: Int64]
-        /// Keys per chunk, at least, looked up key by key.
-        let minimumChunk: Int
         /// `funnel_persons`' and `identity_links`' rows as PostgreSQL last
         /// counted them (negative: never counted).
         let storedOutcomes: Int
@@ -63,11 +59,10 @@ struct PersonActivity: Sendable {
 
         init(
             _ c: Connection, windows: [String: Int64], activityDays: Set<Int>, activitySpan: ClosedRange<Int64>?,
-            minimumChunk: Int, scanShare: Double
+            scanShare: Double
         ) throws {
             self.windows = windows
             relevance = Relevance(longestWindow: windows.values.max() ?? 0, activityDays: activityDays, span: activitySpan)
-            self.minimumChunk = minimumChunk
             self.scanShare = scanShare
             let counts = try c.query(
                 """
@@ -160,66 +155,19 @@ struct PersonActivity: Sendable {
         }
     }
 
-    /// The stored outcomes of some persons (`starts`), looked up on `reader`
-    /// on a background thread, and on the run's session once it has nothing
-    /// else to do (`wait(helpingOn:)`): these lookups are PostgreSQL's work
-    /// while the job waits. Both sessions see the same stored outcomes: the
-    /// run has changed none yet, and the reader shares its snapshot
-    /// (`SnapshotReader`).
-    ///
-    /// The day's active keys go first, while the run's session updates the
-    /// identity links: a user id is its own person and needs no link, and so
-    /// is an anonymous id no link names a user for, as most are. The persons
-    /// of the anonymous ids that are linked go after, on both sessions alike.
-    /// Looked up with the user ids, the anonymous ids cost a by-scan lookup
-    /// next to nothing; looked up afterwards, they would be statements of
-    /// their own, key by key, while the run's session waits. Key by key, the
-    /// keys go in chunks, taken by whichever session is free.
-    final class Prefetch: Sendable {
-        private let lookup: Lookup
-        private let chunks: [ArraySlice<NewEvents.Key>]
-        private let byScan: Bool
-        private let work: SharedWork<Found>
-        private let group = DispatchGroup()
-
-        /// Looks up `keys`, in any order (`Lookup.ordered`); by scan they go
-        /// in one chunk, since a chunk costs a scan.
-        init(on reader: Connection, of keys: some Collection<NewEvents.Key>, lookup: Lookup) {
-            self.lookup = lookup
-            let ordered: [NewEvents.Key]
-            (ordered, byScan) = lookup.ordered(keys)
-            let size = byScan ? max(1, ordered.count) : max(1, lookup.minimumChunk, ordered.count / 32)
-            chunks = stride(from: 0, to: ordered.count, by: size).map { ordered[$0..<min($0 + size, ordered.count)] }
-            work = SharedWork(count: chunks.count)
-            DispatchQueue.global().async(group: group) { self.lookUp(on: reader) }
-        }
-
-        /// Looks up chunks on `c` until none is left (or one failed).
-        private func lookUp(on c: Connection) {
-            work.work { try PersonActivity.starts(c, of: chunks[$0], lookup: lookup, byScan: byScan) }
-        }
-
-        /// Takes the chunks left on `c` (the run's session), waits for the
-        /// reader's, and returns everything found; after it, the reader is free.
-        func wait(helpingOn c: Connection) throws -> Found {
-            lookUp(on: c)
-            group.wait()
-            var found: Found = [:]
-            for result in work.results {
-                guard let result else { continue }  // after a failure, which is thrown below
-                let part = try result.get()
-                // One chunk (a scan) is taken whole: merged, all its keys would be hashed again.
-                if found.isEmpty { found = part } else { found.merge(part) { mine, _ in mine } }
-            }
-            return found
-        }
-
-        /// Leaves the chunks not started and waits for the reader: a run
-        /// that fails part-way must not use the reader while it is busy.
-        func stop() {
-            work.stop()
-            group.wait()
-        }
+    /// The stored outcomes of the day's active keys (`starts`), looked up on
+    /// `reader`, on its lane, while the run's session updates the identity
+    /// links: this lookup is PostgreSQL's work while the job waits. Both
+    /// sessions see the same stored outcomes: the run has changed none yet,
+    /// and the reader shares its snapshot (`SnapshotReader`). A user id is
+    /// its own person and needs no link, and so is an anonymous id no link
+    /// names a user for, as most are; the few others are looked up after
+    /// the links, on the run's session (`TouchedPersons`).
+    static func prefetch(
+        on reader: Connection, lane: Background, of keys: some Collection<NewEvents.Key>, lookup: Lookup
+    ) -> Pending<Found> {
+        let (ordered, byScan) = lookup.ordered(keys)
+        return lane.run { try starts(reader, of: ordered[...], lookup: lookup, byScan: byScan) }
     }
 
     /// The stored outcomes of `persons` (app, person -> their activity) the
@@ -284,40 +232,4 @@ struct PersonActivity: Sendable {
         }
         return found
     }
-}
-
-/// Items `0..<count` of uneven size, each taken once by whichever thread
-/// asks next, with each one's result: handed out in turn, one thread could
-/// be left with the large ones while the other idles. The active persons'
-/// lookups share their chunks this way (`PersonActivity.Prefetch`).
-final class SharedWork<Value: Sendable>: Sendable {
-    private let count: Int
-    /// The next item to take, and each item's result (nil: not taken, or not done).
-    private let state: NIOLockedValueBox<(next: Int, results: [Result<Value, any Error>?])>
-
-    init(count: Int) {
-        self.count = count
-        state = NIOLockedValueBox((next: 0, results: Array(repeating: nil, count: count)))
-    }
-
-    /// Does items on the calling thread until none is left or one of them failed.
-    func work(_ body: (Int) throws -> Value) {
-        while let index = state.withLockedValue({ s -> Int? in
-            guard s.next < count else { return nil }
-            defer { s.next += 1 }
-            return s.next
-        }) {
-            let result = Result { try body(index) }
-            state.withLockedValue { $0.results[index] = result }
-            if case .failure = result { return }
-        }
-    }
-
-    /// Leaves the items not taken yet.
-    func stop() {
-        state.withLockedValue { $0.next = count }
-    }
-
-    /// Each item's result, in order; nil for those not taken or not done.
-    var results: [Result<Value, any Error>?] { state.withLockedValue { $0.results } }
 }

@@ -37,7 +37,7 @@ enum TouchedPersons {
     /// (`PersonActivity`), their stored outcomes looked up as `lookup` says.
     static func collect(
         _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], lookup: PersonActivity.Lookup, reader: Connection,
-        prefetched: PersonActivity.Prefetch?
+        prefetched: Pending<PersonActivity.Found>?
     ) throws -> (touched: [String: Set<String>], owners: [String: [String: String]], activity: [PersonActivity]) {
         // Persons with new events that may change an outcome (identity
         // already updated for them): each user id is one; each anonymous id
@@ -117,7 +117,7 @@ enum TouchedPersons {
     /// alone: activity cannot start a funnel, nor change a row it cannot reach.
     private static func activityOnly(
         _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, lookup: PersonActivity.Lookup, reader: Connection,
-        prefetched: PersonActivity.Prefetch?
+        prefetched: Pending<PersonActivity.Found>?
     ) throws -> [PersonActivity] {
         // The anonymous ids' activity, by the person it belongs to; the user
         // ids' is `day.userActivity`, read in place rather than copied less
@@ -131,18 +131,13 @@ enum TouchedPersons {
         }
         // The active keys' stored outcomes were looked up meanwhile; the
         // persons of anonymous ids linked to a user without activity of
-        // their own now, on both sessions when there are two.
-        let found = try prefetched?.wait(helpingOn: c) ?? [:]
+        // their own now.
+        let found = try prefetched?.wait() ?? [:]
         let rest = prefetched != nil
             ? anonymousEvents.keys.filter { !day.isActivityKey($0) }
             : Array(Set(day.userActivity.keys.filter { !recomputed.contains($0) }).union(anonymousEvents.keys))
-        let restFound: PersonActivity.Found
-        if prefetched != nil {
-            restFound = try PersonActivity.Prefetch(on: reader, of: rest, lookup: lookup).wait(helpingOn: c)
-        } else {
-            let (keys, byScan) = lookup.ordered(rest)
-            restFound = try PersonActivity.starts(c, of: keys[...], lookup: lookup, byScan: byScan)
-        }
+        let (keys, byScan) = lookup.ordered(rest)
+        let restFound = try PersonActivity.starts(c, of: keys[...], lookup: lookup, byScan: byScan)
         var activity: [PersonActivity] = []
         activity.reserveCapacity(found.count + restFound.count)
         // Prefetched, then recomputed; an anonymous id linked to a user is

@@ -64,14 +64,9 @@ public struct ProjectionJob: Sendable {
     }
 
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
-    /// With `reader`, another idle session on the same database, the run
-    /// reads the log on it rather than on a session of its own, and leaves
-    /// it idle again (for the report's reads beside `c`).
-    public func run(
-        _ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date()), reader: Connection? = nil
-    ) throws -> Summary {
+    public func run(_ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date())) throws -> Summary {
         try Self.locked(c) {
-            try c.transaction(isolation: .repeatableRead) { c in try run(inTransaction: c, mode: mode, now: now, reader: reader) }
+            try c.transaction(isolation: .repeatableRead) { c in try run(inTransaction: c, mode: mode, now: now) }
         }
     }
 
@@ -85,7 +80,7 @@ public struct ProjectionJob: Sendable {
     }
 
     /// The run, in its transaction on `c`, holding the job's lock.
-    private func run(inTransaction c: Connection, mode: Mode, now: Int64, reader: Connection?) throws -> Summary {
+    private func run(inTransaction c: Connection, mode: Mode, now: Int64) throws -> Summary {
         // Once a night, for the run's session and its reader: room for the
         // incremental run's sorts and the rebuild's index builds, which
         // spill to disk at the defaults.
@@ -118,7 +113,7 @@ public struct ProjectionJob: Sendable {
         // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
         let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
         func pass(_ plan: some ProjectionPlan, _ funnels: [Funnel]) throws -> Summary {
-            try self.pass(c, plan: plan, funnels: funnels, from: previous, to: current, settings: settings, now: now, reader: reader)
+            try self.pass(c, plan: plan, funnels: funnels, from: previous, to: current, settings: settings, now: now)
         }
         let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
         announce(definitions)
@@ -165,12 +160,12 @@ public struct ProjectionJob: Sendable {
     /// funnels' and the recomputed ones'.
     private func pass(
         _ c: Connection, plan: some ProjectionPlan, funnels: [Funnel], from previous: Checkpoint, to current: Checkpoint,
-        settings: String, now: Int64, reader: Connection?
+        settings: String, now: Int64
     ) throws -> Summary {
         var plan = plan
         var scoped = configuration
         scoped.funnels = funnels
-        return try ProjectionRun.with(self, configuration: scoped, session: c, readerSession: reader, settings: settings, now: now) { run in
+        return try ProjectionRun.with(self, configuration: scoped, session: c, settings: settings, now: now) { run in
             return try project(run, plan: &plan, from: previous, to: current)
         }
     }

@@ -5,12 +5,12 @@ import LibPQ
 /// One run of the nightly job and what it holds, owned by one scoped call
 /// (`ProjectionRun.with`), as a client that owns its connections runs them:
 /// the run's session (inside its REPEATABLE READ transaction), the snapshot
-/// reader beside it, the COPY pipeline that stores what the per-person
-/// analyses produce, the partition evaluations under way and whatever a plan
-/// starts in the background (an incremental run's history prefetch). Whether
-/// the body returns or throws, they are closed in one place, in the one safe
-/// order: background reads stopped, evaluations finished, COPYs drained, then
-/// a reader the caller handed over rolled back for its next use.
+/// reader beside it, and the three lanes work runs on beside the run
+/// (`Background`): the reader's (its statements in order), the COPYs' (the
+/// COPY pipeline that stores what the evaluation produces, on the run's
+/// session) and the evaluation workers'. Whether the body returns or throws,
+/// they are closed in one place, in the one safe order: background reads
+/// stopped, evaluations finished, COPYs drained, lanes shut down.
 final class ProjectionRun {
     /// How the run reads and evaluates; tests make the partitions small.
     struct Options: Sendable {
@@ -21,15 +21,24 @@ final class ProjectionRun {
         /// Whether the log is read on a second session; without one (or when it
         /// can't be had) the run's own session reads too, and tests check both.
         var secondSession = true
-        /// Keys per chunk of the active persons' lookup, at least (`PersonActivity.Prefetch`);
-        /// tests make it small, so that both sessions take chunks.
-        var lookupChunk = 256
         /// Keys are looked up by scan when at least this share of the
         /// table's rows (`PersonActivity.Lookup`): the active persons' stored
         /// outcomes, the new links; tests pick one way.
         var lookupScanShare = 1.0 / 16
         /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
         var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
+        /// Whether the COPYs run on a lane of their own while the workers evaluate.
+        var backgroundCopies = true
+
+        /// The defaults, less the concurrent steps the environment turns
+        /// off: what `onramp-bench` measures each of them by (BENCHMARKS.md,
+        /// "What runs concurrently"). `ONRAMP_JOB_WORKERS=N`,
+        /// `ONRAMP_JOB_SECOND_SESSION=off`, `ONRAMP_JOB_BACKGROUND_COPIES=off`.
+        init(environment: [String: String] = ProcessInfo.processInfo.environment) {
+            if let workers = environment["ONRAMP_JOB_WORKERS"].flatMap(Int.init), workers >= 1 { self.workers = workers }
+            if environment["ONRAMP_JOB_SECOND_SESSION"] == "off" { secondSession = false }
+            if environment["ONRAMP_JOB_BACKGROUND_COPIES"] == "off" { backgroundCopies = false }
+        }
     }
 
     /// The funnels this run computes: the job's, or some of them (`ProjectionJob.pass`).
@@ -47,6 +56,12 @@ final class ProjectionRun {
     let reader: Connection
     /// The outcome rows' COPYs, in the background on `session`.
     let copier: CopyPipeline
+    /// Statements on `reader` beside the run's own (one thread: in order).
+    let readerLane = Background(threads: 1)
+    /// Where the COPYs run (one thread: in order).
+    private let copyLane = Background(threads: 1)
+    /// Where partitions are evaluated.
+    private let workerLane: Background
     /// What the plan reads; set by `evaluate` once the plan is prepared.
     private(set) var reading = Reading(readers: [], newEvents: [:], partitions: 1, expectedEvents: nil)
     private var closers: [() -> Void] = []
@@ -62,30 +77,24 @@ final class ProjectionRun {
         self.now = now
         self.session = session
         self.reader = reader
-        copier = CopyPipeline(connection: session)
+        copier = CopyPipeline(connection: session, lane: job.options.backgroundCopies ? copyLane : nil)
+        workerLane = Background(threads: job.options.workers)
     }
 
     /// Runs `body` with a run of `configuration`'s funnels on `session`, which must be inside the run's
     /// REPEATABLE READ transaction with `settings` applied; the reader gets
     /// the same settings. Everything the run started is closed when it ends.
-    /// The reader is opened on `readerSession` when one is given, and its
-    /// transaction ended when the run ends, so the caller can use it again.
     static func with<T>(
-        _ job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, readerSession: Connection? = nil,
-        settings: String, now: Int64, _ body: (ProjectionRun) throws -> T
+        _ job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, settings: String, now: Int64,
+        _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader sees the run's snapshot, none of its writes (see
         // `SnapshotReader`): in a run's second pass, the rows the first
         // deleted, which the pass's funnels alone are read from.
         let reader = job.options.secondSession
-            ? try SnapshotReader.open(beside: session, on: readerSession, settings: settings) : session
+            ? try SnapshotReader.open(beside: session, settings: settings) : session
         let run = ProjectionRun(job: job, configuration: configuration, session: session, reader: reader, now: now)
-        let lent = reader !== session && reader === readerSession
-        defer {
-            run.close()
-            // It only read: nothing of the run is lost with its transaction.
-            if lent { try? reader.executeScript("ROLLBACK") }
-        }
+        defer { run.close() }
         return try body(run)
     }
 
@@ -98,6 +107,7 @@ final class ProjectionRun {
         for body in closers.reversed() { body() }
         closers = []
         try? copier.wait()
+        for lane in [readerLane, copyLane, workerLane] { lane.shutdown() }
     }
 
     func timeZone(for funnel: Funnel) -> TimeZone {
@@ -130,7 +140,8 @@ final class ProjectionRun {
             let evaluation = PartitionEvaluation(
                 funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
                 persons: plan.persons(of: reader.app), analyses: analyses, now: now)
-            running = evaluation.start(history, reader: reader, workers: options.workers, copier: copier, progress: progress)
+            running = evaluation.start(
+                history, reader: reader, workers: workerLane, threads: options.workers, copier: copier, progress: progress)
         }
         if let last = running {
             running = nil
