@@ -4,9 +4,8 @@ import LibPQ
 
 /// Evaluates one app's spilled history, partition by partition, on the
 /// run's worker threads while the job streams the next app: partitions hold disjoint
-/// persons, so each worker renders its own rows and tallies, hands the rows
-/// to the COPYs running in the background, and the results are added up at
-/// the end. Per person, the funnel evaluator gives an outcome per funnel; the
+/// persons, so each worker renders its own rows and tallies, COPYs the rows
+/// on the run's session, and the results are added up at the end. Per person, the funnel evaluator gives an outcome per funnel; the
 /// outcome's `funnel_persons` row, the cohort day's tally and every
 /// per-person analysis's rows are fed from it.
 struct PartitionEvaluation: Sendable {
@@ -53,7 +52,7 @@ struct PartitionEvaluation: Sendable {
     /// thread, and returns at once, so the job can stream the next app
     /// meanwhile; `Running.finish` waits.
     func start(
-        _ history: SpilledHistory, reader: PersonHistoryReader, workers: Background, threads: Int, copier: CopyPipeline,
+        _ history: SpilledHistory, reader: PersonHistoryReader, workers: Background, threads: Int, session: Connection,
         progress: Progress
     ) -> Running {
         let count = max(1, min(threads, history.partitions.count))
@@ -68,13 +67,22 @@ struct PartitionEvaluation: Sendable {
                     }
                     totals.events += read
                     progress.advance(by: read)
-                    try copier.submit(rows, with: OutcomeStore.copyStatement)
-                    for (analysis, rows) in zip(analyses, analysisRows) { try copier.submit(rows, with: analysis.copyStatement) }
+                    // On the worker's thread: while it waits for PostgreSQL, another evaluates.
+                    try Self.copy(rows, with: OutcomeStore.copyStatement, on: session)
+                    for (analysis, rows) in zip(analyses, analysisRows) { try Self.copy(rows, with: analysis.copyStatement, on: session) }
                 }
                 return totals
             }
         }
         return Running(history: history, tasks: tasks)
+    }
+
+    /// COPYs `rows` by `statement` (`COPY … FROM STDIN (FORMAT binary)`) on
+    /// the run's session, whose lock keeps the workers' COPYs and the run's
+    /// other statements from interleaving.
+    private static func copy(_ rows: BinaryCopyRows, with statement: String, on session: Connection) throws {
+        guard rows.rowCount > 0 else { return }
+        _ = try session.copyIn(statement) { writer in try writer.write(rows) }
     }
 
     /// An evaluation under way.

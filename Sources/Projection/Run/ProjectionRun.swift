@@ -5,12 +5,12 @@ import LibPQ
 /// One run of the nightly job and what it holds, owned by one scoped call
 /// (`ProjectionRun.with`), as a client that owns its connections runs them:
 /// the run's session (inside its REPEATABLE READ transaction), the snapshot
-/// reader beside it, and the three lanes work runs on beside the run
-/// (`Background`): the reader's (its statements in order), the COPYs' (the
-/// COPY pipeline that stores what the evaluation produces, on the run's
-/// session) and the evaluation workers'. Whether the body returns or throws,
-/// they are closed in one place, in the one safe order: background reads
-/// stopped, evaluations finished, COPYs drained, lanes shut down.
+/// reader beside it, and the two lanes work runs on beside the run
+/// (`Background`): the reader's (its statements in order) and the
+/// evaluation workers' (each COPYs what it produced on the run's session).
+/// Whether the body returns or throws, they are closed in one place, in the
+/// one safe order: background reads stopped, evaluations finished, lanes
+/// shut down.
 final class ProjectionRun {
     /// How the run reads and evaluates; tests make the partitions small.
     struct Options: Sendable {
@@ -25,19 +25,16 @@ final class ProjectionRun {
         /// table's rows (`PersonActivity.Lookup`): the active persons' stored
         /// outcomes, the new links; tests pick one way.
         var lookupScanShare = 1.0 / 16
-        /// Threads evaluating partitions; PostgreSQL needs a core for the COPY running meanwhile.
+        /// Threads evaluating partitions: while one waits for its COPY, another evaluates.
         var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
-        /// Whether the COPYs run on a lane of their own while the workers evaluate.
-        var backgroundCopies = true
 
         /// The defaults, less the concurrent steps the environment turns
         /// off: what `onramp-bench` measures each of them by (BENCHMARKS.md,
-        /// "What runs concurrently"). `ONRAMP_JOB_WORKERS=N`,
-        /// `ONRAMP_JOB_SECOND_SESSION=off`, `ONRAMP_JOB_BACKGROUND_COPIES=off`.
+        /// "What runs concurrently"): `ONRAMP_JOB_WORKERS=N`,
+        /// `ONRAMP_JOB_SECOND_SESSION=off`.
         init(environment: [String: String] = ProcessInfo.processInfo.environment) {
             if let workers = environment["ONRAMP_JOB_WORKERS"].flatMap(Int.init), workers >= 1 { self.workers = workers }
             if environment["ONRAMP_JOB_SECOND_SESSION"] == "off" { secondSession = false }
-            if environment["ONRAMP_JOB_BACKGROUND_COPIES"] == "off" { backgroundCopies = false }
         }
     }
 
@@ -54,12 +51,8 @@ final class ProjectionRun {
     let session: Connection
     /// Where the log is read: a second session under the run's snapshot, or `session`.
     let reader: Connection
-    /// The outcome rows' COPYs, in the background on `session`.
-    let copier: CopyPipeline
     /// Statements on `reader` beside the run's own (one thread: in order).
     let readerLane = Background(threads: 1)
-    /// Where the COPYs run (one thread: in order).
-    private let copyLane = Background(threads: 1)
     /// Where partitions are evaluated.
     private let workerLane: Background
     /// What the plan reads; set by `evaluate` once the plan is prepared.
@@ -77,7 +70,6 @@ final class ProjectionRun {
         self.now = now
         self.session = session
         self.reader = reader
-        copier = CopyPipeline(connection: session, lane: job.options.backgroundCopies ? copyLane : nil)
         workerLane = Background(threads: job.options.workers)
     }
 
@@ -98,7 +90,7 @@ final class ProjectionRun {
         return try body(run)
     }
 
-    /// `body` runs when the run closes, before the COPYs are drained (last added, first run).
+    /// `body` runs when the run closes, before the lanes shut down (last added, first run).
     func onClose(_ body: @escaping () -> Void) {
         closers.append(body)
     }
@@ -106,8 +98,7 @@ final class ProjectionRun {
     private func close() {
         for body in closers.reversed() { body() }
         closers = []
-        try? copier.wait()
-        for lane in [readerLane, copyLane, workerLane] { lane.shutdown() }
+        for lane in [readerLane, workerLane] { lane.shutdown() }
     }
 
     func timeZone(for funnel: Funnel) -> TimeZone {
@@ -141,13 +132,12 @@ final class ProjectionRun {
                 funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
                 persons: plan.persons(of: reader.app), analyses: analyses, now: now)
             running = evaluation.start(
-                history, reader: reader, workers: workerLane, threads: options.workers, copier: copier, progress: progress)
+                history, reader: reader, workers: workerLane, threads: options.workers, session: session, progress: progress)
         }
         if let last = running {
             running = nil
             totals.merge(try last.finish())
         }
-        try copier.wait()
         progress.finish()
         try plan.finishEvaluation(self)
         return totals
