@@ -252,9 +252,7 @@ extension QueryEvaluation.Counted {
     func report(_ query: FunnelQuery) -> (FunnelReport, [Double]) {
         let funnel = query.funnel
         let zone = TimeZone(identifier: query.timeZone) ?? .gmt
-        var tally = FunnelTally(funnel: funnel)
-        for day in days.values { tally.merge(day) }
-        tally = tally.normalized()
+        let tally = FunnelTally.total(of: days.values, funnel: funnel)
         var report = FunnelReport(funnel: funnel, tally: tally, now: query.now, timeZone: zone)
         report.regressions = Regressions.find(funnel: funnel, days: days, now: query.now, timeZone: zone, to: query.to)
         if query.diagnostics { report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: dropOff) }

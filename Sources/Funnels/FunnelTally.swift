@@ -214,11 +214,24 @@ public struct FunnelTally: Sendable, Hashable {
                 Group(started: mine.started + theirs.started, completed: mine.completed + theirs.completed, inProgress: mine.inProgress + theirs.inProgress)
             }
         }
-        versions.merge(other.versions) { mine, theirs in
-            var sum = mine
-            sum.add(theirs)
-            return sum
+        // In place: merged by a closure, each version's lists were copied for every tally added.
+        for (value, version) in other.versions {
+            if versions[value] == nil { versions[value] = version } else { versions[value]?.add(version) }
         }
+    }
+
+    /// The tallies of `days` of `funnel` added up and in order
+    /// (`normalize`), each list's room made once: added one by one, the
+    /// lists grew, and were copied, as they went.
+    public static func total(of days: some Collection<FunnelTally>, funnel: Funnel) -> FunnelTally {
+        var total = FunnelTally(funnel: funnel)
+        total.durations.reserveCapacity(days.reduce(0) { $0 + $1.durations.count })
+        for index in total.steps.indices {
+            total.steps[index].gaps.reserveCapacity(days.reduce(0) { $0 + ($1.steps.indices.contains(index) ? $1.steps[index].gaps.count : 0) })
+        }
+        for day in days { total.merge(day) }
+        total.normalize()
+        return total
     }
 
     /// Removes every count and duration of `other`, a tally of persons this
@@ -288,10 +301,15 @@ public struct FunnelTally: Sendable, Hashable {
     /// they were read in.
     public func normalized() -> FunnelTally {
         var copy = self
-        copy.durations.sort()
-        for index in copy.steps.indices { copy.steps[index].gaps.sort() }
-        for value in copy.versions.keys { copy.versions[value]?.durations.sort() }
+        copy.normalize()
         return copy
+    }
+
+    /// `normalized`, in place: a list this tally alone holds is sorted without a copy.
+    public mutating func normalize() {
+        durations.sort()
+        for index in steps.indices { steps[index].gaps.sort() }
+        for value in Array(versions.keys) { versions[value]?.durations.sort() }
     }
 
     public var isEmpty: Bool { started == 0 && excluded == 0 }
@@ -300,56 +318,5 @@ public struct FunnelTally: Sendable, Hashable {
         guard times.indices.contains(start), times.indices.contains(end), let from = times[start], let to = times[end] else { return nil }
         let (value, overflow) = to.subtractingReportingOverflow(from)
         return overflow ? nil : value
-    }
-}
-
-/// A funnel tally's lists alone (the completers' durations, each step's
-/// gaps, each version's durations): what a report over many cohort days
-/// sorts. Kept sorted while the days change one by one (a changed day's
-/// lists taken out, its new ones put in), they leave the report's sort a
-/// merge of a few runs, where the days' lists concatenated are one run a day.
-public struct TallyLists: Sendable {
-    public private(set) var durations: [Int64] = []
-    public private(set) var gaps: [[Int64]] = []
-    public private(set) var versionDurations: [String: [Int64]] = [:]
-
-    public init() {}
-
-    /// Appends `tally`'s lists.
-    public mutating func add(_ tally: FunnelTally) {
-        durations += tally.durations
-        if gaps.count < tally.steps.count { gaps += Array(repeating: [], count: tally.steps.count - gaps.count) }
-        for (index, step) in tally.steps.enumerated() { gaps[index] += step.gaps }
-        for (value, version) in tally.versions { versionDurations[value, default: []] += version.durations }
-    }
-
-    /// Takes out one occurrence of each of `other`'s values, added before:
-    /// one pass over each list, which stays in order if it was.
-    public mutating func remove(_ other: TallyLists) {
-        durations = FunnelTally.removing(other.durations, from: durations)
-        for (index, values) in other.gaps.enumerated() where index < gaps.count {
-            gaps[index] = FunnelTally.removing(values, from: gaps[index])
-        }
-        for (value, values) in other.versionDurations where versionDurations[value] != nil {
-            versionDurations[value] = FunnelTally.removing(values, from: versionDurations[value] ?? [])
-        }
-    }
-
-    /// Every list in ascending order.
-    public mutating func sort() {
-        durations.sort()
-        for index in gaps.indices { gaps[index].sort() }
-        for value in Array(versionDurations.keys) { versionDurations[value]?.sort() }
-    }
-}
-
-extension FunnelTally {
-    /// `lists` in place of this tally's own lists, which must hold the same
-    /// values (the lists of the same days' tallies): `normalized()` then
-    /// merges the few sorted runs `lists` has.
-    public mutating func take(_ lists: TallyLists) {
-        durations = lists.durations
-        for index in steps.indices { steps[index].gaps = index < lists.gaps.count ? lists.gaps[index] : [] }
-        for value in Array(versions.keys) { versions[value]?.durations = lists.versionDurations[value] ?? [] }
     }
 }

@@ -153,10 +153,8 @@ public enum Regressions {
         // Version: the newest version with min_persons starters against the next older one with as many.
         var versions: [String: FunnelTally.Version] = [:]
         for (_, tally) in closed {
-            versions.merge(tally.versions) { mine, theirs in
-                var sum = mine
-                sum.add(theirs)
-                return sum
+            for (value, version) in tally.versions {
+                if versions[value] == nil { versions[value] = version } else { versions[value]?.add(version) }
             }
         }
         let ranked = versions.filter { $0.value.started >= settings.minPersons }.keys.sorted { versionPrecedes($1, $0) }

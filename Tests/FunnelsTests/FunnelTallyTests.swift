@@ -88,40 +88,24 @@ import Testing
         #expect(tally.isEmpty)
     }
 
-    /// What a report does with days read before a run, some of them read
-    /// again after it: the days' lists kept sorted, the replaced days' values
-    /// taken out and the new ones put in, taken by the merged tally.
+    /// What a report does with its days: their total, made in one go
+    /// (`total(of:)`), equals adding them one by one and sorting the lists.
     @Test(arguments: [UInt64(31), 32, 33])
-    func sortedListsOfReplacedDaysGiveTheMergedTally(seed: UInt64) {
+    func theTotalOfDaysEqualsAddingThemOneByOne(seed: UInt64) {
         var rng = SplitMix(seed: seed)
         for _ in 0..<40 {
             let funnel = FunnelEvaluatorPropertyTests.randomFunnel(&rng)
             let now: Int64 = 6 * 86_400_000_000
-            var before: [FunnelTally] = (0..<6).map { _ in
+            let days: [FunnelTally] = (0..<Int(rng.next() % 8)).map { _ in
                 FunnelTally(funnel: funnel, outcomes: Self.persons(&rng, funnel: funnel, count: Int(rng.next() % 20), days: 5, now: now), timeZone: Self.utc)
             }
-            var lists = TallyLists()
-            for day in before { lists.add(day) }
-            lists.sort()
-            // One day gone, some replaced, one new.
-            var removed = TallyLists(), added: [FunnelTally] = []
-            removed.add(before.removeLast())
-            for index in before.indices where rng.next() % 3 == 0 {
-                removed.add(before[index])
-                before[index] = FunnelTally(
-                    funnel: funnel, outcomes: Self.persons(&rng, funnel: funnel, count: Int(rng.next() % 20), days: 5, now: now), timeZone: Self.utc)
-                added.append(before[index])
-            }
-            let new = FunnelTally(funnel: funnel, outcomes: Self.persons(&rng, funnel: funnel, count: 15, days: 5, now: now), timeZone: Self.utc)
-            before.append(new)
-            added.append(new)
-            lists.remove(removed)
-            for day in added { lists.add(day) }
-            var merged = FunnelTally(funnel: funnel)
-            for day in before { merged.merge(day) }
-            var taken = merged
-            taken.take(lists)
-            #expect(taken.normalized() == merged.normalized())
+            var added = FunnelTally(funnel: funnel)
+            for day in days { added.merge(day) }
+            added.durations.sort()
+            for index in added.steps.indices { added.steps[index].gaps.sort() }
+            for value in Array(added.versions.keys) { added.versions[value]?.durations.sort() }
+            #expect(FunnelTally.total(of: days, funnel: funnel) == added)
+            #expect(added.normalized() == added)
         }
     }
 

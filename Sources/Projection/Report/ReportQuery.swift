@@ -67,10 +67,8 @@ public struct ReportQuery: Sendable {
         let zoneName = timeZoneOverride ?? configuration.timeZoneIdentifier(for: funnel)
         let zone = TimeZone(identifier: zoneName) ?? .gmt
         let days = try stored.tallies ?? outcomeTallies(c, funnel: funnel, zone: zone)
-        var tally = FunnelTally(funnel: funnel)
-        for day in days.values { tally.merge(day) }
         // Sorted once here rather than by each reader of the lists.
-        tally = tally.normalized()
+        let tally = FunnelTally.total(of: days.values, funnel: funnel)
         var report = FunnelReport(funnel: funnel, tally: tally, now: now, timeZone: zone)
         report.regressions = Regressions.find(funnel: funnel, days: days, now: now, timeZone: zone, to: to)
         // The same persons as the tally: the stored days, or when those were
