@@ -235,15 +235,15 @@ struct ColumnStore {
     /// into a new pending segment; returns how many.
     private func readNew(_ c: Connection, since checkpoint: Checkpoint?, into state: inout State, deadline: Deadline?) throws -> Int {
         let paths = state.manifest.paths
-        try ScopeTable.bind(c, app: app, paths: paths)
+        try ReadScope.bind(c, app: app, paths: paths)
         var condition = ""
         if let checkpoint {
             try checkpoint.bind(c)
             condition = " AND " + Checkpoint.newEventsCondition
         }
         let sql = """
-            COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id\(ScopeTable.columns(paths))
-                  FROM analytics.event_log e WHERE e.app = \(ScopeTable.app)\(condition)) TO STDOUT (FORMAT binary)
+            COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id\(ReadScope.columns(paths))
+                  FROM analytics.event_log e WHERE e.app = \(ReadScope.app)\(condition)) TO STDOUT (FORMAT binary)
             """
         var columns = EventColumns(paths: paths.count)
         var messageIds: [String] = []

@@ -92,7 +92,7 @@ import Testing
         }
 
         func rewriteDays(
-            into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+            into writes: inout DayTableWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
             stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
         ) throws {
             let tallies = dayTallies(stored, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change)

@@ -72,7 +72,7 @@ struct DropOffAnalysis: PersonAnalysis {
     }
 
     func rewriteDays(
-        into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        into writes: inout DayTableWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
         stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws {
         let counts = dayTallies(stored, empty: Tally(), funnel: funnel, days: days, counted: counted, change: change).mapValues(\.counts)
@@ -196,7 +196,7 @@ struct DropOffAnalysis: PersonAnalysis {
     }
 
     /// Appends the day tables' rows of `counts` (cohort day -> counts).
-    static func write(_ writes: inout DayWrites, funnel: Funnel, counts: [String: DropOffCounts]) throws {
+    static func write(_ writes: inout DayTableWrites, funnel: Funnel, counts: [String: DropOffCounts]) throws {
         let required = funnel.requiredStepIndices
         let next = Dictionary(uniqueKeysWithValues: zip(required, required.dropFirst()))
         func name(_ step: Int) -> PostgresValue { .text(funnel.rowName(step)) }

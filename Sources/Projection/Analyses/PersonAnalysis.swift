@@ -134,7 +134,7 @@ protocol PersonAnalysis: Sendable {
     /// days (`storedDays`) less and plus `change` for an incremental run
     /// (nil: a rebuild, which counted everyone).
     func rewriteDays(
-        into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        into writes: inout DayTableWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
         stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws
     /// Its part of the report of each of `funnels` (one for every funnel),
@@ -182,7 +182,7 @@ extension PersonAnalysis {
     func daysDue(_ c: Connection, funnels: [Funnel], now: Int64) throws -> [String: Set<String>] { [:] }
     func storedDays(_ c: Connection, funnels: [Funnel], days: Set<FunnelDay>) throws -> [String: [String: any AnalysisTally]] { [:] }
     func rewriteDays(
-        into writes: inout DayWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
+        into writes: inout DayTableWrites, funnel: Funnel, days: [String], counted: [String: any AnalysisTally],
         stored: [String: any AnalysisTally], change: StoredDayChange?, now: Int64
     ) throws {}
 
@@ -206,7 +206,7 @@ extension PersonAnalysis {
     }
 
     /// Deletes `days` of `funnel` from every day table, before they are written again.
-    func deleteDays(_ writes: inout DayWrites, funnel: Funnel, days: [String]) {
+    func deleteDays(_ writes: inout DayTableWrites, funnel: Funnel, days: [String]) {
         for table in dayTables { writes.delete(from: table, funnel: funnel.name, days: days) }
     }
 

@@ -37,7 +37,7 @@ struct PersonHistoryReader {
     /// Phase one: streams the app's events in `scope` into `partitions` spill
     /// files. The connection is free again when this returns.
     func spill(_ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int) throws -> SpilledHistory {
-        try ScopeTable.bind(c, app: app, paths: paths)
+        try ReadScope.bind(c, app: app, paths: paths)
         // Buffers take at most ~48 MB together, however many partitions there are.
         let count = max(1, partitions)
         var spill = SpillFiles(count: count, flushAt: min(spillBuffer, max(64 << 10, (48 << 20) / count)))
@@ -107,10 +107,10 @@ struct PersonHistoryReader {
     }
 
     private func query(_ scope: Scope) -> String {
-        let app = ScopeTable.app
+        let app = ReadScope.app
         // One column per path; the engine reads only these three roots, so the
         // column comes from a fixed list and only the path inside it is data.
-        let columns = #"e.message_id, e.type, e.event, e."timestamp""# + ScopeTable.columns(paths)
+        let columns = #"e.message_id, e.type, e.event, e."timestamp""# + ReadScope.columns(paths)
         switch scope {
         case .all:
             // The user and the anonymous id, for `LinkedPersons`, as below.

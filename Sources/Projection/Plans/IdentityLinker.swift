@@ -74,13 +74,13 @@ enum IdentityLinker {
     /// stored (anonymous id -> link), for the history read that follows.
     /// Reads on `reads`, stores on `c` (the two may be one session).
     static func rebuild(reading reads: Connection, writing c: Connection, app: String) throws -> [String: IdentityLink] {
-        try ScopeTable.bind(reads, app: app, paths: [])
+        try ReadScope.bind(reads, app: app, paths: [])
         var links: [String: IdentityLink] = [:]
         var fields: [String?] = []
         try reads.copyOut(
             """
             COPY (SELECT anonymous_id, user_id, min("timestamp") FROM events
-                  WHERE app = \(ScopeTable.app) AND anonymous_id IS NOT NULL AND user_id IS NOT NULL
+                  WHERE app = \(ReadScope.app) AND anonymous_id IS NOT NULL AND user_id IS NOT NULL
                   GROUP BY anonymous_id, user_id) TO STDOUT
             """
         ) { line in

@@ -211,7 +211,7 @@ public struct ProjectionJob: Sendable {
             analysisStored[analysis.table] = change == nil ? [:] : try analysis.storedDays(run.session, funnels: funnels, days: all)
             analysisDays[analysis.table] = byFunnel
         }
-        var writes = DayWrites()
+        var writes = DayTableWrites()
         for funnel in funnels {
             let daySet = daysByFunnel[funnel.name] ?? []
             if !daySet.isEmpty {

@@ -44,7 +44,7 @@ enum CohortTables {
     /// Replaces the rows of `days` with those of `tallies` (a day without a
     /// tally, or with an empty one, has none).
     static func rewrite(
-        _ writes: inout DayWrites, funnel: Funnel, days: Set<String>, tallies: [String: FunnelTally], now: Int64, timeZone: TimeZone,
+        _ writes: inout DayTableWrites, funnel: Funnel, days: Set<String>, tallies: [String: FunnelTally], now: Int64, timeZone: TimeZone,
         timeZoneName: String
     ) throws {
         guard !days.isEmpty else { return }

@@ -4,7 +4,7 @@ import LibPQ
 /// Reads and writes `funnel_tallies`: one `FunnelTally` per funnel and cohort day.
 enum TallyStore {
     /// Replaces the tallies of `days` (a day missing from `tallies` keeps none).
-    static func rewrite(_ writes: inout DayWrites, funnel: Funnel, days: [String], tallies: [String: FunnelTally], timeZone: String) throws {
+    static func rewrite(_ writes: inout DayTableWrites, funnel: Funnel, days: [String], tallies: [String: FunnelTally], timeZone: String) throws {
         writes.delete(from: "funnel_tallies", funnel: funnel.name, days: days)
         try writes.copy("COPY funnel_tallies (funnel, cohort_day, time_zone, tally) FROM STDIN") { rows in
             for day in days {

@@ -7,7 +7,7 @@ import LibPQ
 /// Funnels only ever read their own days' rows (`WHERE funnel = $1`), so
 /// each funnel's reads come before its writes however late the writes are
 /// sent.
-struct DayWrites {
+struct DayTableWrites {
     /// Table -> the funnels and cohort days (side by side) whose rows go; tables in first-named order.
     private var deletes: [(table: String, funnels: [String], days: [String])] = []
     /// COPY statement -> its rows, text or binary; statements in first-named order.

@@ -6,7 +6,7 @@ package import LibPQ
 /// fixed, and each value is read once, by an uncorrelated subquery. Settings,
 /// not temp tables, so the same reads run in a read-only transaction and on a
 /// replica (the explorer's, as `onramp_analyst`).
-package enum ScopeTable {
+package enum ReadScope {
     /// The bound app, as an expression.
     package static let app = "(SELECT current_setting('onramp.scope_app'))"
 
