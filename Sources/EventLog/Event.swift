@@ -17,11 +17,15 @@ public struct NewEvent: Sendable, Hashable {
     public var properties: String
     public var context: String
     public var traits: String?
+    /// An alias's `previousId`: the id it joins to `userId`.
+    public var previousID: String?
+    /// A group call's `groupId`: the group (company, team) the person belongs to.
+    public var groupID: String?
 
     public init(
         app: String, type: MessageType, messageID: String, event: String?, anonymousID: String?, userID: String?,
         timestamp: Int64, originalTimestamp: Int64?, sentAt: Int64?, receivedAt: Int64, properties: String, context: String,
-        traits: String?
+        traits: String?, previousID: String? = nil, groupID: String? = nil
     ) {
         self.app = app
         self.type = type
@@ -36,6 +40,8 @@ public struct NewEvent: Sendable, Hashable {
         self.properties = properties
         self.context = context
         self.traits = traits
+        self.previousID = previousID
+        self.groupID = groupID
     }
 }
 

@@ -58,7 +58,8 @@ public enum EventStore {
             column(\.app), column(\.type.rawValue), column(\.messageID), column { $0.event ?? "" },
             column { $0.anonymousID ?? "" }, column { $0.userID ?? "" }, column { time($0.timestamp) },
             column { time($0.originalTimestamp) }, column { time($0.sentAt) }, column { time($0.receivedAt) },
-            column(\.properties), column(\.context), column { $0.traits ?? "" },
+            column(\.properties), column(\.context), column { $0.traits ?? "" }, column { $0.previousID ?? "" },
+            column { $0.groupID ?? "" },
         ]
         let stored = try connection.query(appendSQL, parameters)
         var accepted = Set<Key>()
@@ -105,9 +106,10 @@ public enum EventStore {
     static let appendSQL = """
         WITH input AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
-                                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[])
+                                 $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
+                                 $15::text[])
                 WITH ORDINALITY AS t(app, type, message_id, event, anonymous_id, user_id, ts,
-                                     original_ts, sent_at, received_at, properties, context, traits, ord)
+                                     original_ts, sent_at, received_at, properties, context, traits, previous_id, group_id, ord)
         ), accepted AS (
             INSERT INTO event_ids (app, message_id, seq, received_at)
             SELECT app, message_id, nextval('event_seq'), received_at::timestamptz FROM input ORDER BY ord
@@ -115,11 +117,11 @@ public enum EventStore {
             RETURNING app, message_id, seq
         )
         INSERT INTO events (seq, app, type, message_id, event, anonymous_id, user_id, "timestamp",
-                            original_timestamp, sent_at, received_at, properties, context, traits)
+                            original_timestamp, sent_at, received_at, properties, context, traits, previous_id, group_id)
         SELECT a.seq, i.app, i.type, i.message_id, NULLIF(i.event, ''), NULLIF(i.anonymous_id, ''),
                NULLIF(i.user_id, ''), i.ts::timestamptz, NULLIF(i.original_ts, '')::timestamptz,
                NULLIF(i.sent_at, '')::timestamptz, i.received_at::timestamptz, i.properties::jsonb,
-               i.context::jsonb, NULLIF(i.traits, '')::jsonb
+               i.context::jsonb, NULLIF(i.traits, '')::jsonb, NULLIF(i.previous_id, ''), NULLIF(i.group_id, '')
         FROM accepted a JOIN input i ON i.app = a.app AND i.message_id = a.message_id
         ORDER BY a.seq
         RETURNING app, message_id

@@ -113,6 +113,32 @@ public enum MessageValidator {
         guard userID != nil || anonymousID != nil else {
             return .failure(Failure("missing_identity", "a message needs \"anonymousId\" or \"userId\""))
         }
+        // What an alias joins and what a group names, as Segment's specification requires them.
+        var previousID: String?
+        var groupID: String?
+        switch type {
+        case .alias:
+            switch identifier(fields["previousId"]) {
+            case .failure(let why): return .failure(Failure("invalid_previous_id", "\"previousId\" \(why)"))
+            case .success(let id): previousID = id
+            }
+            guard previousID != nil else {
+                return .failure(Failure("missing_previous_id", "an alias message needs \"previousId\", the id it joins to \"userId\""))
+            }
+            guard userID != nil else {
+                return .failure(Failure("missing_user_id", "an alias message needs \"userId\", the id \"previousId\" is joined to"))
+            }
+        case .group:
+            switch identifier(fields["groupId"]) {
+            case .failure(let why): return .failure(Failure("invalid_group_id", "\"groupId\" \(why)"))
+            case .success(let id): groupID = id
+            }
+            guard groupID != nil else {
+                return .failure(Failure("missing_group_id", "a group message needs \"groupId\", the group the person belongs to"))
+            }
+        case .track, .screen, .page, .identify:
+            break
+        }
 
         // Objects.
         var properties: [String: JSONValue] = [:]
@@ -182,7 +208,7 @@ public enum MessageValidator {
             timestamp: timestamp, originalTimestamp: original, sentAt: sentAt, receivedAt: receivedAt,
             properties: JSONValue.object(properties).canonicalText,
             context: JSONValue.object(JSONValue.merge(batchContext, under: messageContext)).canonicalText,
-            traits: traits.map { JSONValue.object($0).canonicalText })
+            traits: traits.map { JSONValue.object($0).canonicalText }, previousID: previousID, groupID: groupID)
         // The checks above should leave nothing PostgreSQL refuses; this one looks
         // at the values as they will be stored, so a rule missed above fails one
         // message here, not its whole group commit.

@@ -28,6 +28,7 @@ public enum Storable {
     public static func problem(in event: NewEvent) -> Problem? {
         let identifiers: [(String, String?)] = [
             ("messageId", event.messageID), ("anonymousId", event.anonymousID), ("userId", event.userID),
+            ("previousId", event.previousID), ("groupId", event.groupID),
         ]
         for case (let field, let value?) in identifiers {
             if value.utf8.contains(0) { return Problem(field: field, reason: nulReason) }

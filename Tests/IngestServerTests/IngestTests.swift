@@ -298,7 +298,7 @@ import Testing
                   "context":{"app":{"version":"2.3.0"}}},
                  {"type":"identify","messageId":"id1","anonymousId":"dev","userId":"u1","traits":{"plan":"pro"}},
                  {"type":"page","name":"Home","messageId":"pg1","anonymousId":"dev"},
-                 {"type":"group","groupId":"g1","messageId":"gr1","userId":"u1"},
+                 {"type":"group","groupId":"g1","messageId":"gr1","userId":"u1","traits":{"name":"Acme","seats":12}},
                  {"type":"alias","previousId":"dev","messageId":"al1","userId":"u1"}]}
                 """#
             let reply = try await h.post("/v1/batch", json: body)
@@ -314,6 +314,36 @@ import Testing
             #expect(try row.decode(String.self, at: 6) == "company_creator")
             #expect(try await h.count("SELECT count(DISTINCT type) FROM events") == 5)
             #expect(try await h.count("SELECT count(*) FROM events WHERE type = 'identify' AND traits->>'plan' = 'pro'") == 1)
+            // Nothing of an alias or a group is dropped: analysts read them as Segment's warehouses name them.
+            let joined = try await h.pool.query(
+                """
+                SELECT type, coalesce(previous_id, ''), coalesce(group_id, ''), coalesce(traits->>'name', ''), user_id
+                FROM analytics.events WHERE type IN ('alias', 'group') ORDER BY type
+                """
+            ).rows.map { row in try (0..<5).map { try row.decode(String.self, at: $0) } }
+            #expect(joined == [["alias", "dev", "", "", "u1"], ["group", "", "g1", "Acme", "u1"]])
+            #expect(try await h.count("SELECT count(*) FROM analytics.events WHERE previous_id IS NOT NULL OR group_id IS NOT NULL") == 2)
+        }
+    }
+
+    @Test("an alias without previousId or userId, or a group without groupId, is quarantined naming the field")
+    func aliasAndGroupNeedTheirIds() async throws {
+        try await withServer { h in
+            let body = #"""
+                {"batch":[
+                 {"type":"alias","messageId":"a1","userId":"u1"},
+                 {"type":"alias","messageId":"a2","anonymousId":"dev","previousId":"dev"},
+                 {"type":"group","messageId":"g1","userId":"u1","traits":{"name":"Acme"}},
+                 {"type":"group","messageId":"g2","userId":"u1","groupId":{"id":1}},
+                 {"type":"alias","messageId":"a3","userId":"u1","previousId":42},
+                 {"type":"group","messageId":"g3","anonymousId":"dev","groupId":"acme"}]}
+                """#
+            let reply = try await h.post("/v1/batch", json: body)
+            #expect(reply.json?["accepted"] as? Int == 2)
+            let rejected = (reply.json?["rejected"] as? [[String: Any]] ?? []).map { "\($0["index"] ?? "") \($0["code"] ?? "")" }
+            #expect(rejected == ["0 missing_previous_id", "1 missing_user_id", "2 missing_group_id", "3 invalid_group_id"])
+            #expect(try await h.count("SELECT count(*) FROM quarantine WHERE reason_code IN ('missing_previous_id', 'missing_user_id', 'missing_group_id', 'invalid_group_id')") == 4)
+            #expect(try await h.count("SELECT count(*) FROM events WHERE previous_id = '42' OR group_id = 'acme'") == 2)
         }
     }
 

@@ -148,8 +148,12 @@ struct ClientParityTests {
 
             let pool = ConnectionPool(url: db.url, maxConnections: 1)
             let rows = try await pool.query(
-                "SELECT type, coalesce(event, ''), anonymous_id, coalesce(user_id, ''), coalesce(traits::text, '') FROM events ORDER BY seq"
-            ).rows.map { row in try (0..<5).map { try row.decode(String.self, at: $0) } }
+                """
+                SELECT type, coalesce(event, ''), anonymous_id, coalesce(user_id, ''), coalesce(traits::text, ''),
+                       coalesce(previous_id, ''), coalesce(group_id, '')
+                FROM events ORDER BY seq
+                """
+            ).rows.map { row in try (0..<7).map { try row.decode(String.self, at: $0) } }
             let expected: [[String]] = [
                 ["track", "welcome_viewed", device, ""],
                 ["identify", "", device, "user-1"],
@@ -161,6 +165,7 @@ struct ClientParityTests {
             ]
             #expect(rows.map { Array($0.prefix(4)) } == expected)
             #expect(rows[3][4].contains("\"seats\": 5"), "the group's traits: \(rows[3][4])")
+            #expect(rows[3][6] == "team-9" && rows[4][5] == "user-1", "the group's id and the alias's previous id: \(rows[3]), \(rows[4])")
             await pool.close()
         }
     }
