@@ -114,27 +114,29 @@ public enum MessageValidator {
             return .failure(Failure("missing_identity", "a message needs \"anonymousId\" or \"userId\""))
         }
         // What an alias joins and what a group names, as Segment's specification requires them.
+        /// The id in `field`, which this type of message needs (`code`: `previous_id`, `group_id`).
+        func required(_ field: String, code: String, missing: String) -> Result<String, Failure> {
+            switch identifier(fields[field]) {
+            case .failure(let problem): .failure(Failure("invalid_\(code)", "\"\(field)\" \(problem)"))
+            case .success(let id?): .success(id)
+            case .success(nil): .failure(Failure("missing_\(code)", missing))
+            }
+        }
         var previousID: String?
         var groupID: String?
         switch type {
         case .alias:
-            switch identifier(fields["previousId"]) {
-            case .failure(let why): return .failure(Failure("invalid_previous_id", "\"previousId\" \(why)"))
+            switch required("previousId", code: "previous_id", missing: "an alias message needs \"previousId\", the id it joins to \"userId\"") {
+            case .failure(let failure): return .failure(failure)
             case .success(let id): previousID = id
-            }
-            guard previousID != nil else {
-                return .failure(Failure("missing_previous_id", "an alias message needs \"previousId\", the id it joins to \"userId\""))
             }
             guard userID != nil else {
                 return .failure(Failure("missing_user_id", "an alias message needs \"userId\", the id \"previousId\" is joined to"))
             }
         case .group:
-            switch identifier(fields["groupId"]) {
-            case .failure(let why): return .failure(Failure("invalid_group_id", "\"groupId\" \(why)"))
+            switch required("groupId", code: "group_id", missing: "a group message needs \"groupId\", the group the person belongs to") {
+            case .failure(let failure): return .failure(failure)
             case .success(let id): groupID = id
-            }
-            guard groupID != nil else {
-                return .failure(Failure("missing_group_id", "a group message needs \"groupId\", the group the person belongs to"))
             }
         case .track, .screen, .page, .identify:
             break
