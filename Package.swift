@@ -257,7 +257,7 @@ let package = Package(
         .testTarget(
             name: "ProjectionTests",
             dependencies: [
-                "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "OnrampClient", "onramp",
+                "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "OnrampClient", "onramp", "Benchmarks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

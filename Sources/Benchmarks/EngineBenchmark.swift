@@ -115,7 +115,7 @@ public struct EngineBenchmark: Sendable {
         return Result(events: produced, persons: persons.count, passes: passes, evaluateSeconds: bestEvaluate, allSeconds: bestAll)
     }
 
-    private static func flatten(_ value: JSONValue, _ path: String, _ wanted: Set<String>, into out: inout [String: String]) {
+    static func flatten(_ value: JSONValue, _ path: String, _ wanted: Set<String>, into out: inout [String: String]) {
         switch value {
         case .object(let nested): for (key, inner) in nested { flatten(inner, path + "." + key, wanted, into: &out) }
         case .string(let text) where wanted.contains(path): out[path] = text

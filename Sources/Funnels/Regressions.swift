@@ -3,8 +3,10 @@ public import Foundation
 /// The thresholds of a funnel's regression alerts (docs/funnels.md, "Regressions and alerts"), under
 /// `alerts:` in the configuration.
 public struct AlertSettings: Sendable, Hashable {
-    /// Benjamini–Hochberg q below which a change counts.
-    public var alpha = 0.05
+    /// Benjamini–Hochberg q below which a change counts, the q taken over
+    /// every funnel of a report (`Regressions.acrossReport`): at most this
+    /// share of nights with stable traffic raises a false alarm.
+    public var alpha = 0.01
     /// Smallest change of a rate that counts, in proportion (0.02: 2 points).
     public var minEffect = 0.02
     /// Smallest relative change of the median time that counts (0.2: +20 %).
@@ -212,6 +214,24 @@ public enum Regressions {
         var adjusted = changes
         for (index, q) in Statistics.benjaminiHochberg(changes.map(\.pValue)).enumerated() { adjusted[index].qValue = q }
         return adjusted
+    }
+
+    /// A night's findings across the funnels of one report, tested
+    /// together: Benjamini–Hochberg over every funnel's tests at once, each
+    /// funnel then judged by its own settings. Under stable traffic this
+    /// bounds the share of *nights* with any false alarm by `alpha`, where
+    /// adjusting each funnel alone bounded each funnel's share, and a night of
+    /// five funnels alarmed up to five times as often.
+    public static func acrossReport(_ findings: [RegressionFindings], settings: [AlertSettings]) -> [RegressionFindings] {
+        let adjusted = adjust(findings.flatMap(\.tested))
+        var start = 0
+        return zip(findings, settings).map { funnel, settings in
+            var together = RegressionFindings()
+            together.tested = Array(adjusted[start..<start + funnel.tested.count])
+            start += funnel.tested.count
+            (together.regressions, together.improvements) = judge(together.tested, settings: settings)
+            return together
+        }
     }
 
     /// Regressions (worse, significant, large enough) and improvements

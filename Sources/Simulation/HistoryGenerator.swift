@@ -73,7 +73,7 @@ public enum HistoryGenerator {
     @discardableResult
     public static func devices(
         count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String = "dev", apps: Set<String>? = nil,
-        plants: [PlantedRegression] = [], laterUse: LaterUse = LaterUse(),
+        plants: [PlantedRegression] = [], stories: Bool = true, laterUse: LaterUse = LaterUse(),
         _ body: (SimulatedDevice) throws -> Void
     ) rethrows -> Int {
         var rng = SeededRandom(seed: seed)
@@ -82,7 +82,7 @@ public enum HistoryGenerator {
         let span = max(1, to.timeIntervalSince(from))
         while produced < count {
             let app = rng.pick(JourneyModel.apps.filter { apps?.contains($0) ?? true }.map { ($0, $0 == "ops" ? 1.5 : 1.0) })
-            let (journey, start) = JourneyModel.journey(app: app, rng: &rng, plants: plants, end: to) { rng in
+            let (journey, start) = JourneyModel.journey(app: app, rng: &rng, plants: plants, stories: stories, end: to) { rng in
                 from.addingTimeInterval(Double.random(in: 0..<span, using: &rng))
             }
             var userId: String?

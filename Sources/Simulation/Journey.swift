@@ -28,19 +28,24 @@ enum JourneyModel {
     /// journey is drawn first (the order a seed has always given); with them
     /// the start comes first, since it decides whether they apply.
     static func journey(
-        app: String, rng: inout SeededRandom, plants: [PlantedRegression], end: Date, start drawStart: (inout SeededRandom) -> Date
+        app: String, rng: inout SeededRandom, plants: [PlantedRegression], stories: Bool = true, end: Date,
+        start drawStart: (inout SeededRandom) -> Date
     ) -> (journey: Journey, start: Date) {
         guard plants.contains(where: { $0.days != nil }) else {
-            let journey = journey(app: app, rng: &rng, plants: plants)
+            let journey = journey(app: app, rng: &rng, plants: plants, stories: stories)
             return (journey, drawStart(&rng))
         }
         let start = drawStart(&rng)
-        return (journey(app: app, rng: &rng, plants: plants, age: end.timeIntervalSince(start) / 86_400), start)
+        return (journey(app: app, rng: &rng, plants: plants, stories: stories, age: end.timeIntervalSince(start) / 86_400), start)
     }
 
     /// `age`: days from the device's start to the end of the history, for
-    /// plants limited to recent days.
-    static func journey(app: String, rng: inout SeededRandom, plants: [PlantedRegression] = [], age: Double = 0) -> Journey {
+    /// plants limited to recent days. Without `stories`, no version or
+    /// platform behaves differently from another (yoked's old release and
+    /// its broken code entry on Android are off): stable traffic.
+    static func journey(
+        app: String, rng: inout SeededRandom, plants: [PlantedRegression] = [], stories: Bool = true, age: Double = 0
+    ) -> Journey {
         let plants = plants.filter { $0.app == app }.map { plant in
             // A plant whose days this device started before still releases its version, without the change.
             var plant = plant
@@ -48,7 +53,7 @@ enum JourneyModel {
             return plant
         }
         switch app {
-        case "yoked": return yoked(&rng, plants: plants)
+        case "yoked": return yoked(&rng, plants: plants, stories: stories)
         case "ops": return ops(&rng, plants: plants)
         case "umuve": return umuve(&rng, plants: plants)
         default: return forma(&rng, plants: plants)
@@ -104,13 +109,13 @@ enum JourneyModel {
         return actions
     }
 
-    static func yoked(_ rng: inout SeededRandom, plants: [PlantedRegression]) -> Journey {
+    static func yoked(_ rng: inout SeededRandom, plants: [PlantedRegression], stories: Bool = true) -> Journey {
         let context = device(&rng, versions: [("2.3.0", 6), ("2.2.1", 3), ("2.1.0", 1)], plants: plants)
-        let oldVersion = context["app"] == ["version": "2.1.0"]
+        let oldVersion = stories && context["app"] == ["version": "2.1.0"]
         // The story the drop-off diagnostics must find: on Android, 2.3.0's
         // code entry fails more often, and those it fails send otp_failed
         // (again and again) before they leave.
-        let brokenOTP = context["app"] == ["version": "2.3.0"] && context["device"] == ["type": "android"]
+        let brokenOTP = stories && context["app"] == ["version": "2.3.0"] && context["device"] == ["type": "android"]
         let steps: [(String, Double, Double)] = [
             ("onboarding_started", 1, 0), ("phone_entered", 0.93, 25),
             ("otp_verified", oldVersion ? 0.8 : (brokenOTP ? 0.8 : 0.95), 40),

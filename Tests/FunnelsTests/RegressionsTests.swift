@@ -58,6 +58,37 @@ import Testing
         #expect(Regressions.judge(changes, settings: large).regressions.isEmpty)
     }
 
+    @Test("across a report: q-values are m·p/rank over every funnel's tests together, min over larger ranks, each funnel judged by its own alpha")
+    func acrossReport() {
+        let baseline = Self.tally(started: 4000, rates: [0.9, 0.95, 0.9], seconds: 300)
+        let recent = Self.tally(started: 1000, rates: [0.9, 0.87, 0.95], seconds: 300)
+        var one = RegressionFindings(), two = RegressionFindings()
+        one.tested = Regressions.compare(
+            funnel: Self.funnel, kind: .version, baseline: ComparisonSample(label: "2.3.0", tally: baseline),
+            recent: ComparisonSample(label: "2.4.0", tally: recent))
+        two.tested = Regressions.compare(
+            funnel: Self.funnel, kind: .period, baseline: ComparisonSample(label: "before", tally: baseline),
+            recent: ComparisonSample(label: "after", tally: baseline))
+        var lenient = AlertSettings(), strict = AlertSettings()
+        lenient.alpha = 0.05
+        strict.alpha = 1e-12
+        let together = Regressions.acrossReport([one, two], settings: [lenient, strict])
+        // By hand: the step-up rule over the ten p-values in one list.
+        let p = (one.tested + two.tested).map(\.pValue)
+        let order = p.indices.sorted { p[$0] < p[$1] }
+        var q = Array(repeating: 1.0, count: p.count), running = 1.0
+        for (rank, index) in order.enumerated().reversed() {
+            running = min(running, p[index] * Double(p.count) / Double(rank + 1))
+            q[index] = min(1, running)
+        }
+        let got = together.flatMap(\.tested).map(\.qValue)
+        #expect(zip(got, q).allSatisfy { abs($0 - $1) < 1e-12 }, "\(got) vs \(q)")
+        #expect(together[0].regressions.map { $0.step ?? "" } == ["otp"])
+        #expect(together[1].regressions.isEmpty && together[1].tested.count == two.tested.count)
+        // A funnel alone is its own report: the same q-values as adjusting it alone.
+        #expect(Regressions.acrossReport([one], settings: [lenient])[0].tested == Regressions.adjust(one.tested))
+    }
+
     @Test("a slower median by more than 20 % is a regression of the time; identical groups raise nothing")
     func slowerAndSame() {
         let baseline = Self.tally(started: 2000, rates: [0.9, 0.9, 0.9], seconds: 300)

@@ -35,11 +35,15 @@ public struct ReportQuery: Sendable {
         let selected = try selectedFunnels(configuration)
         let stored = try StoredReportDays.read(
             c, funnels: selected, analyses: analyses, timeZones: zoneNames(selected, configuration), from: from, to: to)
-        return try selected.map { funnel in
+        var results = try selected.map { funnel in
             try result(
                 c, funnel: funnel, configuration: configuration, now: now, analyses: analyses,
                 stored: stored[funnel.name] ?? StoredReportDays(tallies: [:]))
         }
+        // One night's alerts, tested together (docs/funnels.md, "Regressions and alerts").
+        let together = Regressions.acrossReport(results.map(\.report.regressions), settings: selected.map(\.alerts))
+        for index in results.indices { results[index].report.regressions = together[index] }
+        return results
     }
 
     /// The time zone each of `funnels` is reported in.
