@@ -90,8 +90,11 @@ struct DropOffAnalysis: PersonAnalysis {
         }
     }
 
+    /// The counts of every day in the range, the next steps' and drivers'
+    /// added up by PostgreSQL (`acrossDays`): a row per label and candidate,
+    /// not per day as well.
     func reportParts(_ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]) throws -> [String: any ReportPart] {
-        let stored = try Self.stored(c, funnels: funnels, where: filter, parameters)
+        let stored = try Self.stored(c, funnels: funnels, where: filter, parameters, acrossDays: true)
         return Dictionary(funnels.map { funnel in
             var counts = DropOffCounts()
             for day in (stored[funnel.name] ?? [:]).values { counts.merge(day) }
@@ -145,22 +148,27 @@ struct DropOffAnalysis: PersonAnalysis {
     /// The stored counts of the days of `funnels` that `filter` (over the
     /// day tables' columns, `funnel` among them; parameters from $1) picks,
     /// per funnel and cohort day: one statement per table for them all.
+    /// `acrossDays`: the days' counts added up, under one day `""`.
     static func stored(
-        _ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]
+        _ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue], acrossDays: Bool = false
     ) throws -> [String: [String: DropOffCounts]] {
+        let day = acrossDays ? "''::text" : "cohort_day::text"
+        func sum(_ column: String) -> String { acrossDays ? "sum(\(column))::int8" : column }
+        func grouped(_ columns: String) -> String { acrossDays ? " GROUP BY \(columns)" : "" }
         var days: [String: [String: DropOffCounts]] = [:]
         let required = Dictionary(funnels.map { ($0.name, $0.requiredStepIndices) }) { first, _ in first }
         // In binary: as text each lingering time is a string to parse, and
         // each of the driver counts' rows a string per value.
         try c.forEachBinaryRow(
-            "SELECT funnel, cohort_day::text, step_index, lingering_us FROM funnel_step_lingering WHERE \(filter)", parameters
+            "SELECT funnel, \(day), step_index, lingering_us FROM funnel_step_lingering WHERE \(filter)", parameters
         ) { row in
             days[try row.required(0, row.text), default: [:]][try row.required(1, row.text), default: DropOffCounts()]
                 .lingering[try row.required(2, row.int) - 1, default: []]
                 += (try row.integers(3) ?? []).compactMap { $0 }
         }
         try c.forEachBinaryRow(
-            "SELECT funnel, cohort_day::text, step_index, label, persons FROM funnel_dropoff_next WHERE \(filter)", parameters
+            "SELECT funnel, \(day), step_index, label, \(sum("persons")) FROM funnel_dropoff_next WHERE \(filter)"
+                + grouped("funnel, step_index, label"), parameters
         ) { row in
             days[try row.required(0, row.text), default: [:]][try row.required(1, row.text), default: DropOffCounts()]
                 .next[try row.required(2, row.int) - 1, default: [:]][try row.required(3, row.text), default: 0]
@@ -168,9 +176,9 @@ struct DropOffAnalysis: PersonAnalysis {
         }
         try c.forEachBinaryRow(
             """
-            SELECT funnel, cohort_day::text, from_index, kind, dimension, value, converted, dropped
+            SELECT funnel, \(day), from_index, kind, dimension, value, \(sum("converted")), \(sum("dropped"))
             FROM funnel_driver_counts WHERE \(filter)
-            """, parameters
+            """ + grouped("funnel, from_index, kind, dimension, value"), parameters
         ) { row in
             let funnel = try row.required(0, row.text)
             guard let required = required[funnel] else { return }
