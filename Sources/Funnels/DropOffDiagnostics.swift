@@ -84,14 +84,14 @@ public struct DropOffDiagnostics: Sendable, Hashable {
         let required = funnel.requiredStepIndices
         let window = Double(funnel.windowSeconds)
         steps = required.enumerated().map { position, index in
-            let lingering = FunnelReport.sortedSeconds(counts.lingering[index] ?? [])
+            let lingering = FunnelReport.seconds(counts.lingering[index] ?? [])
             let next = (counts.next[index] ?? [:]).map { label, persons in
                 NextEvent(label: label, persons: persons, share: lingering.isEmpty ? 0 : Double(persons) / Double(lingering.count))
             }
             return Step(
                 index: index + 1, name: funnel.rowName(index),
                 secondsFromPrevious: position == 0
-                    ? nil : Self.spread(FunnelReport.sortedSeconds(tally.steps[index].gaps), window: window),
+                    ? nil : Self.spread(FunnelReport.seconds(tally.steps[index].gaps), window: window),
                 dropped: lingering.count, lingeringSeconds: Self.spread(lingering, window: window),
                 nextEvents: next.sorted { ($1.persons, $0.label) < ($0.persons, $1.label) })
         }
@@ -130,18 +130,18 @@ public struct DropOffDiagnostics: Sendable, Hashable {
         return (less + more).sorted(by: Self.moreSignificant)
     }
 
-    static func spread(_ sorted: [Double], window: Double) -> Spread {
+    /// The spread of `values`, in any order: each falls in the first bin
+    /// that ends after it (a few bins, looked through in turn).
+    static func spread(_ values: [Double], window: Double) -> Spread {
         let edges = binEdges.filter { $0 < window } + [window]
         var bins = zip(edges, edges.dropFirst()).map { Bin(from: $0, to: $1, persons: 0) }
         bins.append(Bin(from: window, to: nil, persons: 0))
-        var bin = 0
-        for value in sorted {
-            while bin + 1 < bins.count, let to = bins[bin].to, value >= to { bin += 1 }
-            bins[bin].persons += 1
+        let ends = bins.compactMap(\.to)
+        for value in values {
+            bins[ends.firstIndex { value < $0 } ?? ends.count].persons += 1
         }
-        return Spread(
-            persons: sorted.count, median: Statistics.percentileCont(sorted, 0.5), p90: Statistics.percentileCont(sorted, 0.9),
-            histogram: bins)
+        let percentiles = Statistics.percentilesCont(values, [0.5, 0.9])
+        return Spread(persons: values.count, median: percentiles[0], p90: percentiles[1], histogram: bins)
     }
 }
 

@@ -131,12 +131,9 @@ public struct FunnelReport: Sendable, Hashable {
         excludedPersons = tally.excluded
         completionRate = Rate(successes: completed, trials: started)
 
-        let durations = Self.sortedSeconds(tally.durations)
+        let durations = Statistics.percentilesCont(Self.seconds(tally.durations), [0.5, 0.9])
         timeToComplete = TimeToComplete(
-            completers: durations.count,
-            medianSeconds: Statistics.percentileCont(durations, 0.5),
-            p90Seconds: Statistics.percentileCont(durations, 0.9)
-        )
+            completers: tally.durations.count, medianSeconds: durations[0], p90Seconds: durations[1])
         steps = Self.stepRows(funnel: funnel, tally: tally)
         cohorts = tally.cohorts.map { day, cohort in
             CohortDay(
@@ -163,7 +160,7 @@ public struct FunnelReport: Sendable, Hashable {
         return funnel.steps.indices.map { stepIndex in
             let step = funnel.steps[stepIndex]
             let counts = tally.steps[stepIndex]
-            let median = Statistics.percentileCont(sortedSeconds(counts.gaps), 0.5)
+            let median = Statistics.percentilesCont(seconds(counts.gaps), [0.5])[0]
             let next = shape.nextRequired[stepIndex]
             if step.isOptional {
                 return StepReport(
@@ -185,9 +182,13 @@ public struct FunnelReport: Sendable, Hashable {
     }
 
     /// Microseconds to seconds, ascending (what `percentileCont` takes). A
-    /// tally already in order (`FunnelTally.normalized`, as the report's is)
-    /// is only converted.
+    /// list already in order (`FunnelTally.normalized`) is only converted.
     static func sortedSeconds(_ microseconds: [Int64]) -> [Double] {
         microseconds.ascending().map { Double($0) / 1_000_000 }
+    }
+
+    /// Microseconds to seconds, in the order given (what `percentilesCont` takes).
+    static func seconds(_ microseconds: [Int64]) -> [Double] {
+        microseconds.map { Double($0) / 1_000_000 }
     }
 }

@@ -220,9 +220,10 @@ public struct FunnelTally: Sendable, Hashable {
         }
     }
 
-    /// The tallies of `days` of `funnel` added up and in order
-    /// (`normalize`), each list's room made once: added one by one, the
-    /// lists grew, and were copied, as they went.
+    /// The tallies of `days` of `funnel` added up, each list's room made
+    /// once (added one by one, the lists grew, and were copied, as they
+    /// went). The lists are left in the days' order, not sorted: the report
+    /// finds its percentiles by selection (`Statistics.percentilesCont`).
     public static func total(of days: some Collection<FunnelTally>, funnel: Funnel) -> FunnelTally {
         var total = FunnelTally(funnel: funnel)
         total.durations.reserveCapacity(days.reduce(0) { $0 + $1.durations.count })
@@ -230,7 +231,6 @@ public struct FunnelTally: Sendable, Hashable {
             total.steps[index].gaps.reserveCapacity(days.reduce(0) { $0 + ($1.steps.indices.contains(index) ? $1.steps[index].gaps.count : 0) })
         }
         for day in days { total.merge(day) }
-        total.normalize()
         return total
     }
 

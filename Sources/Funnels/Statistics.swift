@@ -52,6 +52,61 @@ public enum Statistics {
         return fraction == 0 ? lower : lower + (sorted[upperIndex] - lower) * fraction
     }
 
+    /// `percentileCont` of each of `ps` over `values` in any order: the ranks
+    /// found by selection, which costs a pass or two over the values where a
+    /// sort costs many (a report's lists are every completer's and every
+    /// step's of its range). Equal to sorting, then `percentileCont`.
+    public static func percentilesCont(_ values: [Double], _ ps: [Double]) -> [Double?] {
+        guard !values.isEmpty else { return ps.map { _ in nil } }
+        var work = values
+        return ps.map { p in
+            guard p.isFinite else { return nil }
+            let position = min(max(p, 0), 1) * Double(work.count - 1)
+            let lowerIndex = Int(position.rounded(.down))
+            let fraction = position - Double(lowerIndex)
+            let lower = select(&work, rank: lowerIndex)
+            // After selection everything past the rank is at least it: the next rank is their least.
+            guard fraction != 0, lowerIndex + 1 < work.count, let upper = work[(lowerIndex + 1)...].min() else { return lower }
+            return lower + (upper - lower) * fraction
+        }
+    }
+
+    /// Puts the `rank`-th smallest value (from 0) at `rank`, the lesser before
+    /// it and the greater after it, and returns it: Hoare's selection, the
+    /// pivot the median of three, and a sort of what is left when the
+    /// ranges stop shrinking (never on a report's lists).
+    static func select(_ values: inout [Double], rank: Int) -> Double {
+        var low = 0, high = values.count - 1, rounds = 0
+        while low < high {
+            rounds += 1
+            if rounds > 64 {
+                values[low...high].sort()
+                break
+            }
+            let middle = low + (high - low) / 2
+            let pivot = [values[low], values[middle], values[high]].sorted()[1]
+            var i = low, j = high
+            while i <= j {
+                while values[i] < pivot { i += 1 }
+                while values[j] > pivot { j -= 1 }
+                if i <= j {
+                    values.swapAt(i, j)
+                    i += 1
+                    j -= 1
+                }
+            }
+            // low…j ≤ pivot ≤ i…high; between them, values equal to the pivot.
+            if rank <= j {
+                high = j
+            } else if rank >= i {
+                low = i
+            } else {
+                break
+            }
+        }
+        return values[rank]
+    }
+
     /// Standard normal cumulative distribution, via `erfc` for accuracy in the tails.
     public static func normalCDF(_ x: Double) -> Double {
         0.5 * erfc(-x / 2.0.squareRoot())

@@ -1,3 +1,4 @@
+import TestSupport
 import Testing
 @testable import Funnels
 
@@ -39,6 +40,28 @@ import Testing
         #expect(Statistics.percentileCont([10, 20, 30], 0) == 10)
         #expect(Statistics.percentileCont([10, 20, 30], 1) == 30)
         #expect(Statistics.percentileCont([], 0.5) == nil)
+    }
+
+    @Test("percentiles by selection equal percentile_cont over the sorted values: random values, many ties, sorted runs one after another")
+    func percentilesBySelection() {
+        var rng = SplitMix(seed: 17)
+        let ps = [0, 0.1, 0.5, 0.9, 0.99, 1]
+        for round in 0..<300 {
+            let count = 1 + Int(rng.next() % 400)
+            var values: [Double]
+            switch round % 3 {
+            case 0: values = (0..<count).map { _ in Double(rng.next() % 1_000_000) / 7 }
+            case 1: values = (0..<count).map { _ in Double(rng.next() % 4) }
+            default:
+                values = []
+                while values.count < count { values += (0..<(1 + Int(rng.next() % 30))).map { _ in Double(rng.next() % 500) }.sorted() }
+            }
+            let sorted = values.sorted()
+            let expected = ps.map { Statistics.percentileCont(sorted, $0) }
+            #expect(Statistics.percentilesCont(values, ps) == expected, "round \(round)")
+        }
+        #expect(Statistics.percentilesCont([], [0.5]) == [nil])
+        #expect(Statistics.percentilesCont([3, 1, 2, 4], [0.5, 0.9]).map { $0 ?? .nan } == [2.5, 3.7].map { Statistics.percentileCont([1, 2, 3, 4], $0 == 2.5 ? 0.5 : 0.9) ?? .nan })
     }
 
     @Test func twoProportionZTest() throws {

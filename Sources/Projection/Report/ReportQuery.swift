@@ -17,7 +17,7 @@ public struct ReportQuery: Sendable {
         self.timeZoneOverride = timeZoneOverride
     }
 
-    /// A funnel's report plus the completers' times (the dashboard's distribution chart).
+    /// A funnel's report plus the completers' times, ascending (the dashboard's distribution chart).
     public struct FunnelResult: Sendable {
         public var report: FunnelReport
         public var secondsToComplete: [Double]
@@ -84,8 +84,7 @@ public struct ReportQuery: Sendable {
             part?.fill(&report, tally: tally)
         }
         report.timeZone = zoneName  // as configured ("UTC"; Foundation on Linux would say "GMT")
-        let durations = tally.durations.map { Double($0) / 1_000_000 }
-        return FunnelResult(report: report, secondsToComplete: durations)
+        return FunnelResult(report: report, secondsToComplete: tally.durations.sorted().map { Double($0) / 1_000_000 })
     }
 
     /// The slow way, from every stored person: when the stored tallies were
