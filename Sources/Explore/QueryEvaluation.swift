@@ -260,6 +260,6 @@ extension QueryEvaluation.Counted {
             report.retention = RetentionReport(days: funnel.retention.days, cells: retention.mapValues { $0.cells(days: funnel.retention.days, now: query.now) })
         }
         report.timeZone = query.timeZone
-        return (report, tally.durations.sorted().map { Double($0) / 1_000_000 })
+        return (report, tally.durations.map { Double($0) / 1_000_000 })
     }
 }

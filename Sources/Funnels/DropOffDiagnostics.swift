@@ -140,8 +140,9 @@ public struct DropOffDiagnostics: Sendable, Hashable {
         for value in values {
             bins[ends.firstIndex { value < $0 } ?? ends.count].persons += 1
         }
+        let persons = values.count
         let percentiles = Statistics.percentilesCont(values, [0.5, 0.9])
-        return Spread(persons: values.count, median: percentiles[0], p90: percentiles[1], histogram: bins)
+        return Spread(persons: persons, median: percentiles[0], p90: percentiles[1], histogram: bins)
     }
 }
 

@@ -56,7 +56,7 @@ public enum Statistics {
     /// found by selection, which costs a pass or two over the values where a
     /// sort costs many (a report's lists are every completer's and every
     /// step's of its range). Equal to sorting, then `percentileCont`.
-    public static func percentilesCont(_ values: [Double], _ ps: [Double]) -> [Double?] {
+    public static func percentilesCont(_ values: consuming [Double], _ ps: [Double]) -> [Double?] {
         guard !values.isEmpty else { return ps.map { _ in nil } }
         var work = values
         return ps.map { p in
