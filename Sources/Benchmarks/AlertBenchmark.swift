@@ -1,6 +1,5 @@
 import Foundation
 public import Funnels
-import OnrampClient
 public import Simulation
 
 /// `onramp-bench alerts`: how often a night's report cries wolf, and how often
@@ -98,15 +97,7 @@ public struct AlertBenchmark: Sendable {
             count: devices, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed,
             plants: plants, stories: false, laterUse: LaterUse(scale: 0)  // the funnels' persons only
         ) { device in
-            var context: [String: String] = [:]
-            EngineBenchmark.flatten(.object(device.context), "context", paths, into: &context)
-            let events = device.events.enumerated().map { n, e in
-                var attributes = context
-                EngineBenchmark.flatten(.object(e.properties), "properties", paths, into: &attributes)
-                return FunnelEvent(
-                    messageId: "\(n)", kind: EventKind(rawValue: e.type) ?? .track, name: e.name, timestamp: e.timestamp,
-                    attributes: attributes)
-            }
+            let events = EngineBenchmark.funnelEvents(of: device, paths: paths)
             for funnel in byApp[device.app] ?? [] {
                 let outcome = FunnelEvaluator.evaluate(events: events, funnel: funnel, now: clock)
                 guard let start = outcome.startTime, let shape = shapes[funnel.name] else { continue }

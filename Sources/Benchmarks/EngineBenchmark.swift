@@ -70,17 +70,7 @@ public struct EngineBenchmark: Sendable {
         var persons: [(app: String, events: [FunnelEvent])] = []
         let produced = HistoryGenerator.devices(
             count: events, from: now.addingTimeInterval(-30 * 86_400), to: now, seed: 7
-        ) { device in
-            var context: [String: String] = [:]
-            Self.flatten(.object(device.context), "context", paths, into: &context)
-            persons.append((device.app, device.events.enumerated().map { n, e in
-                var attributes = context
-                Self.flatten(.object(e.properties), "properties", paths, into: &attributes)
-                return FunnelEvent(
-                    messageId: "\(device.anonymousId)-\(n)", kind: EventKind(rawValue: e.type) ?? .track, name: e.name,
-                    timestamp: e.timestamp, attributes: attributes)
-            }))
-        }
+        ) { device in persons.append((device.app, Self.funnelEvents(of: device, paths: paths))) }
         let clock = Int64(now.timeIntervalSince1970 * 1_000_000)
         let byApp = Dictionary(grouping: configuration.funnels, by: \.app)
         let tallyShapes = Dictionary(uniqueKeysWithValues: configuration.funnels.map { ($0.name, FunnelTally.Shape($0)) })
@@ -115,7 +105,20 @@ public struct EngineBenchmark: Sendable {
         return Result(events: produced, persons: persons.count, passes: passes, evaluateSeconds: bestEvaluate, allSeconds: bestAll)
     }
 
-    static func flatten(_ value: JSONValue, _ path: String, _ wanted: Set<String>, into out: inout [String: String]) {
+    /// A simulated device's events as the engine reads them, with the `paths` the funnels refer to.
+    static func funnelEvents(of device: SimulatedDevice, paths: Set<String>) -> [FunnelEvent] {
+        var context: [String: String] = [:]
+        flatten(.object(device.context), "context", paths, into: &context)
+        return device.events.enumerated().map { n, e in
+            var attributes = context
+            flatten(.object(e.properties), "properties", paths, into: &attributes)
+            return FunnelEvent(
+                messageId: "\(device.anonymousId)-\(n)", kind: EventKind(rawValue: e.type) ?? .track, name: e.name,
+                timestamp: e.timestamp, attributes: attributes)
+        }
+    }
+
+    private static func flatten(_ value: JSONValue, _ path: String, _ wanted: Set<String>, into out: inout [String: String]) {
         switch value {
         case .object(let nested): for (key, inner) in nested { flatten(inner, path + "." + key, wanted, into: &out) }
         case .string(let text) where wanted.contains(path): out[path] = text

@@ -301,15 +301,10 @@ public struct FunnelTally: Sendable, Hashable {
     /// they were read in.
     public func normalized() -> FunnelTally {
         var copy = self
-        copy.normalize()
+        copy.durations.sort()
+        for index in copy.steps.indices { copy.steps[index].gaps.sort() }
+        for value in Array(copy.versions.keys) { copy.versions[value]?.durations.sort() }
         return copy
-    }
-
-    /// `normalized`, in place: a list this tally alone holds is sorted without a copy.
-    public mutating func normalize() {
-        durations.sort()
-        for index in steps.indices { steps[index].gaps.sort() }
-        for value in Array(versions.keys) { versions[value]?.durations.sort() }
     }
 
     public var isEmpty: Bool { started == 0 && excluded == 0 }

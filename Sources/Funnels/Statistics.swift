@@ -232,8 +232,8 @@ extension Statistics {
 }
 
 extension Array where Element: Comparable {
-    /// The elements ascending, sorted only when they are not already: the
-    /// report's lists arrive in order, and its readers each ask for them so.
+    /// The elements ascending, sorted only when they are not already: a
+    /// stored day's lists arrive in order (`FunnelTally.normalized`).
     func ascending() -> [Element] {
         indices.dropFirst().allSatisfy { self[$0 - 1] <= self[$0] } ? self : sorted()
     }

@@ -13,9 +13,10 @@ import LibPQ
 /// events are. Those are activity (`OutcomeEvents`): an incremental run does
 /// not recompute their persons but adds each activity to the person's record
 /// here, one key lookup per record an activity falls on a retention day of,
-/// and only the days that gained someone are rewritten. The clock changes who is eligible; `funnel_retention`
-/// remembers when its next pending person becomes eligible, and the days
-/// past that are rewritten from their stored start times (`daysDue`).
+/// and only the days that gained someone are rewritten. The clock changes
+/// who is eligible; `funnel_retention` remembers when its next pending person
+/// becomes eligible, and the days past that are rewritten from their stored
+/// start times (`daysDue`).
 struct RetentionAnalysis: PersonAnalysis {
     let table = "funnel_person_retention"
     let copyStatement = """

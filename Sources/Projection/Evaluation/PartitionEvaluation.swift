@@ -52,10 +52,9 @@ struct PartitionEvaluation: Sendable {
     /// thread, and returns at once, so the job can stream the next app
     /// meanwhile; `Running.finish` waits.
     func start(
-        _ history: SpilledHistory, reader: PersonHistoryReader, workers: Background, threads: Int, session: Connection,
-        progress: Progress
+        _ history: SpilledHistory, reader: PersonHistoryReader, workers: Background, session: Connection, progress: Progress
     ) -> Running {
-        let count = max(1, min(threads, history.partitions.count))
+        let count = max(1, min(workers.count, history.partitions.count))
         let tasks = (0..<count).map { worker in
             workers.run {
                 var totals = Totals()

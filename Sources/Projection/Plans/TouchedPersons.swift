@@ -73,7 +73,7 @@ enum TouchedPersons {
         for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
-        let activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, reader: reader, prefetched: prefetched)
+        let activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, prefetched: prefetched)
 
         let touched = Self.sorted(persons)
         // Each person is a key of its own (as a user id, and as an anonymous
@@ -116,7 +116,7 @@ enum TouchedPersons {
     /// returned (`PersonActivity.Relevance`). Persons with none are left
     /// alone: activity cannot start a funnel, nor change a row it cannot reach.
     private static func activityOnly(
-        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, lookup: PersonActivity.Lookup, reader: Connection,
+        _ c: Connection, day: NewEvents, recomputed: inout Set<Key>, lookup: PersonActivity.Lookup,
         prefetched: Pending<PersonActivity.Found>?
     ) throws -> [PersonActivity] {
         // The anonymous ids' activity, by the person it belongs to; the user

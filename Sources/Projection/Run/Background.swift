@@ -9,9 +9,12 @@ import NIOPosix
 /// (`ProjectionRun`), which shuts them down in one place.
 final class Background: Sendable {
     private let threads: NIOThreadPool
+    /// Its threads: how many tasks run at once.
+    let count: Int
 
     init(threads count: Int) {
-        threads = NIOThreadPool(numberOfThreads: max(1, count))
+        self.count = max(1, count)
+        threads = NIOThreadPool(numberOfThreads: self.count)
         threads.start()
     }
 
@@ -51,7 +54,4 @@ final class Pending<Value: Sendable>: Sendable {
         }
         return try value.get()
     }
-
-    /// Whether the task is done, without waiting.
-    var isDone: Bool { result.withLockedValue { $0 != nil } }
 }

@@ -131,8 +131,7 @@ final class ProjectionRun {
             let evaluation = PartitionEvaluation(
                 funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
                 persons: plan.persons(of: reader.app), analyses: analyses, now: now)
-            running = evaluation.start(
-                history, reader: reader, workers: workerLane, threads: options.workers, session: session, progress: progress)
+            running = evaluation.start(history, reader: reader, workers: workerLane, session: session, progress: progress)
         }
         if let last = running {
             running = nil
