@@ -118,6 +118,13 @@ let package = Package(
             swiftSettings: strictness
         ),
         // Any funnel at query time, from the log's columns kept on local disk.
+        // Erasure on request and suppression (docs/privacy.md): the log's
+        // privileged path, then the nightly run over the persons erased.
+        .target(
+            name: "Privacy",
+            dependencies: ["LibPQ", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
         .target(
             name: "Explore",
             dependencies: ["LibPQ", "Funnels", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
@@ -200,7 +207,7 @@ let package = Package(
             name: "onramp",
             dependencies: [
                 "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
-                "EventLog", "IngestServer", "Notifications",
+                "EventLog", "IngestServer", "Notifications", "Privacy",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -210,6 +217,14 @@ let package = Package(
         .testTarget(
             name: "FunnelsTests",
             dependencies: ["Funnels", "TestSupport"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "PrivacyTests",
+            dependencies: [
+                "Privacy", "Projection", "EventLog", "Funnels", "LibPQ", "LocalPostgres", "TestSupport",
+                .product(name: "Crypto", package: "swift-crypto"),
+            ],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -13,6 +13,15 @@ public struct QuarantineEntry: Sendable, Hashable {
     }
 }
 
+/// What an append did with one message.
+public enum AppendOutcome: Sendable, Hashable {
+    case stored
+    /// Already in the log, earlier in the same append, or erased (docs/privacy.md).
+    case duplicate
+    /// Carries an id kept out by an erasure: answered, not stored.
+    case suppressed
+}
+
 /// Appends to the event log, exactly once per `(app, messageId)`, forever.
 ///
 /// One call is one transaction and two statements, whatever the number of
@@ -23,11 +32,10 @@ public struct QuarantineEntry: Sendable, Hashable {
 /// land together or not at all, and concurrent writers (other server
 /// instances) cannot both store one message.
 public enum EventStore {
-    /// For each input event, true when it was stored, false when it was a
-    /// duplicate (of an earlier one in the log, or earlier in `events`).
+    /// For each input event, what became of it.
     public static func append(
         _ events: [NewEvent], quarantine: [QuarantineEntry], on connection: Connection
-    ) throws -> [Bool] {
+    ) throws -> [AppendOutcome] {
         try connection.transaction { c in
             try insertQuarantine(quarantine, on: c)
             return try insertEvents(events, on: c)
@@ -36,7 +44,7 @@ public enum EventStore {
 
     /// Same as `append`, but without opening a transaction: for callers that
     /// hold one already.
-    public static func insertEvents(_ events: [NewEvent], on connection: Connection) throws -> [Bool] {
+    public static func insertEvents(_ events: [NewEvent], on connection: Connection) throws -> [AppendOutcome] {
         guard !events.isEmpty else { return [] }
         struct Key: Hashable {
             let app: String
@@ -62,13 +70,15 @@ public enum EventStore {
             column { $0.groupID ?? "" },
         ]
         let stored = try connection.query(appendSQL, parameters)
-        var accepted = Set<Key>()
+        var answered: [Key: AppendOutcome] = [:]
         for row in stored.rows {
-            accepted.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
+            let key = Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))
+            answered[key] = try row.decode(Bool.self, at: 2) ? .suppressed : .stored
         }
         return events.enumerated().map { i, event in
             let key = Key(app: event.app, id: event.messageID)
-            return firstIndex[key] == i && accepted.contains(key)
+            guard firstIndex[key] == i else { return .duplicate }
+            return answered[key] ?? .duplicate
         }
     }
 
@@ -103,6 +113,11 @@ public enum EventStore {
         try connection.query("SELECT onramp_ensure_event_partitions()").scalar(Int.self)
     }
 
+    /// The ledger takes a message unless its id was erased (`erased_messages`)
+    /// or it carries a suppressed id (`suppressed_ids`, docs/privacy.md); both
+    /// are looked up, by keyed hash, only while the tables hold anything, so
+    /// an app that never erased pays one probe per statement. Returns the
+    /// stored messages (false) and the suppressed ones (true).
     static let appendSQL = """
         WITH input AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -110,20 +125,39 @@ public enum EventStore {
                                  $15::text[])
                 WITH ORDINALITY AS t(app, type, message_id, event, anonymous_id, user_id, ts,
                                      original_ts, sent_at, received_at, properties, context, traits, previous_id, group_id, ord)
+        ), kept_out AS (
+            SELECT EXISTS (SELECT 1 FROM suppressed_ids) AS suppressing, EXISTS (SELECT 1 FROM erased_messages) AS erasing
+        ), checked AS (
+            SELECT i.*,
+                   CASE WHEN k.suppressing THEN EXISTS (
+                       SELECT 1 FROM suppressed_ids s WHERE s.app = i.app AND s.id_hash IN (
+                           onramp_keyed_hash(i.app, 'user', NULLIF(i.user_id, '')),
+                           onramp_keyed_hash(i.app, 'anonymous', NULLIF(i.anonymous_id, ''))))
+                   ELSE false END AS suppressed,
+                   CASE WHEN k.erasing THEN EXISTS (
+                       SELECT 1 FROM erased_messages m
+                       WHERE m.app = i.app AND m.message_hash = onramp_keyed_hash(i.app, 'message', i.message_id))
+                   ELSE false END AS erased
+            FROM input i CROSS JOIN kept_out k
         ), accepted AS (
             INSERT INTO event_ids (app, message_id, seq, received_at)
-            SELECT app, message_id, nextval('event_seq'), received_at::timestamptz FROM input ORDER BY ord
+            SELECT app, message_id, nextval('event_seq'), received_at::timestamptz FROM checked
+            WHERE NOT suppressed AND NOT erased ORDER BY ord
             ON CONFLICT DO NOTHING
             RETURNING app, message_id, seq
+        ), stored AS (
+            INSERT INTO events (seq, app, type, message_id, event, anonymous_id, user_id, "timestamp",
+                                original_timestamp, sent_at, received_at, properties, context, traits, previous_id, group_id)
+            SELECT a.seq, i.app, i.type, i.message_id, NULLIF(i.event, ''), NULLIF(i.anonymous_id, ''),
+                   NULLIF(i.user_id, ''), i.ts::timestamptz, NULLIF(i.original_ts, '')::timestamptz,
+                   NULLIF(i.sent_at, '')::timestamptz, i.received_at::timestamptz, i.properties::jsonb,
+                   i.context::jsonb, NULLIF(i.traits, '')::jsonb, NULLIF(i.previous_id, ''), NULLIF(i.group_id, '')
+            FROM accepted a JOIN checked i ON i.app = a.app AND i.message_id = a.message_id
+            ORDER BY a.seq
+            RETURNING app, message_id
         )
-        INSERT INTO events (seq, app, type, message_id, event, anonymous_id, user_id, "timestamp",
-                            original_timestamp, sent_at, received_at, properties, context, traits, previous_id, group_id)
-        SELECT a.seq, i.app, i.type, i.message_id, NULLIF(i.event, ''), NULLIF(i.anonymous_id, ''),
-               NULLIF(i.user_id, ''), i.ts::timestamptz, NULLIF(i.original_ts, '')::timestamptz,
-               NULLIF(i.sent_at, '')::timestamptz, i.received_at::timestamptz, i.properties::jsonb,
-               i.context::jsonb, NULLIF(i.traits, '')::jsonb, NULLIF(i.previous_id, ''), NULLIF(i.group_id, '')
-        FROM accepted a JOIN input i ON i.app = a.app AND i.message_id = a.message_id
-        ORDER BY a.seq
-        RETURNING app, message_id
+        SELECT app, message_id, false FROM stored
+        UNION ALL
+        SELECT app, message_id, true FROM checked WHERE suppressed
         """
 }

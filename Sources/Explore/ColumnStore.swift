@@ -70,6 +70,14 @@ struct ColumnStore {
         return try (0..<4).map { try row.decode(String.self, at: $0) }.joined(separator: "/")
     }
 
+    /// The log the store was read from: its database, and how many erasures
+    /// it has had. After one, the store holds events the log no longer has,
+    /// and is cleared and read again (docs/privacy.md).
+    static func logIdentity(_ c: Connection) throws -> String {
+        let erasures = try c.query("SELECT erasures FROM analytics.log_erasures").scalar(Int.self)
+        return try databaseIdentity(c) + "/erasures \(erasures)"
+    }
+
     /// Brings the store up to the log as `c` sees it, holding at least
     /// `paths` (and `keeping`, when it is read from the log again); then
     /// hands `body` the store as it now is, whose columns are read from disk
@@ -89,7 +97,7 @@ struct ColumnStore {
         _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], deadline: Deadline? = nil, _ body: (Stored) throws -> T
     ) throws -> (T, Refresh) {
         let started = Date()
-        let database = try Self.databaseIdentity(c)
+        let database = try Self.logIdentity(c)
         // On a replica, the snapshot names no running transaction: its pending ones are found from the rows.
         let current = try c.query("SELECT pg_is_in_recovery()").scalar(Bool.self)
             ? try Checkpoint.unseen(c, app: app) : try Checkpoint.current(c)

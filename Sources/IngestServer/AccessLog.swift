@@ -5,8 +5,8 @@ import Hummingbird
 import Logging
 
 /// One structured line per request (`onramp.access`): time (the log
-/// handler's), method, path, status, key prefix, messages accepted, duplicate
-/// and rejected, body bytes, duration, client address. Never the key or the
+/// handler's), method, path, status, key prefix, messages accepted, duplicate,
+/// suppressed (when any) and rejected, body bytes, duration, client address. Never the key or the
 /// body: a key in the settings path is cut to its prefix.
 struct AccessLogMiddleware: RouterMiddleware {
     let logger: Logger
@@ -43,6 +43,7 @@ struct AccessLogMiddleware: RouterMiddleware {
         if let prefix = note.keyPrefix { metadata["key"] = "\(prefix)" }
         if let accepted = note.accepted { metadata["accepted"] = "\(accepted)" }
         if let duplicates = note.duplicates { metadata["duplicates"] = "\(duplicates)" }
+        if let suppressed = note.suppressed, suppressed > 0 { metadata["suppressed"] = "\(suppressed)" }
         if let rejected = note.rejected { metadata["rejected"] = "\(rejected)" }
         if let bytes = note.bodyBytes ?? request.headers[.contentLength].flatMap(Int.init) { metadata["bytes"] = "\(bytes)" }
         logger.info("request", metadata: metadata)

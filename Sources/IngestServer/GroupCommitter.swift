@@ -39,8 +39,8 @@ public struct CommitUnavailable: Error, Sendable, CustomStringConvertible {
 /// connection failure the writer fails fast for `backoff`, then lets the next
 /// group through as a probe, so service resumes on its own when PostgreSQL is back.
 final class GroupCommitter: Service, Sendable {
-    /// The outcome of one request: for each of its events, stored or duplicate.
-    typealias Outcome = [Bool]
+    /// The outcome of one request: for each of its events, what became of it.
+    typealias Outcome = [AppendOutcome]
 
     struct Pending: Sendable {
         let events: [NewEvent]

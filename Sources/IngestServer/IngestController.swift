@@ -154,7 +154,7 @@ struct IngestController: Sendable {
         }
         let outcome = MessageValidator.validate(batch, app: app, receivedAt: receivedAt, policy: policy)
         let quarantine = outcome.rejections.map { QuarantineEntry(app: app, receivedAt: receivedAt, rejection: $0) }
-        let stored: [Bool]
+        let stored: [AppendOutcome]
         do {
             stored = try await committer.commit(outcome.events.map(\.event), quarantine: quarantine)
         } catch let unavailable as CommitUnavailable {
@@ -170,18 +170,23 @@ struct IngestController: Sendable {
             logger.error("commit failed", metadata: ["error": "\(error)"])
             throw APIError(status: .internalServerError, code: "internal", message: "the events could not be stored")
         }
-        let accepted = stored.filter { $0 }.count
+        let accepted = stored.filter { $0 == .stored }.count, suppressed = stored.filter { $0 == .suppressed }.count
+        let duplicates = stored.count - accepted - suppressed
         context.access.update {
             $0.accepted = accepted
-            $0.duplicates = stored.count - accepted
+            $0.duplicates = duplicates
+            $0.suppressed = suppressed
             $0.rejected = outcome.rejections.count
         }
         metrics.accepted.increment(by: accepted)
-        metrics.duplicates.increment(by: stored.count - accepted)
+        metrics.duplicates.increment(by: duplicates)
+        metrics.suppressed.increment(by: suppressed)
         metrics.rejected.increment(by: outcome.rejections.count)
+        // A suppressed message is answered as usual (a client must not
+        // retry it), and counted apart (docs/privacy.md).
         return JSONBody.response(
             BatchResponse(
-                accepted: accepted, duplicates: stored.count - accepted,
+                accepted: accepted, duplicates: duplicates, suppressed: suppressed,
                 rejected: outcome.rejections.map { .init(index: $0.index, messageId: $0.messageID, code: $0.code, message: $0.message) }))
     }
 

@@ -13,6 +13,7 @@ final class IngestMetrics: Sendable {
     private let factory: PrometheusMetricsFactory
     let accepted: CoreMetrics.Counter
     let duplicates: CoreMetrics.Counter
+    let suppressed: CoreMetrics.Counter
     let rejected: CoreMetrics.Counter
     let commitLatency: CoreMetrics.Timer
     let groupSize: CoreMetrics.Recorder
@@ -34,6 +35,7 @@ final class IngestMetrics: Sendable {
         self.factory = factory
         accepted = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "accepted")], factory: factory)
         duplicates = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "duplicate")], factory: factory)
+        suppressed = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "suppressed")], factory: factory)
         rejected = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "rejected")], factory: factory)
         commitLatency = CoreMetrics.Timer(label: "onramp_commit_duration_seconds", factory: factory)
         groupSize = CoreMetrics.Recorder(label: "onramp_group_commit_requests", factory: factory)

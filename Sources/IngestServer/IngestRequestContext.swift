@@ -23,6 +23,7 @@ final class AccessNote: Sendable {
         var keyPrefix: String?
         var accepted: Int?
         var duplicates: Int?
+        var suppressed: Int?
         var rejected: Int?
         var bodyBytes: Int?
     }

@@ -11,10 +11,10 @@ protocol WriteKeyLookup: Sendable {
 }
 
 /// Where the routes hand a request's events and rejected messages: the group
-/// committer in the server. Returns, per event, true when stored and false
-/// for a duplicate; throws `CommitUnavailable` when it cannot commit soon.
+/// committer in the server. Returns, per event, what became of it; throws
+/// `CommitUnavailable` when it cannot commit soon.
 protocol EventSink: Sendable {
-    func commit(_ events: [NewEvent], quarantine: [QuarantineEntry]) async throws -> [Bool]
+    func commit(_ events: [NewEvent], quarantine: [QuarantineEntry]) async throws -> [AppendOutcome]
 }
 
 extension WriteKeyStore: WriteKeyLookup {}

@@ -16,6 +16,8 @@ struct BatchResponse: Codable, Sendable {
     var success = true
     var accepted: Int
     var duplicates: Int
+    /// Not stored: they carry an id erased and kept out (docs/privacy.md).
+    var suppressed: Int
     var rejected: [Rejected]
 }
 

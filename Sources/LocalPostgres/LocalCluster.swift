@@ -40,6 +40,9 @@ public final class LocalCluster: Sendable {
     }
 
     /// Creates and starts a new cluster.
+    /// The path of one of PostgreSQL's programs (`pg_dump`), where the server's are.
+    public static func program(_ name: String) throws -> String { try findBinaries().appendingPathComponent(name).path }
+
     public static func start(options: Options = Options()) throws -> LocalCluster {
         let bin = try findBinaries()
         let runAs = try unprivilegedUser()

@@ -120,9 +120,9 @@ private func message(_ json: String) throws -> JSONValue {
         let pool = db.pool()
         do {
             let first = try await pool.withConnection { try EventStore.append([event("m1"), event("m2"), event("m1"), event("m1", app: "ops")], quarantine: [], on: $0) }
-            #expect(first == [true, true, false, true])
+            #expect(first == [.stored, .stored, .duplicate, .stored])
             let again = try await pool.withConnection { try EventStore.append([event("m2"), event("m3")], quarantine: [], on: $0) }
-            #expect(again == [false, true])
+            #expect(again == [.duplicate, .stored])
             let count = try await pool.query("SELECT count(*) FROM events").scalar(Int.self)
             let ledger = try await pool.query("SELECT count(*) FROM event_ids").scalar(Int.self)
             #expect(count == 4)

@@ -31,10 +31,10 @@ import Testing
         let received = NIOLockedValueBox<(events: [NewEvent], quarantine: [QuarantineEntry])>(([], []))
         let refusal: CommitUnavailable?
         init(refusal: CommitUnavailable? = nil) { self.refusal = refusal }
-        func commit(_ events: [NewEvent], quarantine: [QuarantineEntry]) async throws -> [Bool] {
+        func commit(_ events: [NewEvent], quarantine: [QuarantineEntry]) async throws -> [AppendOutcome] {
             if let refusal { throw refusal }
             received.withLockedValue { $0.events += events; $0.quarantine += quarantine }
-            return events.map { _ in true }
+            return events.map { _ in .stored }
         }
     }
 

@@ -31,7 +31,8 @@ struct IncrementalPlan: ProjectionPlan {
         let outcomeEvents = Dictionary(uniqueKeysWithValues: run.apps.map { app in
             (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app)))
         })
-        let day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
+        var day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
+        day.users.formUnion(try ErasedPersons.pending(c, apps: run.apps))
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, activityDays: run.analyses.reduce(into: Set()) { $0.formUnion($1.activityDays) },

@@ -1,6 +1,6 @@
 import Foundation
 import Funnels
-import LibPQ
+public import LibPQ
 
 /// `onramp report` and `onramp rebuild` as one call: the job runs and
 /// commits, then the report is read, in the same session at the same `now`,
@@ -19,10 +19,12 @@ public enum NightlyRun {
         try await run(job, mode: mode, query: query, databaseURL: databaseURL, now: now) { $0 }
     }
 
-    /// `run`, then `render` (what the command prints and writes) given its outcome.
+    /// `run`, then `render` (what the command prints and writes) given its
+    /// outcome; `first`, when given, runs on the session before the job,
+    /// holding its lock (an erasure, docs/privacy.md).
     public static func run<Rendered: Sendable>(
         _ job: ProjectionJob, mode: ProjectionJob.Mode, query: ReportQuery, databaseURL: String, now: Int64? = nil,
-        render: @escaping @Sendable (Outcome) throws -> Rendered
+        first: (@Sendable (Connection) throws -> Void)? = nil, render: @escaping @Sendable (Outcome) throws -> Rendered
     ) async throws -> Rendered {
         let now = now ?? Timestamps.microseconds(Date())
         let pool = ConnectionPool(url: databaseURL, maxConnections: 1)
@@ -30,6 +32,7 @@ public enum NightlyRun {
         do {
             outcome = .success(try await pool.withConnection { c in
                 try ProjectionJob.locked(c) {
+                    try first?(c)
                     let summary = try job.run(c, mode: mode, now: now)
                     var results = try query.results(c, configuration: job.configuration, now: now, analyses: job.analyses)
                     let recomputed = Dictionary(summary.definitions.recompute.map { ($0.funnel, $0) }) { first, _ in first }

@@ -52,6 +52,8 @@ public struct ProjectionJob: Sendable {
     var options = ProjectionRun.Options()
     /// The per-person analyses after the funnel evaluator, each with its own table.
     var analyses: [any PersonAnalysis]
+    /// The analyses' per-person tables (with `app` and `person_id`), besides `funnel_persons`.
+    public var personTables: [String] { analyses.map(\.table) }
 
     /// Cohort days are cut in each funnel's configured zone
     /// (`FunnelConfiguration.timeZoneIdentifier(for:)`), which is part of
@@ -143,6 +145,7 @@ public struct ProjectionJob: Sendable {
         try DefinitionChanges.record(
             c, configuration: configuration, timeZone: zone,
             built: rebuildAll ? Set(configuration.funnels.map(\.name)) : recomputed, now: now)
+        try ErasedPersons.forget(c)
         try current.save(c)
         summary.mode = mode
         summary.definitions = definitions

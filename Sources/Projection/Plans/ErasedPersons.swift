@@ -1,0 +1,22 @@
+import LibPQ
+
+/// Persons an erasure took out of the log (docs/privacy.md), waiting in
+/// `privacy_pending` for a run to take them out of the projection too. An
+/// incremental run recomputes them as it does persons with new events:
+/// with no events left, their rows go, and every day that counted them is
+/// counted again. Every run then forgets them, in its own transaction.
+enum ErasedPersons {
+    /// The pending persons of `apps`, as keys the run recomputes.
+    static func pending(_ c: Connection, apps: [String]) throws -> Set<NewEvents.Key> {
+        var keys = Set<NewEvents.Key>()
+        for row in try c.query("SELECT app, person_id FROM privacy_pending WHERE app = ANY($1::text[])", [.textArray(apps)]).rows {
+            keys.insert(NewEvents.Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
+        }
+        return keys
+    }
+
+    /// Forgets the pending persons the run saw (a rebuild recomputed everyone).
+    static func forget(_ c: Connection) throws {
+        try c.query("DELETE FROM privacy_pending")
+    }
+}

@@ -1,0 +1,111 @@
+import ArgumentParser
+import Foundation
+import Privacy
+import Projection
+
+/// `onramp privacy erase|unsuppress|list` (docs/privacy.md).
+struct PrivacyCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "privacy",
+        abstract: "Erase persons on request, keep them out, and list what was asked.",
+        subcommands: [Erase.self, Unsuppress.self, List.self])
+
+    /// The ids a request names: on the command line and in files, one per line.
+    struct Ids: ParsableArguments {
+        @Option(help: "The app the person's events belong to.") var app: String
+        @Option(name: .customLong("user-id"), help: "A userId; the person it is, with every device they used. Repeatable.")
+        var userIds: [String] = []
+        @Option(
+            name: .customLong("anonymous-id"),
+            help: "An anonymousId; the whole person it belongs to (its earliest user), or the device alone when it never signed in. Repeatable.")
+        var anonymousIds: [String] = []
+        @Option(help: "A file of userIds, one per line.") var file: String?
+        @Option(help: "A file of anonymousIds, one per line.") var anonymousFile: String?
+        @Option(help: "Who asked (the operator or ticket), kept in the audit trail.") var requestedBy: String
+
+        func validate() throws {
+            guard !app.isEmpty else { throw ValidationError("--app must not be empty") }
+            guard !requestedBy.isEmpty else { throw ValidationError("--requested-by must not be empty") }
+            guard !userIds.isEmpty || !anonymousIds.isEmpty || file != nil || anonymousFile != nil else {
+                throw ValidationError("name at least one person: --user-id, --anonymous-id, --file or --anonymous-file")
+            }
+            if (userIds + anonymousIds).contains(where: \.isEmpty) { throw ValidationError("--user-id and --anonymous-id must not be empty") }
+        }
+
+        /// The user ids and anonymous ids named, each once.
+        func resolved() throws -> (users: [String], anonymous: [String]) {
+            func lines(_ path: String?, option: String) throws -> [String] {
+                guard let path else { return [] }
+                guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+                    throw ValidationError("\(option) \(path): cannot be read as UTF-8 text")
+                }
+                return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            }
+            let users = userIds + (try lines(file, option: "--file"))
+            let anonymous = anonymousIds + (try lines(anonymousFile, option: "--anonymous-file"))
+            guard !users.isEmpty || !anonymous.isEmpty else { throw ValidationError("the files name no id") }
+            return (Array(Set(users)).sorted(), Array(Set(anonymous)).sorted())
+        }
+    }
+
+    struct Erase: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "erase",
+            abstract: "Erase persons from the log and everything built from it, then recompute what counted them.")
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var configuration: ConfigurationOptions
+        @OptionGroup var ids: Ids
+        @Flag(help: "Keep them out afterwards: their later messages are answered but not stored.") var suppress = false
+        @Flag(help: "Print what was done as JSON.") var json = false
+
+        func run() async throws {
+            let (users, anonymous) = try ids.resolved()
+            let erasure = Erasure(app: ids.app, userIds: users, anonymousIds: anonymous, requestedBy: ids.requestedBy, suppress: suppress)
+            let job = ProjectionJob(configuration: try configuration.load(), showProgress: false)
+            let result = try await erasure.run(job, databaseURL: try database.resolvedURL())
+            if json {
+                let encoder = JSONEncoder()
+                encoder.outputFormatting = [.sortedKeys]
+                print(String(decoding: try encoder.encode(result), as: UTF8.self))
+                return
+            }
+            print("request \(result.requestId): erased \(result.users.count) user(s) and \(result.devices.count) device(s) of app '\(ids.app)' in \(String(format: "%.2f", result.seconds)) s")
+            for (table, rows) in result.removed.sorted(by: { $0.key < $1.key }) { print("  \(table.padding(toLength: 26, withPad: " ", startingAt: 0)) \(rows)") }
+            if !result.sharedDevices.isEmpty {
+                print("  \(result.sharedDevices.count) device(s) also used by another user: that user's events stayed, the device is not suppressed")
+            }
+            if suppress { print("  suppressed: their later messages are answered and not stored") }
+        }
+    }
+
+    struct Unsuppress: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "unsuppress", abstract: "Let suppressed ids be stored again.")
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var ids: Ids
+
+        func run() async throws {
+            let (users, anonymous) = try ids.resolved()
+            let done = try await PrivacyRequests.unsuppress(
+                try database.resolvedURL(), app: ids.app, userIds: users, anonymousIds: anonymous, requestedBy: ids.requestedBy)
+            print("request \(done.requestId): \(done.lifted) suppressed id(s) of app '\(ids.app)' lifted")
+        }
+    }
+
+    struct List: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(commandName: "list", abstract: "The audit trail of privacy requests, newest first (no personal data).")
+        @OptionGroup var database: DatabaseOptions
+
+        func run() async throws {
+            let entries = try await PrivacyRequests.list(try database.resolvedURL())
+            let time = ISO8601DateFormatter()
+            print("id  kind        app          requested at          by            ids  suppressed  completed at          removed")
+            for e in entries {
+                let removed = e.removed.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " ")
+                print([
+                    String(e.id), e.kind, e.app, time.string(from: e.requestedAt), e.requestedBy, String(e.ids), e.suppressed ? "yes" : "no",
+                    e.completedAt.map { time.string(from: $0) } ?? "pending", removed,
+                ].joined(separator: "  "))
+            }
+        }
+    }
+}

@@ -1,0 +1,111 @@
+import Foundation
+#if canImport(FoundationNetworking)
+import FoundationNetworking
+#endif
+import LibPQ
+import LocalPostgres
+import TestSupport
+import Testing
+
+/// `onramp privacy` as an operator runs it, beside two `onramp serve` writing as `onramp_writer`.
+@Suite("onramp privacy and onramp serve")
+struct PrivacyCommandTests {
+    /// A running `onramp serve` on `port`.
+    final class Server {
+        let process = Process()
+        let base: URL
+
+        init(databaseURL: String, port: Int) throws {
+            process.executableURL = OnrampBinary.url
+            process.arguments = ["serve", "--database-url", databaseURL, "--port", "\(port)"]
+            process.standardOutput = FileHandle.nullDevice
+            process.standardError = FileHandle.nullDevice
+            try process.run()
+            base = URL(string: "http://127.0.0.1:\(port)")!
+        }
+
+        func stop() {
+            guard process.isRunning else { return }
+            process.terminate()
+            process.waitUntilExit()
+        }
+
+        deinit { stop() }
+
+        /// Posts one message of `user` on `device`; the status and the answer's counts.
+        func post(key: String, messageId: String, user: String?, device: String) async throws -> (status: Int, body: [String: Any]) {
+            var request = URLRequest(url: base.appendingPathComponent("v1/batch"))
+            request.httpMethod = "POST"
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.setValue("Basic " + Data("\(key):".utf8).base64EncodedString(), forHTTPHeaderField: "Authorization")
+            let userField = user.map { #","userId":"\#($0)""# } ?? ""
+            request.httpBody = Data(
+                #"{"batch":[{"type":"track","event":"otp_verified","messageId":"\#(messageId)","anonymousId":"\#(device)"\#(userField)}]}"#.utf8)
+            let (data, response) = try await URLSession.shared.data(for: request)
+            return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
+        }
+
+        /// Waits until the server answers.
+        func ready(key: String) async throws {
+            for attempt in 0..<100 {
+                if let (status, _) = try? await post(key: key, messageId: "ready-\(attempt)-\(UUID().uuidString)", user: nil, device: "probe"), status == 200 { return }
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            throw PostgresError(.connectionFailed, message: "onramp serve did not come up on \(base)")
+        }
+
+        func metrics() async throws -> String {
+            String(decoding: try await URLSession.shared.data(from: base.appendingPathComponent("metrics")).0, as: UTF8.self)
+        }
+    }
+
+    @Test("after privacy erase --suppress, two servers and a restarted one answer the person's messages 200 and store none; list shows no id")
+    func suppressAcrossServers() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let key = try OnrampBinary.run(["keys", "create", "--app", "yoked", "--database-url", db.url]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let writer = try db.url(as: "onramp_writer")
+        var first = try Server(databaseURL: writer, port: ServeAndKeysCommandTests.freePort())
+        let second = try Server(databaseURL: writer, port: ServeAndKeysCommandTests.freePort())
+        try await first.ready(key: key)
+        try await second.ready(key: key)
+        #expect(try await first.post(key: key, messageId: "p1", user: nil, device: "cli-device").status == 200)
+        #expect(try await first.post(key: key, messageId: "p2", user: "cli-user", device: "cli-device").status == 200)
+
+        let erase = try OnrampBinary.run([
+            "privacy", "erase", "--app", "yoked", "--user-id", "cli-user", "--suppress", "--requested-by", "ticket-7", "--database-url", db.url,
+        ])
+        #expect(erase.status == 0, "\(erase.stderr)")
+        #expect(erase.stdout.contains("erased 1 user(s) and 1 device(s)"), "\(erase.stdout)")
+        #expect(try await pool.query("SELECT count(*) FROM events WHERE anonymous_id = 'cli-device' OR user_id = 'cli-user'").scalar(Int.self) == 0)
+
+        let viaSecond = try await second.post(key: key, messageId: "p3", user: "cli-user", device: "a-new-device")
+        #expect(viaSecond.status == 200)
+        #expect(viaSecond.body["suppressed"] as? Int == 1)
+        #expect(viaSecond.body["accepted"] as? Int == 0)
+        let resent = try await second.post(key: key, messageId: "p1", user: nil, device: "another-device")
+        #expect(resent.body["duplicates"] as? Int == 1)
+        first.stop()
+        first = try Server(databaseURL: writer, port: ServeAndKeysCommandTests.freePort())
+        try await first.ready(key: key)
+        let afterRestart = try await first.post(key: key, messageId: "p4", user: nil, device: "cli-device")
+        #expect(afterRestart.status == 200)
+        #expect(afterRestart.body["suppressed"] as? Int == 1)
+        #expect(try await first.post(key: key, messageId: "p5", user: "someone-else", device: "their-device").body["accepted"] as? Int == 1)
+        #expect(try await pool.query("SELECT count(*) FROM events WHERE anonymous_id = 'cli-device' OR user_id = 'cli-user'").scalar(Int.self) == 0)
+        #expect(try await second.metrics().contains(#"onramp_messages_total{outcome="suppressed"} 1"#))
+
+        let list = try OnrampBinary.run(["privacy", "list", "--database-url", db.url])
+        #expect(list.status == 0, "\(list.stderr)")
+        #expect(list.stdout.contains("ticket-7"))
+        #expect(!list.stdout.contains("cli-user") && !list.stdout.contains("cli-device"))
+        let refused = try OnrampBinary.run(["privacy", "erase", "--app", "yoked", "--requested-by", "x", "--database-url", db.url])
+        #expect(refused.status != 0)
+        #expect(refused.stderr.contains("--user-id"))
+        first.stop()
+        second.stop()
+        await pool.close()
+        try await db.drop()
+    }
+}

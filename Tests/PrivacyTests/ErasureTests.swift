@@ -1,0 +1,206 @@
+import Crypto
+import EventLog
+import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+import Privacy
+import Projection
+import TestSupport
+import Testing
+
+@Suite("erasing a person, against a real PostgreSQL")
+struct ErasureTests {
+    static let configuration = try! FunnelConfiguration.default()
+    static let day: Int64 = 86_400_000_000
+
+    func job() -> ProjectionJob { ProjectionJob(configuration: Self.configuration, showProgress: false) }
+
+    /// One person of `funnel`'s app through every required step, on two
+    /// devices: the first anonymous until an identify (with traits), the
+    /// second signed in; every message carries `marker` in its properties,
+    /// context or traits. Then a third device they share with another user,
+    /// who signs in on it later.
+    static func plantedPerson(_ funnel: Funnel, user: String, devices: [String], shared: String, other: String, marker: String, at start: Int64) -> [NewEvent] {
+        let context = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}, "note": "\#(marker)-context"}"#
+        func event(_ id: String, _ type: MessageType, _ name: String?, anonymous: String?, user: String?, at t: Int64, traits: String? = nil) -> NewEvent {
+            NewEvent(
+                app: funnel.app, type: type, messageID: id, event: name, anonymousID: anonymous, userID: user, timestamp: t,
+                originalTimestamp: t, sentAt: nil, receivedAt: Timestamps.microseconds(Date()),
+                properties: #"{"hint": "\#(marker)-properties"}"#, context: context, traits: traits)
+        }
+        var events: [NewEvent] = []
+        var t = start
+        let required = funnel.requiredStepIndices.compactMap { funnel.steps[$0].matchers.first }
+        for (position, matcher) in required.enumerated() {
+            t += 60_000_000
+            let signedIn = position >= required.count / 2
+            if position == required.count / 2 {
+                events.append(event("\(marker)-identify", .identify, nil, anonymous: devices[0], user: user, at: t - 1_000_000,
+                                    traits: #"{"email": "\#(marker)@example.com"}"#))
+            }
+            events.append(event(
+                "\(marker)-step-\(position)", matcher.kind == .screen ? .screen : .track, matcher.name,
+                anonymous: signedIn && position % 2 == 0 ? devices[1] : devices[0], user: signedIn ? user : nil, at: t))
+        }
+        events.append(event("\(marker)-shared-1", .track, "help_opened", anonymous: shared, user: nil, at: start + 10_000_000))
+        events.append(event("\(marker)-shared-2", .identify, nil, anonymous: shared, user: user, at: start + 20_000_000))
+        var later = event("\(other)-on-shared", .track, "help_opened", anonymous: shared, user: other, at: start + Self.day)
+        later.properties = "{}"
+        later.context = "{}"
+        events.append(later)
+        return events
+    }
+
+    static func pgDump(_ url: String) throws -> String {
+        let result = try ChildProcess.run([try LocalCluster.program("pg_dump"), "--no-owner", "--dbname", url])
+        guard result.exit.status == 0, !result.exit.signaled else {
+            throw PostgresError(.unexpectedResult, message: "pg_dump failed: \(result.output)")
+        }
+        return result.output
+    }
+
+    @Test("an erased person is gone from every table and from pg_dump; the tables equal a rebuild; re-sent and later messages are not stored")
+    func erasePerson() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let funnel = Self.configuration.funnels[0]
+        let marker = "zq7marker"
+        let user = "erase-me-user", devices = ["erase-me-device-1", "erase-me-device-2"], shared = "erase-me-shared", other = "keep-me-user"
+        let seeded = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 80, seed: 11)
+        try await pool.withConnection { c in try EventSeeder.insert(c, seeded) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        let start = (Timestamps.microseconds(Date()) / Self.day - 3) * Self.day + 3_600_000_000
+        let planted = Self.plantedPerson(funnel, user: user, devices: devices, shared: shared, other: other, marker: marker, at: start)
+        let rejected = QuarantineEntry(
+            app: funnel.app, receivedAt: Timestamps.microseconds(Date()),
+            rejection: Rejection(index: 0, messageID: "\(marker)-bad", code: "invalid_timestamp", message: "no",
+                                 raw: #"{"userId": "\#(user)", "timestamp": "yesterday", "properties": {"hint": "\#(marker)-quarantine"}}"#))
+        _ = try await pool.withConnection { c in try EventStore.append(planted, quarantine: [rejected], on: c) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        let before = try await pool.query("SELECT count(*) FROM funnel_persons WHERE person_id = $1", [.text(user)]).scalar(Int.self)
+        #expect(before >= 1)
+        #expect(try Self.pgDump(db.url).contains(marker))
+
+        let result = try await Erasure(app: funnel.app, userIds: [user], anonymousIds: [], requestedBy: "ticket-42", suppress: true)
+            .run(job, databaseURL: db.url)
+        #expect(result.users == [user])
+        #expect(Set(result.devices) == Set(devices + [shared]))
+        #expect(result.sharedDevices == [shared])
+        #expect(result.removed["events"] == planted.count - 1)
+        #expect(result.removed["event_ids"] == planted.count - 1)
+        #expect(result.removed["quarantine"] == 1)
+        #expect(result.removed["funnel_persons"] == before)
+
+        // Every table as a rebuild of the log without them finds it.
+        let erased = try await pool.withConnection { try TableDump.dump($0) }
+        #expect(try await pool.query("SELECT count(*) FROM privacy_pending").scalar(Int.self) == 0)
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
+        for table in rebuilt.keys.sorted() { #expect(erased[table] == rebuilt[table], "\(table) differs from a rebuild") }
+
+        // Nothing of them in the whole database, but the shared device in the other user's event.
+        let dump = try Self.pgDump(db.url)
+        for text in [marker, user, devices[0], devices[1]] { #expect(!dump.contains(text), "pg_dump still holds \(text)") }
+        #expect(try await pool.query("SELECT user_id FROM events WHERE anonymous_id = $1", [.text(shared)]).rows.map { try $0.decode(String.self, at: 0) } == [other])
+        #expect(try await pool.query("SELECT user_id FROM identity_links WHERE anonymous_id = $1", [.text(shared)]).scalar(String.self) == other)
+
+        // A re-sent message is a duplicate; a later one carrying their ids is suppressed; the other user's is stored.
+        var resent = planted[0]
+        resent.anonymousID = "a-device-never-seen"
+        resent.userID = nil
+        var fromUser = planted[1]
+        fromUser.messageID = "a-new-message"
+        fromUser.anonymousID = "another-device-never-seen"
+        fromUser.userID = user
+        var fromDevice = planted[0]
+        fromDevice.messageID = "a-new-message-2"
+        var fromOther = planted.last!
+        fromOther.messageID = "a-new-message-3"
+        let later = [resent, fromUser, fromDevice, fromOther]
+        let outcomes = try await pool.withConnection { c in try EventStore.append(later, quarantine: [], on: c) }
+        #expect(outcomes == [.duplicate, .suppressed, .suppressed, .stored])
+        #expect(try await pool.query("SELECT count(*) FROM events WHERE message_id LIKE $1", [.text("\(marker)%")]).scalar(Int.self) == 0)
+
+        // The audit trail has no personal data: the ids as keyed hashes only.
+        let audit = try await PrivacyRequests.list(db.url)
+        #expect(audit.count == 1)
+        #expect(audit.first?.requestedBy == "ticket-42")
+        #expect(audit.first?.ids == 1)
+        #expect(audit.first?.completedAt != nil)
+        #expect(audit.first?.removed["funnel_persons"] == before)
+
+        // Unsuppressed, the user is stored again.
+        let lifted = try await PrivacyRequests.unsuppress(db.url, app: funnel.app, userIds: [user], anonymousIds: [], requestedBy: "ticket-43")
+        #expect(lifted.lifted == 1)
+        fromUser.messageID = "a-new-message-4"
+        let again = fromUser
+        #expect(try await pool.withConnection { c in try EventStore.append([again], quarantine: [], on: c) } == [.stored])
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("an anonymous id erases the whole person it belongs to; a device that never signed in, itself alone")
+    func eraseByAnonymousId() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let funnel = Self.configuration.funnels[0]
+        let start = (Timestamps.microseconds(Date()) / Self.day - 2) * Self.day
+        let planted = Self.plantedPerson(funnel, user: "u-1", devices: ["d-1", "d-2"], shared: "d-3", other: "u-2", marker: "m1", at: start)
+        let lonely = Self.plantedPerson(funnel, user: "u-9", devices: ["d-9", "d-10"], shared: "d-11", other: "u-10", marker: "m9", at: start)
+            .filter { $0.userID == nil && $0.anonymousID == "d-9" }
+        _ = try await pool.withConnection { c in try EventStore.append(planted + lonely, quarantine: [], on: c) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+
+        let person = try await Erasure(app: funnel.app, userIds: [], anonymousIds: ["d-2"], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
+        #expect(person.users == ["u-1"])
+        #expect(Set(person.devices) == ["d-1", "d-2", "d-3"])
+        let device = try await Erasure(app: funnel.app, userIds: [], anonymousIds: ["d-9"], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
+        #expect(device.users == [])
+        #expect(device.devices == ["d-9"])
+        #expect(device.removed["events"] == lonely.count)
+        let left = try await pool.query("SELECT coalesce(user_id, anonymous_id) FROM events").rows.map { try $0.decode(String.self, at: 0) }
+        #expect(left == ["u-2"])
+        let erased = try await pool.withConnection { try TableDump.dump($0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        #expect(try await pool.withConnection { try TableDump.dump($0) } == erased)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("only the privacy function deletes from the log; the server's and the analyst's roles cannot erase; the hash is HMAC-SHA256")
+    func rolesAndHash() async throws {
+        let db = try await TestDatabase.create()
+        let owner = db.pool(maxConnections: 1)
+        let writer = ConnectionPool(url: try db.url(as: "onramp_writer"), maxConnections: 1)
+        let analyst = ConnectionPool(url: try db.url(as: "onramp_analyst"), maxConnections: 1)
+        let event = NewEvent(
+            app: "yoked", type: .track, messageID: "m", event: "otp_verified", anonymousID: "d", userID: "u", timestamp: 1_000_000,
+            originalTimestamp: nil, sentAt: nil, receivedAt: Timestamps.microseconds(Date()), properties: "{}", context: "{}", traits: nil)
+        // The server's role appends, partitions included.
+        #expect(try await writer.withConnection { c in try EventStore.append([event], quarantine: [], on: c) } == [.stored])
+        _ = try await writer.withConnection { c in try EventStore.ensurePartitions(on: c) }
+        for (pool, sql) in [
+            (writer, "DELETE FROM events"), (writer, "SELECT properties FROM events"), (writer, "SELECT * FROM privacy_key"),
+            (writer, "SELECT * FROM onramp_privacy_erase('yoked', ARRAY['u'], ARRAY[]::text[], 'x', false)"),
+            (analyst, "SELECT * FROM public.onramp_privacy_erase('yoked', ARRAY['u'], ARRAY[]::text[], 'x', false)"),
+            (owner, "DELETE FROM events"), (owner, "UPDATE events SET event = 'x'"), (owner, "TRUNCATE events"), (owner, "DELETE FROM event_ids"),
+        ] {
+            await #expect(throws: PostgresError.self, "\(sql) was allowed") { try await pool.query(sql) }
+        }
+        #expect(try await owner.query("SELECT count(*) FROM events").scalar(Int.self) == 1)
+
+        // The keyed hash, against swift-crypto's HMAC with the stored key.
+        let pad = try await owner.query("SELECT inner_pad FROM privacy_key").first!.decode(PostgresBytes.self, at: 0).bytes
+        let key = SymmetricKey(data: pad.prefix(32).map { $0 ^ 0x36 })
+        let ours = try await owner.query("SELECT onramp_keyed_hash('yoked', 'user', 'ü-1')").first!.decode(PostgresBytes.self, at: 0).bytes
+        let theirs = Array(HMAC<SHA256>.authenticationCode(for: Array("yoked\0user\0ü-1".utf8), using: key))
+        #expect(ours == theirs)
+        await writer.close()
+        await analyst.close()
+        await owner.close()
+        try await db.drop()
+    }
+}
