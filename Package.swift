@@ -266,7 +266,7 @@ let package = Package(
         ),
         .testTarget(
             name: "CLITests",
-            dependencies: ["LibPQ", "LocalPostgres", "TestSupport", "onramp"],
+            dependencies: ["LibPQ", "LocalPostgres", "TestSupport", "Funnels", "onramp"],
             swiftSettings: strictness
         ),
         .testTarget(

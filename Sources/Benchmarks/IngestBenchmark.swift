@@ -86,12 +86,15 @@ public struct IngestBenchmark: Sendable {
     public var poolSize: Int
     /// The server's group-commit writers.
     public var writers: Int
+    /// Persons suppressed (and 20 message ids each erased) before the server starts.
+    public var erasedPersons: Int
     public var log: @Sendable (String) -> Void
 
     public init(
         cases: [Case], duration: Duration, warmUp: Duration, copyChunkSize: Int = 5_000, serverURL: String?, migrations: URL,
-        poolSize: Int = 8, writers: Int = 2, log: @escaping @Sendable (String) -> Void
+        poolSize: Int = 8, writers: Int = 2, erasedPersons: Int = 0, log: @escaping @Sendable (String) -> Void
     ) {
+        self.erasedPersons = erasedPersons
         self.cases = cases
         self.duration = duration
         self.warmUp = warmUp
@@ -114,6 +117,8 @@ public struct IngestBenchmark: Sendable {
 
         var copies: [RawCopyFigures] = []
         copies.append(try await rawCopy(database.url, factory, prefix: "copy0", postmaster: postmaster))
+
+        if erasedPersons > 0 { try await keepOut(database.url) }
 
         var configuration = IngestConfiguration(databaseURL: database.url)
         configuration.host = "127.0.0.1"
@@ -207,6 +212,33 @@ public struct IngestBenchmark: Sendable {
             database: database.cluster == nil ? "DATABASE_URL server" : "private durable cluster (fsync on)", writers: writers,
             averageMessageBytes: messageBytes, copyMessagesPerSecond: copyRate,
             copyMegabytesPerSecond: copyRate * messageBytes / 1_048_576, copyRuns: copies, cases: results)
+    }
+
+    /// `erasedPersons` made-up persons of the bench's app, suppressed, with
+    /// 20 erased message ids each: the privacy checks of every append then run.
+    private func keepOut(_ url: String) async throws {
+        let pool = ConnectionPool(url: url, maxConnections: 1)
+        do {
+            try await pool.transaction { [erasedPersons] c in
+                let request = try c.query(
+                    "INSERT INTO privacy_requests (kind, app, requested_by, id_hashes, suppressed) VALUES ('erase', 'yoked', 'bench', '{}', true) RETURNING id"
+                ).scalar(Int64.self)
+                try c.query(
+                    """
+                    INSERT INTO suppressed_ids (app, id_hash, request_id)
+                    SELECT 'yoked', onramp_keyed_hash('yoked', 'user', 'erased-' || g), $1 FROM generate_series(1, $2::int) g
+                    """, [.int(request), .int(Int64(erasedPersons))])
+                try c.query(
+                    """
+                    INSERT INTO erased_messages (app, message_hash, request_id)
+                    SELECT 'yoked', onramp_keyed_hash('yoked', 'message', 'erased-' || g), $1 FROM generate_series(1, 20 * $2::int) g
+                    """, [.int(request), .int(Int64(erasedPersons))])
+            }
+        } catch {
+            await pool.close()
+            throw error
+        }
+        await pool.close()
     }
 
     private func rawCopy(_ url: String, _ factory: MessageFactory, prefix: String, postmaster: Int32?) async throws -> RawCopyFigures {

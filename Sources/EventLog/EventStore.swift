@@ -115,9 +115,10 @@ public enum EventStore {
 
     /// The ledger takes a message unless its id was erased (`erased_messages`)
     /// or it carries a suppressed id (`suppressed_ids`, docs/privacy.md); both
-    /// are looked up, by keyed hash, only while the tables hold anything, so
-    /// an app that never erased pays one probe per statement. Returns the
-    /// stored messages (false) and the suppressed ones (true).
+    /// are looked up by keyed hash (the key read once per statement), for
+    /// the apps that have any: an app that never erased anyone pays two
+    /// probes per statement. Returns the stored messages (false) and the
+    /// suppressed ones (true).
     static let appendSQL = """
         WITH input AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -125,20 +126,24 @@ public enum EventStore {
                                  $15::text[])
                 WITH ORDINALITY AS t(app, type, message_id, event, anonymous_id, user_id, ts,
                                      original_ts, sent_at, received_at, properties, context, traits, previous_id, group_id, ord)
-        ), kept_out AS (
-            SELECT EXISTS (SELECT 1 FROM suppressed_ids) AS suppressing, EXISTS (SELECT 1 FROM erased_messages) AS erasing
+        ), kept_out AS MATERIALIZED (
+            SELECT a.app,
+                   EXISTS (SELECT 1 FROM suppressed_ids s WHERE s.app = a.app) AS suppressing,
+                   EXISTS (SELECT 1 FROM erased_messages m WHERE m.app = a.app) AS erasing,
+                   (SELECT inner_pad FROM privacy_key) AS inner_pad, (SELECT outer_pad FROM privacy_key) AS outer_pad
+            FROM (SELECT DISTINCT app FROM input) a
         ), checked AS (
             SELECT i.*,
                    CASE WHEN k.suppressing THEN EXISTS (
                        SELECT 1 FROM suppressed_ids s WHERE s.app = i.app AND s.id_hash IN (
-                           onramp_keyed_hash(i.app, 'user', NULLIF(i.user_id, '')),
-                           onramp_keyed_hash(i.app, 'anonymous', NULLIF(i.anonymous_id, ''))))
+                           onramp_hmac(k.inner_pad, k.outer_pad, i.app, 'user', NULLIF(i.user_id, '')),
+                           onramp_hmac(k.inner_pad, k.outer_pad, i.app, 'anonymous', NULLIF(i.anonymous_id, ''))))
                    ELSE false END AS suppressed,
                    CASE WHEN k.erasing THEN EXISTS (
                        SELECT 1 FROM erased_messages m
-                       WHERE m.app = i.app AND m.message_hash = onramp_keyed_hash(i.app, 'message', i.message_id))
+                       WHERE m.app = i.app AND m.message_hash = onramp_hmac(k.inner_pad, k.outer_pad, i.app, 'message', i.message_id))
                    ELSE false END AS erased
-            FROM input i CROSS JOIN kept_out k
+            FROM input i JOIN kept_out k ON k.app = i.app
         ), accepted AS (
             INSERT INTO event_ids (app, message_id, seq, received_at)
             SELECT app, message_id, nextval('event_seq'), received_at::timestamptz FROM checked

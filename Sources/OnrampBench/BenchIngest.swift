@@ -33,6 +33,9 @@ struct BenchIngest: AsyncParsableCommand {
     @Option(help: "The server's concurrent group-commit writers.")
     var writers = 2
 
+    @Option(help: "Persons erased and suppressed before the run (each with 20 erased message ids), so every append checks its ids (docs/privacy.md).")
+    var erasedPersons = 0
+
     @OptionGroup var options: BenchOptions
 
     func validate() throws {
@@ -50,7 +53,7 @@ struct BenchIngest: AsyncParsableCommand {
         let bench = IngestBenchmark(
             cases: cases, duration: .milliseconds(Int(duration * 1_000)), warmUp: .milliseconds(Int(warmUp * 1_000)),
             copyChunkSize: copyChunk, serverURL: options.serverURL, migrations: try options.migrationsDirectory(), poolSize: poolSize,
-            writers: writers, log: { info($0) })
+            writers: writers, erasedPersons: erasedPersons, log: { info($0) })
         let r = try await bench.run()
         if try options.printedJSON(r) { return }
         print("database: \(r.database); average message \(Int(r.averageMessageBytes)) bytes; \(r.writers) group-commit writer(s)")

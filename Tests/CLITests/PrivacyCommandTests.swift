@@ -1,4 +1,5 @@
 import Foundation
+import Funnels
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
@@ -107,5 +108,57 @@ struct PrivacyCommandTests {
         second.stop()
         await pool.close()
         try await db.drop()
+    }
+
+    /// Every file under `directory` that holds `text`.
+    static func files(under directory: String, holding text: String) -> [String] {
+        let enumerator = FileManager.default.enumerator(atPath: directory)
+        var found: [String] = []
+        while let path = enumerator?.nextObject() as? String {
+            let full = directory + "/" + path
+            if let data = FileManager.default.contents(atPath: full), data.range(of: Data(text.utf8)) != nil { found.append(path) }
+        }
+        return found
+    }
+
+    @Test("after an erasure, onramp funnel's copy of the log starts again: the person is gone from its answer and its files")
+    func explorerForgets() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let events = EventSeeder.journeys(configuration: try FunnelConfiguration.default(), personsPerFunnel: 60, seed: 5)
+            .filter { $0.app == "yoked" }
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        // A user whose id no other id starts with, so a search of the files finds it alone.
+        let ids = Set(events.flatMap { [$0.userId, $0.anonymousId].compactMap { $0 } })
+        let signedIn = try #require(events.first { event in
+            guard let user = event.userId, event.event != nil else { return false }
+            return !ids.contains { $0 != user && $0.hasPrefix(user) }
+        })
+        let user = try #require(signedIn.userId), step = try #require(signedIn.event)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("privacy-explore-\(UUID().uuidString)").path
+        defer { try? FileManager.default.removeItem(atPath: cache) }
+        let ask = ["funnel", "--database-url", db.url, "--app", "yoked", "--step", step, "--step", "onboarding_completed", "--format", "json", "--cache", cache, "--quiet"]
+        func reached() throws -> Int {
+            let run = try OnrampBinary.run(ask)
+            #expect(run.status == 0, "\(run.stderr)")
+            let json = try FunnelCommandJSON.object(run.stdout)
+            return try #require((json["steps"] as? [[String: Any]])?.first?["persons"] as? Int)
+        }
+        let before = try reached()
+        #expect(!Self.files(under: cache, holding: user).isEmpty)
+        let erase = try OnrampBinary.run(["privacy", "erase", "--app", "yoked", "--user-id", user, "--requested-by", "t", "--database-url", db.url])
+        #expect(erase.status == 0, "\(erase.stderr)")
+        #expect(try reached() == before - 1)
+        #expect(Self.files(under: cache, holding: user).isEmpty)
+        await pool.close()
+        try await db.drop()
+    }
+}
+
+/// The JSON object in a command's output.
+enum FunnelCommandJSON {
+    static func object(_ text: String) throws -> [String: Any] {
+        let start = try #require(text.firstIndex(of: "{"))
+        return try #require(try JSONSerialization.jsonObject(with: Data(text[start...].utf8)) as? [String: Any])
     }
 }

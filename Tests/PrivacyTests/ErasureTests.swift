@@ -170,6 +170,49 @@ struct ErasureTests {
         try await db.drop()
     }
 
+    @Test("a person who keeps posting while erased with --suppress: nothing of theirs is left, and once suppressed they stay out")
+    func eraseWhileAppending() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let writers = ConnectionPool(url: try db.url(as: "onramp_writer"), maxConnections: 2)
+        let job = self.job()
+        let funnel = Self.configuration.funnels[0]
+        let start = (Timestamps.microseconds(Date()) / Self.day - 1) * Self.day
+        let planted = Self.plantedPerson(funnel, user: "racer", devices: ["r-1", "r-2"], shared: "r-3", other: "bystander", marker: "race", at: start)
+        _ = try await pool.withConnection { c in try EventStore.append(planted, quarantine: [], on: c) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        // Two writers post the person's messages, one at a time each, until told to stop.
+        let appenders = (0..<2).map { lane in
+            Task { () throws -> [AppendOutcome] in
+                var outcomes: [AppendOutcome] = []
+                var n = 0
+                while !Task.isCancelled {
+                    n += 1
+                    var event = planted[1]
+                    event.messageID = "race-\(lane)-\(n)"
+                    event.userID = "racer"
+                    event.timestamp = Timestamps.microseconds(Date())
+                    let sent = event
+                    outcomes += try await writers.withConnection { c in try EventStore.append([sent], quarantine: [], on: c) }
+                }
+                return outcomes
+            }
+        }
+        try await Task.sleep(for: .milliseconds(200))
+        _ = try await Erasure(app: funnel.app, userIds: ["racer"], anonymousIds: [], requestedBy: "t", suppress: true).run(job, databaseURL: db.url)
+        try await Task.sleep(for: .milliseconds(200))
+        for appender in appenders { appender.cancel() }
+        for appender in appenders {
+            let outcomes = try await appender.value
+            #expect(outcomes.contains(.stored) && outcomes.contains(.suppressed), "the erasure fell outside the appends")
+            if let first = outcomes.firstIndex(of: .suppressed) { #expect(!outcomes[first...].contains(.stored)) }
+        }
+        #expect(try await pool.query("SELECT count(*) FROM events WHERE user_id = 'racer' OR anonymous_id IN ('r-1', 'r-2')").scalar(Int.self) == 0)
+        await writers.close()
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("only the privacy function deletes from the log; the server's and the analyst's roles cannot erase; the hash is HMAC-SHA256")
     func rolesAndHash() async throws {
         let db = try await TestDatabase.create()
@@ -183,7 +226,7 @@ struct ErasureTests {
         #expect(try await writer.withConnection { c in try EventStore.append([event], quarantine: [], on: c) } == [.stored])
         _ = try await writer.withConnection { c in try EventStore.ensurePartitions(on: c) }
         for (pool, sql) in [
-            (writer, "DELETE FROM events"), (writer, "SELECT properties FROM events"), (writer, "SELECT * FROM privacy_key"),
+            (writer, "DELETE FROM events"), (writer, "SELECT properties FROM events"), (analyst, "SELECT * FROM public.privacy_key"),
             (writer, "SELECT * FROM onramp_privacy_erase('yoked', ARRAY['u'], ARRAY[]::text[], 'x', false)"),
             (analyst, "SELECT * FROM public.onramp_privacy_erase('yoked', ARRAY['u'], ARRAY[]::text[], 'x', false)"),
             (owner, "DELETE FROM events"), (owner, "UPDATE events SET event = 'x'"), (owner, "TRUNCATE events"), (owner, "DELETE FROM event_ids"),

@@ -5,11 +5,12 @@
 -- DEFINER function it owns, which the append-only trigger recognises by the
 -- role it runs as. The function records every call in privacy_requests.
 -- The server writes as onramp_writer: it can append and look up keys, and
--- can neither erase nor read the events back.
+-- can neither erase nor read the events' contents back.
 --
 -- What must be kept about an erased person (the message ids a re-sending
 -- SDK would store again, the ids to keep out) is kept as HMAC-SHA256 keyed
--- with privacy_key, a random key made here, which only the owner can read.
+-- with privacy_key, a random key made here, which only the owner and the
+-- server (which must hash what it is sent) can read.
 
 DO $$
 BEGIN
@@ -44,13 +45,20 @@ BEGIN
     INSERT INTO privacy_key (inner_pad, outer_pad) VALUES (inner_pad, outer_pad);
 END $$;
 
--- HMAC-SHA256 of "app NUL kind NUL id" (kind: user, anonymous or message);
--- NULL for a NULL id. Owned by the owner, who alone reads the key.
+-- HMAC-SHA256 of "app NUL kind NUL id" (kind: user, anonymous or message)
+-- under the pads; NULL for a NULL id. Plain expressions (STABLE, as
+-- convert_to is), so the append statement, which reads the pads once, has
+-- them inlined for every row.
+CREATE FUNCTION onramp_hmac(inner_pad bytea, outer_pad bytea, app text, kind text, id text) RETURNS bytea
+LANGUAGE sql STABLE PARALLEL SAFE AS $$
+    SELECT sha256(outer_pad || sha256(inner_pad || convert_to(app, 'UTF8') || '\x00'::bytea
+                                      || convert_to(kind, 'UTF8') || '\x00'::bytea || convert_to(id, 'UTF8')))
+$$;
+
+-- The same under the stored key, for the owner's commands and the erasure.
 CREATE FUNCTION onramp_keyed_hash(app text, kind text, id text) RETURNS bytea
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
-    SELECT sha256(k.outer_pad || sha256(k.inner_pad || convert_to(app, 'UTF8') || '\x00'::bytea
-                                        || convert_to(kind, 'UTF8') || '\x00'::bytea || convert_to(id, 'UTF8')))
-    FROM privacy_key k WHERE id IS NOT NULL
+    SELECT onramp_hmac(k.inner_pad, k.outer_pad, app, kind, id) FROM privacy_key k
 $$;
 REVOKE ALL ON FUNCTION onramp_keyed_hash(text, text, text) FROM PUBLIC;
 
@@ -218,7 +226,7 @@ GRANT INSERT ON events, event_ids, quarantine TO onramp_writer;
 GRANT SELECT (app, message_id) ON events TO onramp_writer;
 GRANT SELECT (app, message_id, seq) ON event_ids TO onramp_writer;
 GRANT USAGE ON SEQUENCE event_seq TO onramp_writer;
-GRANT SELECT ON write_keys, suppressed_ids, erased_messages TO onramp_writer;
+GRANT SELECT ON write_keys, suppressed_ids, erased_messages, privacy_key TO onramp_writer;
 GRANT EXECUTE ON FUNCTION onramp_keyed_hash(text, text, text), onramp_ensure_event_partitions(integer, integer) TO onramp_writer;
 
 -- How many erasures the log has had: a copy of it kept elsewhere (the
