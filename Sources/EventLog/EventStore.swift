@@ -97,28 +97,40 @@ public enum EventStore {
             text(\.rejection.message),
             text(\.rejection.raw),
         ]
+        // A message of a suppressed person is not kept here either: its ids
+        // are read from the raw text (compact JSON with sorted keys, when it parsed).
         try connection.query(
             """
+            WITH input AS (
+                SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
+                    WITH ORDINALITY AS t(app, received_at, batch_index, message_id, reason_code, reason, raw, ord)
+            ), ids AS (
+                SELECT array_agg(coalesce(substring(raw FROM '"userId":"([^"]*)"'), '') ORDER BY ord) AS users,
+                       array_agg(coalesce(substring(raw FROM '"anonymousId":"([^"]*)"'), '') ORDER BY ord) AS devices,
+                       array_agg(coalesce(substring(raw FROM '"previousId":"([^"]*)"'), '') ORDER BY ord) AS previous
+                FROM input
+            )
             INSERT INTO quarantine (app, received_at, batch_index, message_id, reason_code, reason, raw)
-            SELECT NULLIF(app, ''), received_at::timestamptz, batch_index::integer, NULLIF(message_id, ''),
-                   reason_code, reason, raw
-            FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
-                 AS t(app, received_at, batch_index, message_id, reason_code, reason, raw)
+            SELECT NULLIF(i.app, ''), i.received_at::timestamptz, i.batch_index::integer, NULLIF(i.message_id, ''),
+                   i.reason_code, i.reason, i.raw
+            FROM input i
+            LEFT JOIN (SELECT k.* FROM ids, onramp_kept_out($1::text[], ids.users, ids.devices, ids.previous, $4::text[]) k) k
+                ON k.ord = i.ord
+            WHERE NOT coalesce(k.suppressed, false)
             """, parameters)
     }
 
     /// Creates the coming months' partitions (idempotent; the server calls it at start-up and daily).
     @discardableResult
     public static func ensurePartitions(on connection: Connection) throws -> Int {
-        try connection.query("SELECT onramp_ensure_event_partitions()").scalar(Int.self)
+        try connection.query("SELECT onramp_ensure_coming_partitions()").scalar(Int.self)
     }
 
-    /// The ledger takes a message unless its id was erased (`erased_messages`)
-    /// or it carries a suppressed id (`suppressed_ids`, docs/privacy.md); both
-    /// are looked up by keyed hash (the key read once per statement), for
-    /// the apps that have any: an app that never erased anyone pays two
-    /// probes per statement. Returns the stored messages (false) and the
-    /// suppressed ones (true).
+    /// The ledger takes a message unless its id was erased or it carries a
+    /// suppressed id (`onramp_kept_out`, docs/privacy.md: by keyed hash, for
+    /// the apps that have erased anyone; two probes a statement for the
+    /// others). Returns the stored messages (false) and the suppressed ones
+    /// (true).
     static let appendSQL = """
         WITH input AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
@@ -126,24 +138,9 @@ public enum EventStore {
                                  $15::text[])
                 WITH ORDINALITY AS t(app, type, message_id, event, anonymous_id, user_id, ts,
                                      original_ts, sent_at, received_at, properties, context, traits, previous_id, group_id, ord)
-        ), kept_out AS MATERIALIZED (
-            SELECT a.app,
-                   EXISTS (SELECT 1 FROM suppressed_ids s WHERE s.app = a.app) AS suppressing,
-                   EXISTS (SELECT 1 FROM erased_messages m WHERE m.app = a.app) AS erasing,
-                   (SELECT inner_pad FROM privacy_key) AS inner_pad, (SELECT outer_pad FROM privacy_key) AS outer_pad
-            FROM (SELECT DISTINCT app FROM input) a
         ), checked AS (
-            SELECT i.*,
-                   CASE WHEN k.suppressing THEN EXISTS (
-                       SELECT 1 FROM suppressed_ids s WHERE s.app = i.app AND s.id_hash IN (
-                           onramp_hmac(k.inner_pad, k.outer_pad, i.app, 'user', NULLIF(i.user_id, '')),
-                           onramp_hmac(k.inner_pad, k.outer_pad, i.app, 'anonymous', NULLIF(i.anonymous_id, ''))))
-                   ELSE false END AS suppressed,
-                   CASE WHEN k.erasing THEN EXISTS (
-                       SELECT 1 FROM erased_messages m
-                       WHERE m.app = i.app AND m.message_hash = onramp_hmac(k.inner_pad, k.outer_pad, i.app, 'message', i.message_id))
-                   ELSE false END AS erased
-            FROM input i JOIN kept_out k ON k.app = i.app
+            SELECT i.*, k.suppressed, k.erased
+            FROM input i JOIN onramp_kept_out($1::text[], $6::text[], $5::text[], $14::text[], $3::text[]) k ON k.ord = i.ord
         ), accepted AS (
             INSERT INTO event_ids (app, message_id, seq, received_at)
             SELECT app, message_id, nextval('event_seq'), received_at::timestamptz FROM checked

@@ -107,7 +107,7 @@ struct PoolCloser: Service {
     }
 }
 
-/// Calls `onramp_ensure_event_partitions()` at start-up and then every `interval`.
+/// Calls `onramp_ensure_coming_partitions()` at start-up and then every `interval`.
 struct PartitionUpkeep: Service {
     let pool: ConnectionPool
     let interval: Duration

@@ -39,10 +39,10 @@ public final class LocalCluster: Sendable {
         self.serverOptions = serverOptions
     }
 
-    /// Creates and starts a new cluster.
     /// The path of one of PostgreSQL's programs (`pg_dump`), where the server's are.
     public static func program(_ name: String) throws -> String { try findBinaries().appendingPathComponent(name).path }
 
+    /// Creates and starts a new cluster.
     public static func start(options: Options = Options()) throws -> LocalCluster {
         let bin = try findBinaries()
         let runAs = try unprivilegedUser()

@@ -48,12 +48,22 @@ public struct Erasure: Sendable {
     public func run(_ job: ProjectionJob, databaseURL: String) async throws -> Result {
         let started = ContinuousClock.now
         let found = NIOLockedValueBox<Result?>(nil)
-        try await NightlyRun.run(job, mode: .incremental, query: ReportQuery(), databaseURL: databaseURL, first: { c in
-            let result = try c.transaction { c in try self.eraseFromLog(c, tables: ["funnel_persons"] + job.personTables) }
-            found.withLockedValue { $0 = result }
-        }) { _ in () }
+        do {
+            try await NightlyRun.run(job, mode: .incremental, query: ReportQuery(), databaseURL: databaseURL, first: { c in
+                let result = try c.transaction { c in try self.eraseFromLog(c, tables: ["funnel_persons"] + job.personTables) }
+                found.withLockedValue { $0 = result }
+            }) { _ in () }
+        } catch {
+            // Once the log's part has committed, what is left is queued for the next run.
+            guard let erased = found.withLockedValue({ $0 }) else { throw error }
+            throw ErasureError(
+                description: """
+                    request \(erased.requestId): the persons are erased from the log, but the run that removes them from \
+                    the reports failed (\(error)); the next onramp report finishes it
+                    """)
+        }
         guard var result = found.withLockedValue({ $0 }) else {
-            throw PostgresError(.unexpectedResult, message: "the erasure did not run")
+            throw ErasureError(description: "the erasure did not run")
         }
         let elapsed = ContinuousClock.now - started
         result.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
@@ -66,10 +76,10 @@ public struct Erasure: Sendable {
         return result
     }
 
-    /// The log's part, in the caller's transaction: the rows removed, the
-    /// links fixed, the persons queued; what the persons had in each of
-    /// `tables` (which have `app` and `person_id`) counted before the run
-    /// removes it.
+    /// The log's part, in the caller's transaction (`onramp_privacy_erase`:
+    /// the rows removed, the links fixed, the persons queued), and what the
+    /// persons had in each of `tables` (which have `app` and `person_id`),
+    /// counted before the run removes it.
     func eraseFromLog(_ c: Connection, tables: [String]) throws -> Result {
         guard let row = try c.query(
             """
@@ -77,39 +87,24 @@ public struct Erasure: Sendable {
             FROM onramp_privacy_erase($1, $2::text[], $3::text[], $4, $5)
             """,
             [.text(app), .textArray(userIds), .textArray(anonymousIds), .text(requestedBy), .bool(suppress)]
-        ).first else { throw PostgresError(.unexpectedResult, message: "onramp_privacy_erase returned no row") }
+        ).first else { throw ErasureError(description: "onramp_privacy_erase returned no row") }
         func list(_ index: Int) throws -> [String] {
             try JSONDecoder().decode([String]?.self, from: Data(try row.decode(String.self, at: index).utf8)) ?? []
         }
         var result = Result(
             requestId: try row.decode(Int64.self, at: 0), users: try list(1), devices: try list(2), sharedDevices: try list(3),
             removed: try JSONDecoder().decode([String: Int].self, from: Data(try row.decode(String.self, at: 4).utf8)))
-        let persons = result.users + result.devices
         for table in tables {
             result.removed[table] = try c.query(
-                "SELECT count(*) FROM \(table) WHERE app = $1 AND person_id = ANY($2::text[])", [.text(app), .textArray(persons)]
+                "SELECT count(*) FROM \(table) WHERE app = $1 AND person_id = ANY($2::text[])",
+                [.text(app), .textArray(result.users + result.devices)]
             ).scalar(Int.self)
         }
-        // Each device's link goes with its user; a shared device links to
-        // the earliest user it is still seen with, as a rebuild would find.
-        let devices = Array(Set(result.devices + result.sharedDevices))
-        result.removed["identity_links"] = try c.query(
-            "DELETE FROM identity_links WHERE app = $1 AND (anonymous_id = ANY($2::text[]) OR user_id = ANY($3::text[]))",
-            [.text(app), .textArray(devices), .textArray(result.users)]
-        ).affectedRows
-        try c.query(
-            """
-            INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
-            SELECT DISTINCT ON (anonymous_id) app, anonymous_id, user_id, min("timestamp")
-            FROM events WHERE app = $1 AND anonymous_id = ANY($2::text[]) AND user_id IS NOT NULL
-            GROUP BY app, anonymous_id, user_id
-            ORDER BY anonymous_id, min("timestamp"), user_id COLLATE "C"
-            """, [.text(app), .textArray(result.sharedDevices)])
-        try c.query(
-            """
-            INSERT INTO privacy_pending (app, person_id, request_id)
-            SELECT $1, p, $3 FROM unnest($2::text[]) p ON CONFLICT DO NOTHING
-            """, [.text(app), .textArray(persons), .int(result.requestId)])
         return result
     }
+}
+
+/// An erasure that could not be done, or was done only in part, said for the operator.
+public struct ErasureError: Error, CustomStringConvertible {
+    public var description: String
 }

@@ -71,6 +71,9 @@ struct PrivacyCommandTests {
         let second = try Server(databaseURL: writer, port: ServeAndKeysCommandTests.freePort())
         try await first.ready(key: key)
         try await second.ready(key: key)
+        // The server's own role is enough for it to say it is ready.
+        let readiness = try await URLSession.shared.data(from: first.base.appendingPathComponent("readyz"))
+        #expect((readiness.1 as? HTTPURLResponse)?.statusCode == 200, "\(String(decoding: readiness.0, as: UTF8.self))")
         #expect(try await first.post(key: key, messageId: "p1", user: nil, device: "cli-device").status == 200)
         #expect(try await first.post(key: key, messageId: "p2", user: "cli-user", device: "cli-device").status == 200)
 

@@ -76,7 +76,7 @@ struct ErasureTests {
         let rejected = QuarantineEntry(
             app: funnel.app, receivedAt: Timestamps.microseconds(Date()),
             rejection: Rejection(index: 0, messageID: "\(marker)-bad", code: "invalid_timestamp", message: "no",
-                                 raw: #"{"userId": "\#(user)", "timestamp": "yesterday", "properties": {"hint": "\#(marker)-quarantine"}}"#))
+                                 raw: #"{"properties":{"hint":"\#(marker)-quarantine"},"timestamp":"yesterday","type":"track","userId":"\#(user)"}"#))
         _ = try await pool.withConnection { c in try EventStore.append(planted, quarantine: [rejected], on: c) }
         _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
         let before = try await pool.query("SELECT count(*) FROM funnel_persons WHERE person_id = $1", [.text(user)]).scalar(Int.self)
@@ -118,9 +118,21 @@ struct ErasureTests {
         fromDevice.messageID = "a-new-message-2"
         var fromOther = planted.last!
         fromOther.messageID = "a-new-message-3"
-        let later = [resent, fromUser, fromDevice, fromOther]
-        let outcomes = try await pool.withConnection { c in try EventStore.append(later, quarantine: [], on: c) }
-        #expect(outcomes == [.duplicate, .suppressed, .suppressed, .stored])
+        var alias = planted[1]
+        alias.messageID = "a-new-alias"
+        alias.type = .alias
+        alias.event = nil
+        alias.anonymousID = nil
+        alias.userID = "a-new-name"
+        alias.previousID = user
+        let later = [resent, fromUser, fromDevice, fromOther, alias]
+        let badAgain = QuarantineEntry(
+            app: funnel.app, receivedAt: Timestamps.microseconds(Date()),
+            rejection: Rejection(index: 0, messageID: "\(marker)-bad-2", code: "invalid_timestamp", message: "no",
+                                 raw: #"{"anonymousId":"\#(devices[1])","timestamp":"tomorrow","type":"track"}"#))
+        let outcomes = try await pool.withConnection { c in try EventStore.append(later, quarantine: [badAgain], on: c) }
+        #expect(outcomes == [.duplicate, .suppressed, .suppressed, .stored, .suppressed])
+        #expect(try await pool.query("SELECT count(*) FROM quarantine").scalar(Int.self) == 0)
         #expect(try await pool.query("SELECT count(*) FROM events WHERE message_id LIKE $1", [.text("\(marker)%")]).scalar(Int.self) == 0)
 
         // The audit trail has no personal data: the ids as keyed hashes only.
@@ -181,10 +193,11 @@ struct ErasureTests {
         let planted = Self.plantedPerson(funnel, user: "racer", devices: ["r-1", "r-2"], shared: "r-3", other: "bystander", marker: "race", at: start)
         _ = try await pool.withConnection { c in try EventStore.append(planted, quarantine: [], on: c) }
         _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
-        // Two writers post the person's messages, one at a time each, until told to stop.
+        // Two writers post the person's messages, one at a time each, until
+        // each has had one stored before the erasure and one suppressed after.
+        let seen = Outcomes()
         let appenders = (0..<2).map { lane in
-            Task { () throws -> [AppendOutcome] in
-                var outcomes: [AppendOutcome] = []
+            Task { () throws -> Void in
                 var n = 0
                 while !Task.isCancelled {
                     n += 1
@@ -193,22 +206,60 @@ struct ErasureTests {
                     event.userID = "racer"
                     event.timestamp = Timestamps.microseconds(Date())
                     let sent = event
-                    outcomes += try await writers.withConnection { c in try EventStore.append([sent], quarantine: [], on: c) }
+                    let outcome: [AppendOutcome]
+                    do {
+                        outcome = try await writers.withConnection { c in try EventStore.append([sent], quarantine: [], on: c) }
+                    } catch {
+                        if Task.isCancelled { return }  // told to stop while waiting for a connection
+                        throw error
+                    }
+                    await seen.add(outcome[0], lane: lane)
                 }
-                return outcomes
             }
         }
-        try await Task.sleep(for: .milliseconds(200))
+        func waitFor(_ outcome: AppendOutcome) async throws {
+            for _ in 0..<600 where !(await seen.bothHad(outcome)) { try await Task.sleep(for: .milliseconds(100)) }
+            #expect(await seen.bothHad(outcome), "a writer never had \(outcome)")
+        }
+        try await waitFor(.stored)
         _ = try await Erasure(app: funnel.app, userIds: ["racer"], anonymousIds: [], requestedBy: "t", suppress: true).run(job, databaseURL: db.url)
-        try await Task.sleep(for: .milliseconds(200))
+        try await waitFor(.suppressed)
         for appender in appenders { appender.cancel() }
-        for appender in appenders {
-            let outcomes = try await appender.value
-            #expect(outcomes.contains(.stored) && outcomes.contains(.suppressed), "the erasure fell outside the appends")
-            if let first = outcomes.firstIndex(of: .suppressed) { #expect(!outcomes[first...].contains(.stored)) }
+        for appender in appenders { try await appender.value }
+        for lane in 0..<2 {
+            let outcomes = await seen.lanes[lane] ?? []
+            if let first = outcomes.firstIndex(of: .suppressed) { #expect(!outcomes[first...].contains(.stored), "stored again after suppressed") }
         }
         #expect(try await pool.query("SELECT count(*) FROM events WHERE user_id = 'racer' OR anonymous_id IN ('r-1', 'r-2')").scalar(Int.self) == 0)
         await writers.close()
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("a device whose stored link is out of date: its other user is recomputed too, and the tables equal a rebuild")
+    func staleLink() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let funnel = Self.configuration.funnels[0]
+        let start = (Timestamps.microseconds(Date()) / Self.day - 2) * Self.day
+        // The device's journey, signed in as v: stored linked to v.
+        let journey = Self.plantedPerson(funnel, user: "v", devices: ["d", "d-v"], shared: "d-x", other: "w", marker: "stale", at: start)
+        _ = try await pool.withConnection { c in try EventStore.append(journey, quarantine: [], on: c) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(try await pool.query("SELECT user_id FROM identity_links WHERE anonymous_id = 'd'").scalar(String.self) == "v")
+        // Not yet projected: the device seen with u before it ever was with v. By the events, d is u's.
+        let earlier = NewEvent(
+            app: funnel.app, type: .identify, messageID: "u-on-d", event: nil, anonymousID: "d", userID: "u", timestamp: start - Self.day,
+            originalTimestamp: nil, sentAt: nil, receivedAt: Timestamps.microseconds(Date()), properties: "{}", context: "{}", traits: nil)
+        _ = try await pool.withConnection { c in try EventStore.append([earlier], quarantine: [], on: c) }
+        let erased = try await Erasure(app: funnel.app, userIds: ["u"], anonymousIds: [], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
+        #expect(erased.devices == ["d"])
+        #expect(erased.sharedDevices == ["d"])
+        let after = try await pool.withConnection { try TableDump.dump($0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
+        for table in rebuilt.keys.sorted() { #expect(after[table] == rebuilt[table], "\(table) differs from a rebuild") }
         await pool.close()
         try await db.drop()
     }
@@ -226,7 +277,9 @@ struct ErasureTests {
         #expect(try await writer.withConnection { c in try EventStore.append([event], quarantine: [], on: c) } == [.stored])
         _ = try await writer.withConnection { c in try EventStore.ensurePartitions(on: c) }
         for (pool, sql) in [
-            (writer, "DELETE FROM events"), (writer, "SELECT properties FROM events"), (analyst, "SELECT * FROM public.privacy_key"),
+            (writer, "DELETE FROM events"), (writer, "SELECT properties FROM events"), (writer, "SELECT * FROM privacy_key"), (writer, "SELECT * FROM suppressed_ids"),
+            (writer, "SELECT onramp_keyed_hash('yoked', 'user', 'u')"), (writer, "SELECT onramp_ensure_event_partitions(0, 1000)"),
+            (analyst, "SELECT * FROM public.privacy_key"),
             (writer, "SELECT * FROM onramp_privacy_erase('yoked', ARRAY['u'], ARRAY[]::text[], 'x', false)"),
             (analyst, "SELECT * FROM public.onramp_privacy_erase('yoked', ARRAY['u'], ARRAY[]::text[], 'x', false)"),
             (owner, "DELETE FROM events"), (owner, "UPDATE events SET event = 'x'"), (owner, "TRUNCATE events"), (owner, "DELETE FROM event_ids"),
@@ -246,4 +299,13 @@ struct ErasureTests {
         await owner.close()
         try await db.drop()
     }
+}
+
+/// What each writer of the race test was answered, in order.
+actor Outcomes {
+    var lanes: [Int: [AppendOutcome]] = [:]
+
+    func add(_ outcome: AppendOutcome, lane: Int) { lanes[lane, default: []].append(outcome) }
+
+    func bothHad(_ outcome: AppendOutcome) -> Bool { (0..<2).allSatisfy { lanes[$0]?.contains(outcome) ?? false } }
 }

@@ -5,12 +5,11 @@
 -- DEFINER function it owns, which the append-only trigger recognises by the
 -- role it runs as. The function records every call in privacy_requests.
 -- The server writes as onramp_writer: it can append and look up keys, and
--- can neither erase nor read the events' contents back.
+-- can neither erase, nor read the events' contents back, nor the key.
 --
 -- What must be kept about an erased person (the message ids a re-sending
 -- SDK would store again, the ids to keep out) is kept as HMAC-SHA256 keyed
--- with privacy_key, a random key made here, which only the owner and the
--- server (which must hash what it is sent) can read.
+-- with privacy_key, a random key made here, which only the owner can read.
 
 DO $$
 BEGIN
@@ -57,7 +56,7 @@ $$;
 
 -- The same under the stored key, for the owner's commands and the erasure.
 CREATE FUNCTION onramp_keyed_hash(app text, kind text, id text) RETURNS bytea
-LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT onramp_hmac(k.inner_pad, k.outer_pad, app, kind, id) FROM privacy_key k
 $$;
 REVOKE ALL ON FUNCTION onramp_keyed_hash(text, text, text) FROM PUBLIC;
@@ -101,6 +100,10 @@ CREATE TABLE privacy_pending (
     PRIMARY KEY (app, person_id)
 );
 
+-- An alias naming a person's id as its previousId is theirs: found by index,
+-- as their other events are (aliases are few).
+CREATE INDEX events_previous ON events (app, previous_id) WHERE previous_id IS NOT NULL;
+
 -- Deletes from the log are the privacy role's alone.
 CREATE OR REPLACE FUNCTION onramp_append_only() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
@@ -117,23 +120,29 @@ END $$;
 -- every anonymous id whose earliest user is one of those users (the
 -- identity rules of docs/funnels.md, read from the events themselves).
 -- Deletes their events (an event of a device shared with another user
--- stays with that user), their ledger rows (their message ids kept hashed
--- in erased_messages) and the quarantined messages quoting their ids; with
--- `suppress`, keeps their ids out from now on (a device shared with another
--- user is not suppressed). Appends wait while it runs: one that began
--- before it has committed, one after it sees the suppression.
+-- stays with that user; an alias naming one of their ids goes), their
+-- ledger rows (their message ids kept hashed in erased_messages) and their
+-- quarantined messages; with `suppress`, keeps their ids out from now on (a
+-- device shared with another user is not suppressed). Fixes the identity
+-- links they leave and queues for the projection (privacy_pending) every
+-- person whose rows counted what went. Appends and quarantines wait while
+-- it runs (locked in the order an append takes them): one that began before
+-- it has committed, one after it sees the suppression.
 CREATE FUNCTION onramp_privacy_erase(
     erase_app text, user_ids text[], anonymous_ids text[], requested_by text, suppress boolean,
     OUT request_id bigint, OUT users text[], OUT devices text[], OUT shared_devices text[], OUT removed jsonb)
-LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public AS $$
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     candidates text[];
+    owned text[];
     message_ids text[];
     event_count bigint;
     ledger_count bigint;
     quarantine_count bigint;
+    link_count bigint;
 BEGIN
-    LOCK TABLE event_ids IN SHARE MODE;
+    PERFORM set_config('lock_timeout', '10s', true);
+    LOCK TABLE quarantine, event_ids IN SHARE ROW EXCLUSIVE MODE;
     INSERT INTO privacy_requests (kind, app, requested_by, id_hashes, suppressed)
     SELECT 'erase', erase_app, requested_by,
            array(SELECT onramp_keyed_hash(erase_app, 'user', g.id) FROM unnest(user_ids) AS g(id)
@@ -147,26 +156,28 @@ BEGIN
             SELECT given.id FROM unnest(user_ids) AS given(id)
             UNION ALL
             SELECT first.user_id FROM (
-                SELECT DISTINCT ON (anonymous_id) anonymous_id, user_id FROM events
-                WHERE app = erase_app AND anonymous_id = ANY(anonymous_ids) AND user_id IS NOT NULL
-                ORDER BY anonymous_id, "timestamp", user_id COLLATE "C") first) AS g(id)
+                SELECT DISTINCT ON (e.anonymous_id) e.anonymous_id, e.user_id FROM events e
+                WHERE e.app = erase_app AND e.anonymous_id = ANY(anonymous_ids) AND e.user_id IS NOT NULL
+                ORDER BY e.anonymous_id, e."timestamp", e.user_id COLLATE "C") first) AS g(id)
         WHERE g.id IS NOT NULL);
     -- Every device seen with those users; it is theirs when one of them is its earliest user.
     candidates := array(
-        SELECT DISTINCT anonymous_id FROM events
-        WHERE app = erase_app AND user_id = ANY(users) AND anonymous_id IS NOT NULL);
+        SELECT DISTINCT e.anonymous_id FROM events e
+        WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.anonymous_id IS NOT NULL);
     devices := array(
-        SELECT anonymous_id FROM (
-            SELECT DISTINCT ON (anonymous_id) anonymous_id, user_id FROM events
-            WHERE app = erase_app AND anonymous_id = ANY(candidates) AND user_id IS NOT NULL
-            ORDER BY anonymous_id, "timestamp", user_id COLLATE "C") first
-        WHERE user_id = ANY(users)
+        SELECT first.anonymous_id FROM (
+            SELECT DISTINCT ON (e.anonymous_id) e.anonymous_id, e.user_id FROM events e
+            WHERE e.app = erase_app AND e.anonymous_id = ANY(candidates) AND e.user_id IS NOT NULL
+            ORDER BY e.anonymous_id, e."timestamp", e.user_id COLLATE "C") first
+        WHERE first.user_id = ANY(users)
         UNION
         SELECT given.id FROM unnest(anonymous_ids) AS given(id)
         WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.anonymous_id = given.id AND e.user_id IS NOT NULL));
     shared_devices := array(
-        SELECT DISTINCT anonymous_id FROM events
-        WHERE app = erase_app AND anonymous_id = ANY(devices) AND user_id IS NOT NULL AND NOT (user_id = ANY(users)));
+        SELECT DISTINCT e.anonymous_id FROM events e
+        WHERE e.app = erase_app AND e.anonymous_id = ANY(devices) AND e.user_id IS NOT NULL AND NOT (e.user_id = ANY(users)));
+    -- Their ids alone: a shared device is the other user's too.
+    owned := users || array(SELECT d FROM unnest(devices) d WHERE NOT (d = ANY(shared_devices)));
 
     IF suppress THEN
         INSERT INTO suppressed_ids (app, id_hash, request_id)
@@ -178,27 +189,52 @@ BEGIN
     END IF;
 
     WITH gone AS (
-        DELETE FROM events
-        WHERE app = erase_app AND (user_id = ANY(users) OR (user_id IS NULL AND anonymous_id = ANY(devices)))
-        RETURNING message_id)
-    SELECT array_agg(message_id), count(*) INTO message_ids, event_count FROM gone;
+        DELETE FROM events e
+        WHERE e.app = erase_app
+          AND (e.user_id = ANY(users) OR (e.user_id IS NULL AND e.anonymous_id = ANY(devices)) OR e.previous_id = ANY(owned))
+        RETURNING e.message_id)
+    SELECT array_agg(gone.message_id), count(*) INTO message_ids, event_count FROM gone;
 
     WITH gone AS (
-        DELETE FROM event_ids WHERE app = erase_app AND message_id = ANY(message_ids) RETURNING message_id)
+        DELETE FROM event_ids l WHERE l.app = erase_app AND l.message_id = ANY(message_ids) RETURNING 1)
     SELECT count(*) INTO ledger_count FROM gone;
     INSERT INTO erased_messages (app, message_hash, request_id)
     SELECT erase_app, onramp_keyed_hash(erase_app, 'message', g.id), onramp_privacy_erase.request_id FROM unnest(message_ids) AS g(id)
     ON CONFLICT DO NOTHING;
 
-    -- A quarantined message is text, maybe not JSON: it is theirs when it quotes one of their ids.
+    -- A quarantined message is kept as compact JSON text with sorted keys
+    -- (maybe not valid JSON): theirs when it names one of their ids.
     WITH gone AS (
         DELETE FROM quarantine q
-        WHERE (q.app = erase_app OR q.app IS NULL)
-          AND EXISTS (SELECT 1 FROM unnest(users || devices) AS i(id) WHERE strpos(q.raw, to_json(i.id)::text) > 0)
+        WHERE q.app = erase_app
+          AND EXISTS (
+              SELECT 1 FROM unnest(owned) AS i(id), unnest(ARRAY['"userId":', '"anonymousId":', '"previousId":']) AS f(field)
+              WHERE strpos(q.raw, f.field || to_json(i.id)::text) > 0)
         RETURNING 1)
     SELECT count(*) INTO quarantine_count FROM gone;
 
-    removed := jsonb_build_object('events', event_count, 'event_ids', ledger_count, 'quarantine', quarantine_count);
+    -- Whose stored rows counted what went: them, and the users their devices
+    -- were linked to when the projection last ran.
+    INSERT INTO privacy_pending (app, person_id, request_id)
+    SELECT erase_app, p.id, onramp_privacy_erase.request_id FROM (
+        SELECT unnest(users || devices) AS id
+        UNION
+        SELECT l.user_id FROM identity_links l WHERE l.app = erase_app AND l.anonymous_id = ANY(devices)) p
+    ON CONFLICT DO NOTHING;
+    -- Each device's link goes with its user; a shared device links to the
+    -- earliest user it is still seen with, as a rebuild would find.
+    WITH gone AS (
+        DELETE FROM identity_links l
+        WHERE l.app = erase_app AND (l.anonymous_id = ANY(devices) OR l.user_id = ANY(users)) RETURNING 1)
+    SELECT count(*) INTO link_count FROM gone;
+    INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
+    SELECT DISTINCT ON (e.anonymous_id) e.app, e.anonymous_id, e.user_id, min(e."timestamp")
+    FROM events e WHERE e.app = erase_app AND e.anonymous_id = ANY(shared_devices) AND e.user_id IS NOT NULL
+    GROUP BY e.app, e.anonymous_id, e.user_id
+    ORDER BY e.anonymous_id, min(e."timestamp"), e.user_id COLLATE "C";
+
+    removed := jsonb_build_object(
+        'events', event_count, 'event_ids', ledger_count, 'quarantine', quarantine_count, 'identity_links', link_count);
     UPDATE privacy_requests p SET removed = onramp_privacy_erase.removed WHERE p.id = onramp_privacy_erase.request_id;
 END $$;
 REVOKE ALL ON FUNCTION onramp_privacy_erase(text, text[], text[], text, boolean) FROM PUBLIC;
@@ -207,10 +243,14 @@ REVOKE ALL ON FUNCTION onramp_privacy_erase(text, text[], text[], text, boolean)
 GRANT SELECT, DELETE ON events, event_ids, quarantine TO onramp_privacy;
 GRANT SELECT, INSERT, UPDATE ON privacy_requests TO onramp_privacy;
 GRANT SELECT, INSERT ON suppressed_ids, erased_messages TO onramp_privacy;
+GRANT SELECT, INSERT, DELETE ON identity_links TO onramp_privacy;
+GRANT INSERT ON privacy_pending TO onramp_privacy;
 GRANT EXECUTE ON FUNCTION onramp_keyed_hash(text, text, text) TO onramp_privacy;
 
 -- The function belongs to the privacy role; the migrating role calls it
--- and is no member of it afterwards (it cannot become the role and delete).
+-- and is no member of it afterwards, so it deletes only through it. (The
+-- owner owns the tables and could drop the trigger: the trigger keeps
+-- every session from deleting by mistake, not the owner from meaning to.)
 GRANT onramp_privacy TO CURRENT_USER;
 GRANT CREATE ON SCHEMA public TO onramp_privacy;
 ALTER FUNCTION onramp_privacy_erase(text, text[], text[], text, boolean) OWNER TO onramp_privacy;
@@ -218,16 +258,74 @@ GRANT EXECUTE ON FUNCTION onramp_privacy_erase(text, text[], text[], text, boole
 REVOKE CREATE ON SCHEMA public FROM onramp_privacy;
 REVOKE onramp_privacy FROM CURRENT_USER;
 
--- The server: appends, quarantines, reads keys and what it must keep out.
--- Partitions it makes at start-up through the owner's function.
-ALTER FUNCTION onramp_ensure_event_partitions(integer, integer) SECURITY DEFINER SET search_path = public, pg_temp;
+-- For each message of an append (the arrays in step), whether it carries a
+-- suppressed id (as userId, anonymousId or an alias's previousId) and
+-- whether its messageId was erased; looked up only for the apps that have
+-- any. The server calls it without reading the key or the hashes: whoever
+-- holds the server cannot test guessed ids against them. Refuses, rather
+-- than letting everyone through, when the key is gone while there is
+-- something to keep out (a dump restored without privacy_key).
+CREATE FUNCTION onramp_kept_out(apps text[], user_ids text[], anonymous_ids text[], previous_ids text[], message_ids text[])
+RETURNS TABLE (ord bigint, suppressed boolean, erased boolean)
+LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+#variable_conflict use_column
+DECLARE
+    inner_pad bytea;
+    outer_pad bytea;
+BEGIN
+    SELECT k.inner_pad, k.outer_pad INTO inner_pad, outer_pad FROM privacy_key k;
+    IF inner_pad IS NULL AND (EXISTS (SELECT 1 FROM suppressed_ids) OR EXISTS (SELECT 1 FROM erased_messages)) THEN
+        RAISE EXCEPTION 'privacy_key is empty: suppressed ids and erased messages cannot be recognised'
+            USING HINT = 'restore privacy_key from the dump it was left out of (docs/privacy.md)';
+    END IF;
+    RETURN QUERY
+    WITH input AS (
+        SELECT * FROM unnest(apps, user_ids, anonymous_ids, previous_ids, message_ids)
+            WITH ORDINALITY AS t(app, user_id, anonymous_id, previous_id, message_id, ord)
+    ), kept_out AS MATERIALIZED (
+        SELECT a.app,
+               EXISTS (SELECT 1 FROM suppressed_ids s WHERE s.app = a.app) AS suppressing,
+               EXISTS (SELECT 1 FROM erased_messages m WHERE m.app = a.app) AS erasing
+        FROM (SELECT DISTINCT input.app FROM input) a
+    )
+    SELECT i.ord,
+           CASE WHEN k.suppressing THEN EXISTS (
+               SELECT 1 FROM suppressed_ids s WHERE s.app = i.app AND s.id_hash IN (
+                   onramp_hmac(inner_pad, outer_pad, i.app, 'user', NULLIF(i.user_id, '')),
+                   onramp_hmac(inner_pad, outer_pad, i.app, 'anonymous', NULLIF(i.anonymous_id, '')),
+                   onramp_hmac(inner_pad, outer_pad, i.app, 'user', NULLIF(i.previous_id, '')),
+                   onramp_hmac(inner_pad, outer_pad, i.app, 'anonymous', NULLIF(i.previous_id, ''))))
+           ELSE false END,
+           CASE WHEN k.erasing THEN EXISTS (
+               SELECT 1 FROM erased_messages m
+               WHERE m.app = i.app AND m.message_hash = onramp_hmac(inner_pad, outer_pad, i.app, 'message', NULLIF(i.message_id, '')))
+           ELSE false END
+    FROM input i JOIN kept_out k ON k.app = i.app;
+END $$;
+REVOKE ALL ON FUNCTION onramp_kept_out(text[], text[], text[], text[], text[]) FROM PUBLIC;
+
+-- The coming months' partitions, as the server makes them at start-up and
+-- daily: as the owner, and no more than the owner's own default.
+CREATE FUNCTION onramp_ensure_coming_partitions() RETURNS integer
+LANGUAGE sql SECURITY DEFINER SET search_path = public, pg_temp AS $$
+    SELECT onramp_ensure_event_partitions(1, 3)
+$$;
+REVOKE ALL ON FUNCTION onramp_ensure_coming_partitions() FROM PUBLIC;
+
+-- Nobody but the owner creates objects in public (the default since
+-- PostgreSQL 15; a cluster upgraded from before keeps the old grant): a
+-- function planted there could shadow a built-in the functions above call.
+REVOKE CREATE ON SCHEMA public FROM PUBLIC;
+
+-- The server: appends and quarantines, reads write keys, asks what to keep
+-- out, makes partitions, and checks the migrations for /readyz.
 GRANT USAGE ON SCHEMA public TO onramp_writer;
 GRANT INSERT ON events, event_ids, quarantine TO onramp_writer;
 GRANT SELECT (app, message_id) ON events TO onramp_writer;
 GRANT SELECT (app, message_id, seq) ON event_ids TO onramp_writer;
 GRANT USAGE ON SEQUENCE event_seq TO onramp_writer;
-GRANT SELECT ON write_keys, suppressed_ids, erased_messages, privacy_key TO onramp_writer;
-GRANT EXECUTE ON FUNCTION onramp_keyed_hash(text, text, text), onramp_ensure_event_partitions(integer, integer) TO onramp_writer;
+GRANT SELECT ON write_keys, onramp_schema_migrations TO onramp_writer;
+GRANT EXECUTE ON FUNCTION onramp_kept_out(text[], text[], text[], text[], text[]), onramp_ensure_coming_partitions() TO onramp_writer;
 
 -- How many erasures the log has had: a copy of it kept elsewhere (the
 -- explorer's columns and answers) starts again when this changes.

@@ -15,8 +15,14 @@ enum ErasedPersons {
         return keys
     }
 
-    /// Forgets the pending persons the run saw (a rebuild recomputed everyone).
+    /// Forgets the pending persons the run saw (a rebuild recomputed
+    /// everyone), their requests complete: an erasure cut short before its
+    /// run is finished by the next.
     static func forget(_ c: Connection) throws {
-        try c.query("DELETE FROM privacy_pending")
+        try c.query(
+            """
+            WITH done AS (DELETE FROM privacy_pending RETURNING request_id)
+            UPDATE privacy_requests SET completed_at = now() WHERE completed_at IS NULL AND id IN (SELECT request_id FROM done)
+            """)
     }
 }
