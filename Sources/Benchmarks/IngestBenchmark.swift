@@ -215,7 +215,8 @@ public struct IngestBenchmark: Sendable {
     }
 
     /// `erasedPersons` made-up persons of the bench's app, suppressed, with
-    /// 20 erased message ids each: the privacy checks of every append then run.
+    /// 20 erased message ids each, erased a day before: the privacy checks
+    /// of every append then run.
     private func keepOut(_ url: String) async throws {
         let pool = ConnectionPool(url: url, maxConnections: 1)
         do {
@@ -233,6 +234,8 @@ public struct IngestBenchmark: Sendable {
                     INSERT INTO erased_messages (app, message_hash, request_id)
                     SELECT 'yoked', onramp_keyed_hash('yoked', 'message', 'erased-' || g), $1 FROM generate_series(1, 20 * $2::int) g
                     """, [.int(request), .int(Int64(erasedPersons))])
+                // Erased a day ago: the bench's messages, sent up to 20 hours late, are later.
+                try c.query("INSERT INTO erased_horizon (app, original_until) VALUES ('yoked', now() - interval '1 day')")
             }
         } catch {
             await pool.close()

@@ -107,14 +107,15 @@ public enum EventStore {
             ), ids AS (
                 SELECT array_agg(coalesce(substring(raw FROM '"userId":"([^"]*)"'), '') ORDER BY ord) AS users,
                        array_agg(coalesce(substring(raw FROM '"anonymousId":"([^"]*)"'), '') ORDER BY ord) AS devices,
-                       array_agg(coalesce(substring(raw FROM '"previousId":"([^"]*)"'), '') ORDER BY ord) AS previous
+                       array_agg(coalesce(substring(raw FROM '"previousId":"([^"]*)"'), '') ORDER BY ord) AS previous,
+                       array_agg(''::text) AS sent
                 FROM input
             )
             INSERT INTO quarantine (app, received_at, batch_index, message_id, reason_code, reason, raw)
             SELECT NULLIF(i.app, ''), i.received_at::timestamptz, i.batch_index::integer, NULLIF(i.message_id, ''),
                    i.reason_code, i.reason, i.raw
             FROM input i
-            LEFT JOIN (SELECT k.* FROM ids, onramp_kept_out($1::text[], ids.users, ids.devices, ids.previous, $4::text[]) k) k
+            LEFT JOIN (SELECT k.* FROM ids, onramp_kept_out($1::text[], ids.users, ids.devices, ids.previous, $4::text[], ids.sent) k) k
                 ON k.ord = i.ord
             WHERE NOT coalesce(k.suppressed, false)
             """, parameters)
@@ -128,7 +129,7 @@ public enum EventStore {
 
     /// The ledger takes a message unless its id was erased or it carries a
     /// suppressed id (`onramp_kept_out`, docs/privacy.md: by keyed hash, for
-    /// the apps that have erased anyone; two probes a statement for the
+    /// the apps that have erased anyone; three probes a statement for the
     /// others). Returns the stored messages (false) and the suppressed ones
     /// (true).
     static let appendSQL = """
@@ -140,7 +141,7 @@ public enum EventStore {
                                      original_ts, sent_at, received_at, properties, context, traits, previous_id, group_id, ord)
         ), checked AS (
             SELECT i.*, k.suppressed, k.erased
-            FROM input i JOIN onramp_kept_out($1::text[], $6::text[], $5::text[], $14::text[], $3::text[]) k ON k.ord = i.ord
+            FROM input i JOIN onramp_kept_out($1::text[], $6::text[], $5::text[], $14::text[], $3::text[], $8::text[]) k ON k.ord = i.ord
         ), accepted AS (
             INSERT INTO event_ids (app, message_id, seq, received_at)
             SELECT app, message_id, nextval('event_seq'), received_at::timestamptz FROM checked

@@ -91,6 +91,14 @@ CREATE TABLE erased_messages (
     PRIMARY KEY (app, message_hash)
 );
 
+-- Per app, the latest client timestamp (`original_timestamp`) among its
+-- erased messages: a message sent with a later one is not a re-sent erased
+-- message, and is not looked up among them.
+CREATE TABLE erased_horizon (
+    app            text PRIMARY KEY,
+    original_until timestamptz
+);
+
 -- Persons erased from the log whose projected rows the next run removes
 -- (the erase runs it at once; a crash in between leaves them here).
 CREATE TABLE privacy_pending (
@@ -140,6 +148,7 @@ DECLARE
     ledger_count bigint;
     quarantine_count bigint;
     link_count bigint;
+    latest timestamptz;
 BEGIN
     PERFORM set_config('lock_timeout', '10s', true);
     LOCK TABLE quarantine, event_ids IN SHARE ROW EXCLUSIVE MODE;
@@ -192,8 +201,10 @@ BEGIN
         DELETE FROM events e
         WHERE e.app = erase_app
           AND (e.user_id = ANY(users) OR (e.user_id IS NULL AND e.anonymous_id = ANY(devices)) OR e.previous_id = ANY(owned))
-        RETURNING e.message_id)
-    SELECT array_agg(gone.message_id), count(*) INTO message_ids, event_count FROM gone;
+        RETURNING e.message_id, e.original_timestamp)
+    SELECT array_agg(gone.message_id), count(*), max(gone.original_timestamp) INTO message_ids, event_count, latest FROM gone;
+    INSERT INTO erased_horizon AS h (app, original_until) VALUES (erase_app, latest)
+    ON CONFLICT (app) DO UPDATE SET original_until = greatest(h.original_until, excluded.original_until);
 
     WITH gone AS (
         DELETE FROM event_ids l WHERE l.app = erase_app AND l.message_id = ANY(message_ids) RETURNING 1)
@@ -243,6 +254,7 @@ REVOKE ALL ON FUNCTION onramp_privacy_erase(text, text[], text[], text, boolean)
 GRANT SELECT, DELETE ON events, event_ids, quarantine TO onramp_privacy;
 GRANT SELECT, INSERT, UPDATE ON privacy_requests TO onramp_privacy;
 GRANT SELECT, INSERT ON suppressed_ids, erased_messages TO onramp_privacy;
+GRANT SELECT, INSERT, UPDATE ON erased_horizon TO onramp_privacy;
 GRANT SELECT, INSERT, DELETE ON identity_links TO onramp_privacy;
 GRANT INSERT ON privacy_pending TO onramp_privacy;
 GRANT EXECUTE ON FUNCTION onramp_keyed_hash(text, text, text) TO onramp_privacy;
@@ -261,11 +273,16 @@ REVOKE onramp_privacy FROM CURRENT_USER;
 -- For each message of an append (the arrays in step), whether it carries a
 -- suppressed id (as userId, anonymousId or an alias's previousId) and
 -- whether its messageId was erased; looked up only for the apps that have
--- any. The server calls it without reading the key or the hashes: whoever
--- holds the server cannot test guessed ids against them. Refuses, rather
--- than letting everyone through, when the key is gone while there is
--- something to keep out (a dump restored without privacy_key).
-CREATE FUNCTION onramp_kept_out(apps text[], user_ids text[], anonymous_ids text[], previous_ids text[], message_ids text[])
+-- any. Each distinct id is hashed once (a batch is mostly one device's);
+-- a message is looked up among the erased only when its client timestamp
+-- is not after the latest one erased (`erased_horizon`; a re-sent message
+-- keeps its timestamp, live traffic is later). The server calls it without
+-- reading the key or the hashes: whoever holds the server cannot test
+-- guessed ids against them. Refuses, rather than letting everyone through,
+-- when the key is gone while there is something to keep out (a dump
+-- restored without privacy_key).
+CREATE FUNCTION onramp_kept_out(
+    apps text[], user_ids text[], anonymous_ids text[], previous_ids text[], message_ids text[], original_timestamps text[])
 RETURNS TABLE (ord bigint, suppressed boolean, erased boolean)
 LANGUAGE plpgsql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
 #variable_conflict use_column
@@ -280,29 +297,38 @@ BEGIN
     END IF;
     RETURN QUERY
     WITH input AS (
-        SELECT * FROM unnest(apps, user_ids, anonymous_ids, previous_ids, message_ids)
-            WITH ORDINALITY AS t(app, user_id, anonymous_id, previous_id, message_id, ord)
+        SELECT * FROM unnest(apps, user_ids, anonymous_ids, previous_ids, message_ids, original_timestamps)
+            WITH ORDINALITY AS t(app, user_id, anonymous_id, previous_id, message_id, original_timestamp, ord)
     ), kept_out AS MATERIALIZED (
         SELECT a.app,
                EXISTS (SELECT 1 FROM suppressed_ids s WHERE s.app = a.app) AS suppressing,
-               EXISTS (SELECT 1 FROM erased_messages m WHERE m.app = a.app) AS erasing
+               EXISTS (SELECT 1 FROM erased_messages m WHERE m.app = a.app) AS erasing,
+               (SELECT h.original_until FROM erased_horizon h WHERE h.app = a.app) AS erased_until
         FROM (SELECT DISTINCT input.app FROM input) a
+    ), hits AS MATERIALIZED (
+        SELECT d.app, d.kind, d.id FROM (
+            SELECT DISTINCT i.app, v.kind, v.id
+            FROM input i JOIN kept_out k ON k.app = i.app AND k.suppressing
+            CROSS JOIN LATERAL (VALUES ('user', NULLIF(i.user_id, '')), ('anonymous', NULLIF(i.anonymous_id, '')),
+                                       ('user', NULLIF(i.previous_id, '')), ('anonymous', NULLIF(i.previous_id, ''))) AS v(kind, id)
+            WHERE v.id IS NOT NULL) d
+        WHERE EXISTS (
+            SELECT 1 FROM suppressed_ids s WHERE s.app = d.app AND s.id_hash = onramp_hmac(inner_pad, outer_pad, d.app, d.kind, d.id))
     )
     SELECT i.ord,
-           CASE WHEN k.suppressing THEN EXISTS (
-               SELECT 1 FROM suppressed_ids s WHERE s.app = i.app AND s.id_hash IN (
-                   onramp_hmac(inner_pad, outer_pad, i.app, 'user', NULLIF(i.user_id, '')),
-                   onramp_hmac(inner_pad, outer_pad, i.app, 'anonymous', NULLIF(i.anonymous_id, '')),
-                   onramp_hmac(inner_pad, outer_pad, i.app, 'user', NULLIF(i.previous_id, '')),
-                   onramp_hmac(inner_pad, outer_pad, i.app, 'anonymous', NULLIF(i.previous_id, ''))))
-           ELSE false END,
-           CASE WHEN k.erasing THEN EXISTS (
+           EXISTS (
+               SELECT 1 FROM hits h
+               WHERE h.app = i.app AND h.id IN (i.user_id, i.anonymous_id, i.previous_id)
+                 AND (h.kind = 'user' AND h.id IN (i.user_id, i.previous_id)
+                      OR h.kind = 'anonymous' AND h.id IN (i.anonymous_id, i.previous_id))),
+           CASE WHEN k.erasing AND (NULLIF(i.original_timestamp, '') IS NULL OR i.original_timestamp::timestamptz <= k.erased_until)
+           THEN EXISTS (
                SELECT 1 FROM erased_messages m
                WHERE m.app = i.app AND m.message_hash = onramp_hmac(inner_pad, outer_pad, i.app, 'message', NULLIF(i.message_id, '')))
            ELSE false END
     FROM input i JOIN kept_out k ON k.app = i.app;
 END $$;
-REVOKE ALL ON FUNCTION onramp_kept_out(text[], text[], text[], text[], text[]) FROM PUBLIC;
+REVOKE ALL ON FUNCTION onramp_kept_out(text[], text[], text[], text[], text[], text[]) FROM PUBLIC;
 
 -- The coming months' partitions, as the server makes them at start-up and
 -- daily: as the owner, and no more than the owner's own default.
@@ -325,7 +351,7 @@ GRANT SELECT (app, message_id) ON events TO onramp_writer;
 GRANT SELECT (app, message_id, seq) ON event_ids TO onramp_writer;
 GRANT USAGE ON SEQUENCE event_seq TO onramp_writer;
 GRANT SELECT ON write_keys, onramp_schema_migrations TO onramp_writer;
-GRANT EXECUTE ON FUNCTION onramp_kept_out(text[], text[], text[], text[], text[]), onramp_ensure_coming_partitions() TO onramp_writer;
+GRANT EXECUTE ON FUNCTION onramp_kept_out(text[], text[], text[], text[], text[], text[]), onramp_ensure_coming_partitions() TO onramp_writer;
 
 -- How many erasures the log has had: a copy of it kept elsewhere (the
 -- explorer's columns and answers) starts again when this changes.
