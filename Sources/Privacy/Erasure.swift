@@ -20,13 +20,18 @@ public struct Erasure: Sendable {
     public var anonymousIds: [String]
     public var requestedBy: String
     public var suppress: Bool
+    /// How long to wait for a nightly run that holds the job's lock.
+    public var lockWait: Duration
 
-    public init(app: String, userIds: [String], anonymousIds: [String], requestedBy: String, suppress: Bool) {
+    public init(
+        app: String, userIds: [String], anonymousIds: [String], requestedBy: String, suppress: Bool, lockWait: Duration = .seconds(600)
+    ) {
         self.app = app
         self.userIds = userIds
         self.anonymousIds = anonymousIds
         self.requestedBy = requestedBy
         self.suppress = suppress
+        self.lockWait = lockWait
     }
 
     /// What an erasure found and removed.
@@ -49,10 +54,18 @@ public struct Erasure: Sendable {
         let started = ContinuousClock.now
         let found = NIOLockedValueBox<Result?>(nil)
         do {
-            try await NightlyRun.run(job, mode: .incremental, query: ReportQuery(), databaseURL: databaseURL, first: { c in
-                let result = try c.transaction { c in try self.eraseFromLog(c, tables: ["funnel_persons"] + job.personTables) }
-                found.withLockedValue { $0 = result }
-            }) { _ in () }
+            // A nightly run in progress holds the lock: nothing is done yet, so wait for it.
+            while true {
+                do {
+                    try await NightlyRun.run(job, mode: .incremental, query: ReportQuery(), databaseURL: databaseURL, first: { c in
+                        let result = try c.transaction { c in try self.eraseFromLog(c, tables: ["funnel_persons"] + job.personTables) }
+                        found.withLockedValue { $0 = result }
+                    }) { _ in () }
+                    break
+                } catch let busy as ProjectionError where busy.code == .busy && ContinuousClock.now - started < lockWait {
+                    try await Task.sleep(for: .seconds(1))
+                }
+            }
         } catch {
             // Once the log's part has committed, what is left is queued for the next run.
             guard let erased = found.withLockedValue({ $0 }) else { throw error }

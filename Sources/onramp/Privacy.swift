@@ -58,10 +58,17 @@ struct PrivacyCommand: AsyncParsableCommand {
         @OptionGroup var ids: Ids
         @Flag(help: "Keep them out afterwards: their later messages are answered but not stored.") var suppress = false
         @Flag(help: "Print what was done as JSON.") var json = false
+        @Option(help: "Seconds to wait for a nightly run in progress to finish.") var wait: Int = 600
+
+        func validate() throws {
+            guard wait >= 0 else { throw ValidationError("--wait must be 0 or more seconds (got \(wait))") }
+        }
 
         func run() async throws {
             let (users, anonymous) = try ids.resolved()
-            let erasure = Erasure(app: ids.app, userIds: users, anonymousIds: anonymous, requestedBy: ids.requestedBy, suppress: suppress)
+            let erasure = Erasure(
+                app: ids.app, userIds: users, anonymousIds: anonymous, requestedBy: ids.requestedBy, suppress: suppress,
+                lockWait: .seconds(wait))
             let job = ProjectionJob(configuration: try configuration.load(), showProgress: false)
             let result = try await erasure.run(job, databaseURL: try database.resolvedURL())
             if json {

@@ -236,6 +236,32 @@ struct ErasureTests {
         try await db.drop()
     }
 
+    @Test("an erasure waits for a nightly run that holds the job's lock, then erases")
+    func waitsForTheNight() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let night = db.pool(maxConnections: 1)
+        let job = self.job()
+        let funnel = Self.configuration.funnels[0]
+        let start = (Timestamps.microseconds(Date()) / Self.day - 2) * Self.day
+        let planted = Self.plantedPerson(funnel, user: "late", devices: ["l-1", "l-2"], shared: "l-3", other: "early", marker: "wait", at: start)
+        _ = try await pool.withConnection { c in try EventStore.append(planted, quarantine: [], on: c) }
+        // A stand-in for a long night: a session holding the job's lock.
+        try await night.withConnection { c in _ = try c.query("SELECT pg_advisory_lock($1)", [.int(ProjectionJob.lockKey)]) }
+        let erasure = Task {
+            try await Erasure(app: funnel.app, userIds: ["late"], anonymousIds: [], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
+        }
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await pool.query("SELECT count(*) FROM events WHERE user_id = 'late'").scalar(Int.self) > 0, "it did not wait")
+        try await night.withConnection { c in _ = try c.query("SELECT pg_advisory_unlock($1)", [.int(ProjectionJob.lockKey)]) }
+        let result = try await erasure.value
+        #expect(result.users == ["late"])
+        #expect(try await pool.query("SELECT count(*) FROM events WHERE user_id = 'late'").scalar(Int.self) == 0)
+        await night.close()
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("a device whose stored link is out of date: its other user is recomputed too, and the tables equal a rebuild")
     func staleLink() async throws {
         let db = try await TestDatabase.create()

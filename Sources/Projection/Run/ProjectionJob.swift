@@ -41,7 +41,8 @@ public struct ProjectionJob: Sendable {
         public var definitions = DefinitionChanges()
     }
 
-    static let lockKey: Int64 = 0x6f6e_7261_6d70_02
+    /// The session advisory lock every run (and an erasure) holds.
+    public static let lockKey: Int64 = 0x6f6e_7261_6d70_02
 
     public let configuration: FunnelConfiguration
     public let showProgress: Bool
