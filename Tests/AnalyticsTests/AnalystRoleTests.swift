@@ -8,7 +8,8 @@ struct AnalystRoleTests {
     @Test(
         "internal tables are refused",
         arguments: ["events", "event_ids", "write_keys", "quarantine", "funnel_persons", "identity_links", "funnel_tallies", "funnel_person_diagnostics", "funnel_driver_counts", "funnel_regressions",
-                    "projection_checkpoint", "onramp_schema_migrations", "public.events_default"])
+                    "projection_checkpoint", "onramp_schema_migrations", "public.events_default", "privacy_key", "privacy_requests",
+                    "suppressed_ids", "erased_messages", "privacy_pending"])
     func internalTablesRefused(_ table: String) async throws {
         let session = try await AnalystSession.make()
         let error = await #expect(throws: PostgresError.self) {
