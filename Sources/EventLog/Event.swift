@@ -54,12 +54,24 @@ public struct Rejection: Sendable, Hashable {
     public var code: String
     public var message: String
     public var raw: String
+    /// The message's own `userId`, `anonymousId` and `previousId`, where
+    /// they could be read as ids: what keeps a suppressed person's rejected
+    /// messages out of the quarantine too (docs/privacy.md).
+    public var userID: String?
+    public var anonymousID: String?
+    public var previousID: String?
 
-    public init(index: Int, messageID: String?, code: String, message: String, raw: String) {
+    public init(
+        index: Int, messageID: String?, code: String, message: String, raw: String,
+        userID: String? = nil, anonymousID: String? = nil, previousID: String? = nil
+    ) {
         self.index = index
         self.messageID = messageID
         self.code = code
         self.message = message
         self.raw = raw
+        self.userID = userID
+        self.anonymousID = anonymousID
+        self.previousID = previousID
     }
 }

@@ -96,27 +96,23 @@ public enum EventStore {
             text(\.rejection.code),
             text(\.rejection.message),
             text(\.rejection.raw),
+            .textArray(entries.map { $0.rejection.userID ?? "" }),
+            .textArray(entries.map { $0.rejection.anonymousID ?? "" }),
+            .textArray(entries.map { $0.rejection.previousID ?? "" }),
+            .textArray(entries.map { _ in "" }),
         ]
-        // A message of a suppressed person is not kept here either: its ids
-        // are read from the raw text (compact JSON with sorted keys, when it parsed).
+        // A message of a suppressed person is not kept here either (by its own ids).
         try connection.query(
             """
             WITH input AS (
                 SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[])
                     WITH ORDINALITY AS t(app, received_at, batch_index, message_id, reason_code, reason, raw, ord)
-            ), ids AS (
-                SELECT array_agg(coalesce(substring(raw FROM '"userId":"([^"]*)"'), '') ORDER BY ord) AS users,
-                       array_agg(coalesce(substring(raw FROM '"anonymousId":"([^"]*)"'), '') ORDER BY ord) AS devices,
-                       array_agg(coalesce(substring(raw FROM '"previousId":"([^"]*)"'), '') ORDER BY ord) AS previous,
-                       array_agg(''::text) AS sent
-                FROM input
             )
             INSERT INTO quarantine (app, received_at, batch_index, message_id, reason_code, reason, raw)
             SELECT NULLIF(i.app, ''), i.received_at::timestamptz, i.batch_index::integer, NULLIF(i.message_id, ''),
                    i.reason_code, i.reason, i.raw
             FROM input i
-            LEFT JOIN (SELECT k.* FROM ids, onramp_kept_out($1::text[], ids.users, ids.devices, ids.previous, $4::text[], ids.sent) k) k
-                ON k.ord = i.ord
+            LEFT JOIN onramp_kept_out($1::text[], $8::text[], $9::text[], $10::text[], $4::text[], $11::text[]) k ON k.ord = i.ord
             WHERE NOT coalesce(k.suppressed, false)
             """, parameters)
     }

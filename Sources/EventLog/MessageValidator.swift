@@ -32,10 +32,16 @@ public enum MessageValidator {
             switch result {
             case .success(let event): outcome.events.append((index, event))
             case .failure(let failure):
+                // Its ids as a stored event's would be (a number as its digits); none that text cannot hold.
+                func id(_ key: String) -> String? {
+                    guard case .success(let text?) = identifier(message[key]), !text.contains("\0") else { return nil }
+                    return text
+                }
                 outcome.rejections.append(
                     Rejection(
                         index: index, messageID: message["messageId"]?.stringValue, code: failure.code,
-                        message: failure.message, raw: message.canonicalText))
+                        message: failure.message, raw: message.canonicalText,
+                        userID: id("userId"), anonymousID: id("anonymousId"), previousID: id("previousId")))
             }
         }
         return outcome

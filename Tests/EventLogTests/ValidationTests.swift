@@ -60,6 +60,19 @@ private func message(_ json: String) throws -> JSONValue {
         #expect(outcome.rejections.first?.raw.isEmpty == false)
     }
 
+    @Test("a rejected message keeps its own ids, a number as its digits, for suppression to find")
+    func rejectionKeepsIds() throws {
+        let outcome = MessageValidator.validate(
+            IncomingBatch(messages: [try message(
+                #"{"type":"alias","userId":4821,"anonymousId":"a-1","previousId":"old","context":{"userId":"nested"},"timestamp":"nope"}"#)]),
+            app: "yoked", receivedAt: now, policy: IngestPolicy())
+        let rejection = try #require(outcome.rejections.first)
+        #expect(rejection.code == "invalid_timestamp")
+        #expect(rejection.userID == "4821")
+        #expect(rejection.anonymousID == "a-1")
+        #expect(rejection.previousID == "old")
+    }
+
     @Test func oversizedMessageIsRejected() throws {
         let big = String(repeating: "x", count: 33 * 1024)
         let outcome = MessageValidator.validate(

@@ -149,6 +149,10 @@ DECLARE
     quarantine_count bigint;
     link_count bigint;
     latest timestamptz;
+    other_users text[];
+    other_devices text[];
+    relinked text[];
+    linked_before text[];
 BEGIN
     PERFORM set_config('lock_timeout', '10s', true);
     LOCK TABLE quarantine, event_ids IN SHARE ROW EXCLUSIVE MODE;
@@ -201,8 +205,13 @@ BEGIN
         DELETE FROM events e
         WHERE e.app = erase_app
           AND (e.user_id = ANY(users) OR (e.user_id IS NULL AND e.anonymous_id = ANY(devices)) OR e.previous_id = ANY(owned))
-        RETURNING e.message_id, e.original_timestamp)
-    SELECT array_agg(gone.message_id), count(*), max(gone.original_timestamp) INTO message_ids, event_count, latest FROM gone;
+        RETURNING e.message_id, e.original_timestamp, e.user_id, e.anonymous_id)
+    SELECT array_agg(gone.message_id), count(*), max(gone.original_timestamp),
+           -- An alias renaming one of their ids was sent as another user, maybe from another device.
+           array_agg(DISTINCT gone.user_id) FILTER (WHERE NOT (gone.user_id = ANY(users))),
+           array_agg(DISTINCT gone.anonymous_id) FILTER (WHERE NOT (gone.anonymous_id = ANY(devices)))
+    INTO message_ids, event_count, latest, other_users, other_devices FROM gone;
+    relinked := shared_devices || coalesce(other_devices, '{}');
     INSERT INTO erased_horizon AS h (app, original_until) VALUES (erase_app, latest)
     ON CONFLICT (app) DO UPDATE SET original_until = greatest(h.original_until, excluded.original_until);
 
@@ -220,29 +229,36 @@ BEGIN
         WHERE q.app = erase_app
           AND EXISTS (
               SELECT 1 FROM unnest(owned) AS i(id), unnest(ARRAY['"userId":', '"anonymousId":', '"previousId":']) AS f(field)
-              WHERE strpos(q.raw, f.field || to_json(i.id)::text) > 0)
+              WHERE strpos(q.raw, f.field || to_json(i.id)::text) > 0
+                 -- an id sent as a number
+                 OR (i.id ~ '^-?[0-9]+$' AND (strpos(q.raw, f.field || i.id || ',') > 0 OR strpos(q.raw, f.field || i.id || '}') > 0)))
         RETURNING 1)
     SELECT count(*) INTO quarantine_count FROM gone;
 
-    -- Whose stored rows counted what went: them, and the users their devices
-    -- were linked to when the projection last ran.
-    INSERT INTO privacy_pending (app, person_id, request_id)
-    SELECT erase_app, p.id, onramp_privacy_erase.request_id FROM (
-        SELECT unnest(users || devices) AS id
-        UNION
-        SELECT l.user_id FROM identity_links l WHERE l.app = erase_app AND l.anonymous_id = ANY(devices)) p
-    ON CONFLICT DO NOTHING;
-    -- Each device's link goes with its user; a shared device links to the
-    -- earliest user it is still seen with, as a rebuild would find.
+    -- Each device's link goes with its user; a device another user still
+    -- shows up on (a shared one, or an alias's) links to the earliest user it
+    -- is still seen with, as a rebuild would find.
     WITH gone AS (
         DELETE FROM identity_links l
-        WHERE l.app = erase_app AND (l.anonymous_id = ANY(devices) OR l.user_id = ANY(users)) RETURNING 1)
-    SELECT count(*) INTO link_count FROM gone;
-    INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
-    SELECT DISTINCT ON (e.anonymous_id) e.app, e.anonymous_id, e.user_id, min(e."timestamp")
-    FROM events e WHERE e.app = erase_app AND e.anonymous_id = ANY(shared_devices) AND e.user_id IS NOT NULL
-    GROUP BY e.app, e.anonymous_id, e.user_id
-    ORDER BY e.anonymous_id, min(e."timestamp"), e.user_id COLLATE "C";
+        WHERE l.app = erase_app AND (l.anonymous_id = ANY(devices || relinked) OR l.user_id = ANY(users))
+        RETURNING l.user_id)
+    SELECT count(*), array_agg(gone.user_id) INTO link_count, linked_before FROM gone;
+    WITH linked AS (
+        INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
+        SELECT DISTINCT ON (e.anonymous_id) e.app, e.anonymous_id, e.user_id, min(e."timestamp")
+        FROM events e WHERE e.app = erase_app AND e.anonymous_id = ANY(relinked) AND e.user_id IS NOT NULL
+        GROUP BY e.app, e.anonymous_id, e.user_id
+        ORDER BY e.anonymous_id, min(e."timestamp"), e.user_id COLLATE "C"
+        RETURNING user_id)
+    -- Whose stored rows counted what went: them, whoever a device of theirs
+    -- or an erased alias's was linked to, before and after, and the alias's sender.
+    INSERT INTO privacy_pending (app, person_id, request_id)
+    SELECT DISTINCT erase_app, p.id, onramp_privacy_erase.request_id FROM (
+        SELECT unnest(users || devices || relinked || coalesce(other_users, '{}') || coalesce(linked_before, '{}')) AS id
+        UNION ALL
+        SELECT linked.user_id FROM linked) p
+    WHERE p.id IS NOT NULL
+    ON CONFLICT DO NOTHING;
 
     removed := jsonb_build_object(
         'events', event_count, 'event_ids', ledger_count, 'quarantine', quarantine_count, 'identity_links', link_count);
@@ -291,7 +307,10 @@ DECLARE
     outer_pad bytea;
 BEGIN
     SELECT k.inner_pad, k.outer_pad INTO inner_pad, outer_pad FROM privacy_key k;
-    IF inner_pad IS NULL AND (EXISTS (SELECT 1 FROM suppressed_ids) OR EXISTS (SELECT 1 FROM erased_messages)) THEN
+    IF inner_pad IS NULL AND EXISTS (
+        SELECT 1 FROM (SELECT DISTINCT a.app FROM unnest(apps) AS a(app)) a
+        WHERE EXISTS (SELECT 1 FROM suppressed_ids s WHERE s.app = a.app) OR EXISTS (SELECT 1 FROM erased_messages m WHERE m.app = a.app))
+    THEN
         RAISE EXCEPTION 'privacy_key is empty: suppressed ids and erased messages cannot be recognised'
             USING HINT = 'restore privacy_key from the dump it was left out of (docs/privacy.md)';
     END IF;
