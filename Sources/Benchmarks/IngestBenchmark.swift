@@ -218,9 +218,8 @@ public struct IngestBenchmark: Sendable {
     /// 20 erased message ids each, erased a day before: the privacy checks
     /// of every append then run.
     private func keepOut(_ url: String) async throws {
-        let pool = ConnectionPool(url: url, maxConnections: 1)
-        do {
-            try await pool.transaction { [erasedPersons] c in
+        try await ConnectionPool.using(url: url) { [erasedPersons] pool in
+            try await pool.transaction { c in
                 let request = try c.query(
                     "INSERT INTO privacy_requests (kind, app, requested_by, id_hashes, suppressed) VALUES ('erase', 'yoked', 'bench', '{}', true) RETURNING id"
                 ).scalar(Int64.self)
@@ -237,11 +236,7 @@ public struct IngestBenchmark: Sendable {
                 // Erased a day ago: the bench's messages, sent up to 20 hours late, are later.
                 try c.query("INSERT INTO erased_horizon (app, original_until) VALUES ('yoked', now() - interval '1 day')")
             }
-        } catch {
-            await pool.close()
-            throw error
         }
-        await pool.close()
     }
 
     private func rawCopy(_ url: String, _ factory: MessageFactory, prefix: String, postmaster: Int32?) async throws -> RawCopyFigures {

@@ -67,6 +67,18 @@ public final class ConnectionPool: Sendable {
         threads.shutdownGracefully { _ in }
     }
 
+    /// A pool on `url` for `body` alone: closed when `body` returns or throws
+    /// (a command's few statements, a benchmark's setup).
+    public static func using<T: Sendable>(
+        url: String, maxConnections: Int = 1, _ body: (ConnectionPool) async throws -> T
+    ) async throws -> T {
+        let pool = ConnectionPool(url: url, maxConnections: maxConnections)
+        let result: Result<T, any Error>
+        do { result = .success(try await body(pool)) } catch { result = .failure(error) }
+        await pool.close()
+        return try result.get()
+    }
+
     public var usage: Usage {
         state.withLockedValue { Usage(open: $0.open, idle: $0.idle.count, waiting: $0.waiters.count) }
     }

@@ -19,7 +19,7 @@ public enum PrivacyRequests {
 
     /// Every request, newest first.
     public static func list(_ databaseURL: String) async throws -> [Entry] {
-        try await withPool(databaseURL) { pool in
+        try await ConnectionPool.using(url: databaseURL) { pool in
             try await pool.query(
                 """
                 SELECT id, kind, app, requested_at, requested_by, cardinality(id_hashes), suppressed, removed::text, completed_at
@@ -41,7 +41,7 @@ public enum PrivacyRequests {
     public static func unsuppress(
         _ databaseURL: String, app: String, userIds: [String], anonymousIds: [String], requestedBy: String
     ) async throws -> (requestId: Int64, lifted: Int) {
-        try await withPool(databaseURL) { pool in
+        try await ConnectionPool.using(url: databaseURL) { pool in
             try await pool.transaction { c in
                 let hashes = """
                     SELECT onramp_keyed_hash($1, 'user', g.id) FROM unnest($2::text[]) AS g(id)
@@ -58,18 +58,6 @@ public enum PrivacyRequests {
                 ).scalar(Int64.self)
                 return (id, lifted)
             }
-        }
-    }
-
-    static func withPool<T: Sendable>(_ databaseURL: String, _ body: (ConnectionPool) async throws -> T) async throws -> T {
-        let pool = ConnectionPool(url: databaseURL, maxConnections: 1)
-        do {
-            let value = try await body(pool)
-            await pool.close()
-            return value
-        } catch {
-            await pool.close()
-            throw error
         }
     }
 }

@@ -110,10 +110,8 @@ struct Keys: AsyncParsableCommand {
     }
 
     static func withStore<T: Sendable>(_ database: DatabaseOptions, _ body: (WriteKeyStore) async throws -> T) async throws -> T {
-        let pool = ConnectionPool(url: try database.resolvedURL(), maxConnections: 1)
-        let result: Result<T, any Error>
-        do { result = .success(try await body(WriteKeyStore(pool: pool, cacheTTL: .zero))) } catch { result = .failure(error) }
-        await pool.close()
-        return try result.get()
+        try await ConnectionPool.using(url: try database.resolvedURL()) { pool in
+            try await body(WriteKeyStore(pool: pool, cacheTTL: .zero))
+        }
     }
 }

@@ -15,10 +15,9 @@ struct Migrate: AsyncParsableCommand {
     func run() async throws {
         let directory = try MigrationFile.locateDirectory(explicit: migrations)
         let migrator = try Migrator(directory: directory)
-        let pool = ConnectionPool(url: try database.resolvedURL(), maxConnections: 1)
-        let result = await Result(catching: { try await pool.withConnection { try migrator.migrate($0) } })
-        await pool.close()
-        let outcome = try result.get()
+        let outcome = try await ConnectionPool.using(url: try database.resolvedURL()) { pool in
+            try await pool.withConnection { try migrator.migrate($0) }
+        }
         for name in outcome.applied { Console.info("applied \(name)") }
         Console.info(
             outcome.applied.isEmpty

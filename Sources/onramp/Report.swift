@@ -21,10 +21,9 @@ struct Report: AsyncParsableCommand {
             return
         }
         let job = ProjectionJob(configuration: try configuration.load(), showProgress: false)
-        let pool = ConnectionPool(url: try database.resolvedURL(), maxConnections: 1)
-        let result = await Result(catching: { try await pool.withConnection { try job.preview($0) } })
-        await pool.close()
-        let changes = try result.get()
+        let changes = try await ConnectionPool.using(url: try database.resolvedURL()) { pool in
+            try await pool.withConnection { try job.preview($0) }
+        }
         for line in changes.lines(conditional: true) { print(line) }
         if changes.isEmpty {
             print("no funnel would be recomputed or removed: the stored rows of all \(changes.unchanged.count) were built from this configuration")
