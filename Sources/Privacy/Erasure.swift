@@ -81,10 +81,9 @@ public struct Erasure: Sendable {
         let elapsed = ContinuousClock.now - started
         result.seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
         let removed = try String(decoding: JSONEncoder().encode(result.removed), as: UTF8.self)
-        _ = try await PrivacyRequests.withPool(databaseURL) { pool in
-            try await pool.query(
-                "UPDATE privacy_requests SET removed = $2::jsonb, completed_at = now() WHERE id = $1",
-                [.int(result.requestId), .json(removed)])
+        // The run marked the request complete (`ErasedPersons.forget`); what it removed is known here.
+        _ = try await ConnectionPool.using(url: databaseURL) { pool in
+            try await pool.query("UPDATE privacy_requests SET removed = $2::jsonb WHERE id = $1", [.int(result.requestId), .json(removed)])
         }
         return result
     }
