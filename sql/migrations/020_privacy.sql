@@ -337,7 +337,7 @@ BEGIN
     SELECT i.ord,
            EXISTS (
                SELECT 1 FROM hits h
-               WHERE h.app = i.app AND h.id IN (i.user_id, i.anonymous_id, i.previous_id)
+               WHERE h.app = i.app
                  AND (h.kind = 'user' AND h.id IN (i.user_id, i.previous_id)
                       OR h.kind = 'anonymous' AND h.id IN (i.anonymous_id, i.previous_id))),
            CASE WHEN k.erasing AND (NULLIF(i.original_timestamp, '') IS NULL OR i.original_timestamp::timestamptz <= k.erased_until)
