@@ -41,9 +41,9 @@ struct PrivacyCommand: AsyncParsableCommand {
                 }
                 return text.split(whereSeparator: \.isNewline).map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
             }
-            // Ids as given, without surrounding blanks, wherever they were given.
-            let users = (userIds + (try lines(file, option: "--file"))).map { $0.trimmingCharacters(in: .whitespaces) }
-            let anonymous = (anonymousIds + (try lines(anonymousFile, option: "--anonymous-file"))).map { $0.trimmingCharacters(in: .whitespaces) }
+            // Without surrounding blanks, as the files' lines are.
+            let users = userIds.map { $0.trimmingCharacters(in: .whitespaces) } + (try lines(file, option: "--file"))
+            let anonymous = anonymousIds.map { $0.trimmingCharacters(in: .whitespaces) } + (try lines(anonymousFile, option: "--anonymous-file"))
             guard !users.isEmpty || !anonymous.isEmpty else { throw ValidationError("the files name no id") }
             return (Array(Set(users)).sorted(), Array(Set(anonymous)).sorted())
         }
