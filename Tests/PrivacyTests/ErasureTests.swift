@@ -52,6 +52,19 @@ struct ErasureTests {
         return events
     }
 
+    /// Every table as it is, against what a rebuild of the log writes, table by table.
+    static func expectEqualToRebuild(
+        _ pool: ConnectionPool, _ job: ProjectionJob, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let now = try await pool.withConnection { try TableDump.dump($0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
+        #expect(Set(now.keys) == Set(rebuilt.keys), sourceLocation: sourceLocation)
+        for table in rebuilt.keys.sorted() {
+            #expect(now[table] == rebuilt[table], "\(table) differs from a rebuild", sourceLocation: sourceLocation)
+        }
+    }
+
     static func pgDump(_ url: String) throws -> String {
         let result = try ChildProcess.run([try LocalCluster.program("pg_dump"), "--no-owner", "--dbname", url])
         guard result.exit.status == 0, !result.exit.signaled else {
@@ -110,11 +123,8 @@ struct ErasureTests {
         #expect(result.removed["funnel_persons"] == before)
 
         // Every table as a rebuild of the log without them finds it.
-        let erased = try await pool.withConnection { try TableDump.dump($0) }
         #expect(try await pool.query("SELECT count(*) FROM privacy_pending").scalar(Int.self) == 0)
-        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
-        let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
-        for table in rebuilt.keys.sorted() { #expect(erased[table] == rebuilt[table], "\(table) differs from a rebuild") }
+        try await Self.expectEqualToRebuild(pool, job)
 
         // Nothing of them in the whole database, but the shared device in the other user's event.
         let dump = try Self.pgDump(db.url)
@@ -191,9 +201,7 @@ struct ErasureTests {
         #expect(device.removed["events"] == lonely.count)
         let left = try await pool.query("SELECT coalesce(user_id, anonymous_id) FROM events").rows.map { try $0.decode(String.self, at: 0) }
         #expect(left == ["u-2"])
-        let erased = try await pool.withConnection { try TableDump.dump($0) }
-        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
-        #expect(try await pool.withConnection { try TableDump.dump($0) } == erased)
+        try await Self.expectEqualToRebuild(pool, job)
         await pool.close()
         try await db.drop()
     }
@@ -298,10 +306,7 @@ struct ErasureTests {
         let erased = try await Erasure(app: funnel.app, userIds: ["u"], anonymousIds: [], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
         #expect(erased.devices == ["d"])
         #expect(erased.sharedDevices == ["d"])
-        let after = try await pool.withConnection { try TableDump.dump($0) }
-        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
-        let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
-        for table in rebuilt.keys.sorted() { #expect(after[table] == rebuilt[table], "\(table) differs from a rebuild") }
+        try await Self.expectEqualToRebuild(pool, job)
         await pool.close()
         try await db.drop()
     }
