@@ -199,9 +199,9 @@ public struct ExploreBenchmark: Sendable {
         _ = try await pool.withConnection { c in
             try c.copyOut(
                 """
-                COPY (SELECT e.app, e.type, coalesce(e.event, ''), coalesce(e.user_id, l.user_id, e.anonymous_id),
+                COPY (SELECT e.app, e.type, coalesce(e.event, ''), coalesce(l.person_id, e.user_id, e.anonymous_id),
                              (extract(epoch FROM e."timestamp") * 1000000)::int8, coalesce(e.context #>> '{os,name}', '')
-                      FROM events e LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id) TO STDOUT (FORMAT csv)
+                      FROM events e LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = coalesce(e.user_id, e.anonymous_id)) TO STDOUT (FORMAT csv)
                 """
             ) { try handle.write(contentsOf: Data($0)) }
         }

@@ -32,9 +32,9 @@ enum SQLFunnel {
         // (Self-joins of a CTE per step looked simpler, but the planner's row
         // estimate for the grouped CTE chose nested loops: minutes at 1 M.)
         var chain = """
-            SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id) AS person, e."timestamp" AS ts,
+            SELECT COALESCE(l.person_id, e.user_id, e.anonymous_id) AS person, e."timestamp" AS ts,
                    CASE \(cases.joined(separator: " ")) END AS step
-            FROM events e LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id
+            FROM events e LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = COALESCE(e.user_id, e.anonymous_id)
             WHERE e.app = $1 AND e.type IN ('track', 'screen') AND e.type || ':' || e.event = ANY($2::text[])
             """
         for k in 1...max(1, keys.count) {

@@ -81,40 +81,77 @@ struct QueryEvaluation {
         return bits
     }
 
-    /// Each event's person, as a number into the identifier table: its user;
-    /// else the user its anonymous id was first seen with (earliest, then
-    /// the smallest user id: `IdentityLink.isPreferred`); else the anonymous id.
+    /// Each event's person, as a number into the identifier table, by
+    /// `IdentityResolver`'s rule on numbers: every id is linked to the user
+    /// it was first seen with (on a message with both, or as an alias's
+    /// previous id; earliest, then the smallest user id:
+    /// `IdentityLink.isPreferred`), and an event's id (its user, else its
+    /// anonymous id) is followed link by link to an id with none; in a loop
+    /// of links, the one seen last is not followed.
     private func personOfEvents() throws -> [UInt32] {
         let columns = snapshot.columns
         var ids: StringTable?
-        var linkedUser = [UInt32](repeating: 0, count: snapshot.idCount + 1)
+        func text(_ id: UInt32) throws -> String {
+            if ids == nil { ids = try snapshot.ids() }
+            return ids?.string(id) ?? ""
+        }
+        func link(_ id: Int) throws -> IdentityLink { IdentityLink(userId: try text(linked[id]), firstSeen: firstSeen[id]) }
+        var linked = [UInt32](repeating: 0, count: snapshot.idCount + 1)
         var firstSeen = [Int64](repeating: .max, count: snapshot.idCount + 1)
-        for index in 0..<columns.count {
-            let anonymous = Int(columns.anonymous[index]), user = columns.user[index]
-            guard anonymous != 0, user != 0 else { continue }
-            let time = columns.time[index]
-            if time < firstSeen[anonymous] {
-                firstSeen[anonymous] = time
-                linkedUser[anonymous] = user
-            } else if time == firstSeen[anonymous], user != linkedUser[anonymous] {
-                // Two users of one device at one time: the smaller id, by its text.
-                if ids == nil { ids = try snapshot.ids() }
-                if let candidate = ids?.string(user), let current = ids?.string(linkedUser[anonymous]),
-                   IdentityLink(userId: candidate, firstSeen: time).isPreferred(over: IdentityLink(userId: current, firstSeen: time)) {
-                    linkedUser[anonymous] = user
-                }
+        func observe(_ id: Int, _ user: UInt32, _ time: Int64) throws {
+            if time < firstSeen[id] {
+                firstSeen[id] = time
+                linked[id] = user
+            } else if time == firstSeen[id], user != linked[id],
+                      // Two users of one id at one time: the smaller id, by its text.
+                      IdentityLink(userId: try text(user), firstSeen: time).isPreferred(over: try link(id)) {
+                linked[id] = user
             }
+        }
+        for index in 0..<columns.count {
+            let user = columns.user[index]
+            guard user != 0 else { continue }
+            let time = columns.time[index]
+            if columns.anonymous[index] != 0 { try observe(Int(columns.anonymous[index]), user, time) }
+            if columns.previous[index] != 0 { try observe(Int(columns.previous[index]), user, time) }
+        }
+        // Where each id's links lead, each id walked once.
+        var person = [UInt32](repeating: 0, count: linked.count)
+        var walk = [UInt32](repeating: 0, count: linked.count)
+        var path: [Int] = []
+        for start in 1..<max(1, linked.count) where person[start] == 0 {
+            path.removeAll(keepingCapacity: true)
+            var current = start, found = UInt32(start)
+            while true {
+                if person[current] != 0 {
+                    found = person[current]
+                    break
+                }
+                let next = Int(linked[current])
+                if next == 0 || next == current {
+                    found = UInt32(current)
+                    break
+                }
+                if walk[current] == UInt32(start), let loopStart = path.firstIndex(of: current) {
+                    // A loop: its least preferred link is not followed.
+                    var last = path[loopStart]
+                    for id in path[loopStart...] {
+                        if try link(last).isPreferred(over: link(id)) { last = id }
+                    }
+                    found = UInt32(last)
+                    break
+                }
+                walk[current] = UInt32(start)
+                path.append(current)
+                current = next
+            }
+            for id in path { person[id] = found }
+            if person[current] == 0 { person[current] = found }
         }
         var persons = [UInt32](repeating: 0, count: columns.count)
         for index in 0..<columns.count {
-            let user = columns.user[index]
-            if user != 0 {
-                persons[index] = user
-            } else {
-                let anonymous = columns.anonymous[index]
-                let linked = linkedUser[Int(anonymous)]
-                persons[index] = linked != 0 ? linked : anonymous
-            }
+            let id = columns.user[index] != 0 ? columns.user[index] : columns.anonymous[index]
+            persons[index] = id != 0 ? person[Int(id)] : 0
         }
         return persons
     }

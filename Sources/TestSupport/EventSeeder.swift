@@ -11,6 +11,8 @@ public struct SeedEvent: Sendable {
     public var event: String?
     public var anonymousId: String?
     public var userId: String?
+    /// An alias's previousId.
+    public var previousId: String?
     public var timestamp: Int64
     public var properties: String = "{}"
     public var context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
@@ -18,8 +20,9 @@ public struct SeedEvent: Sendable {
     public init(
         app: String, type: String = "track", messageId: String = UUID().uuidString, event: String? = nil,
         anonymousId: String? = nil, userId: String? = nil, timestamp: Int64, properties: String = "{}",
-        context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
+        context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#, previousId: String? = nil
     ) {
+        self.previousId = previousId
         self.app = app
         self.type = type
         self.messageId = messageId
@@ -38,14 +41,14 @@ public enum EventSeeder {
             try c.copyIn(
                 """
                 COPY events (app, type, message_id, event, anonymous_id, user_id, "timestamp", original_timestamp,
-                             received_at, properties, context) FROM STDIN
+                             received_at, properties, context, previous_id) FROM STDIN
                 """
             ) { writer in
                 for e in events {
                     try writer.writeRow([
                         .text(e.app), .text(e.type), .text(e.messageId), .optional(e.event), .optional(e.anonymousId),
                         .optional(e.userId), .microseconds(e.timestamp), .microseconds(e.timestamp),
-                        .microseconds(Timestamps.microseconds(Date())), .text(e.properties), .text(e.context),
+                        .microseconds(Timestamps.microseconds(Date())), .text(e.properties), .text(e.context), .optional(e.previousId),
                     ])
                 }
             }
@@ -70,8 +73,15 @@ public enum EventSeeder {
     /// step): help and failure events, a screen, an identify; Android
     /// persons fail more and leave more after failing. The drop-off
     /// diagnostics' tests need them.
+    ///
+    /// With `aliases`, some persons sign in as a server-side library does it
+    /// (an `alias` from their anonymous id to their user id, then events with
+    /// the user id alone), some are renamed after their last step (an alias
+    /// from their user id to a new one, which sends one more event), and
+    /// some of those are renamed back (a loop of aliases).
     public static func journeys(
-        configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10, detours: Bool = false
+        configuration: FunnelConfiguration, personsPerFunnel: Int, seed: UInt64, daysAgo: Int = 10, detours: Bool = false,
+        aliases: Bool = false
     ) -> [SeedEvent] {
         var rng = SplitMix(seed: seed)
         let day: Int64 = 86_400_000_000
@@ -84,6 +94,8 @@ public enum EventSeeder {
                 let user = rng.next() % 3 == 0 ? "\(funnel.name)-user-\(p)" : nil
                 var t = base + Int64(rng.next() % 5) * day + Int64(rng.next() % 86_400) * 1_000_000
                 let stop = Int(rng.next() % UInt64(required.count + 2))
+                let serverSide = aliases && user != nil && p % 5 == 1
+                var aliased = false
                 for (position, stepIndex) in required.enumerated() where position <= stop {
                     guard let matcher = funnel.steps[stepIndex].matchers.first else { continue }
                     t += Int64(rng.next() % 1800) * 1_000_000
@@ -94,9 +106,16 @@ public enum EventSeeder {
                     }
                     properties["auth_method"] = ["email", "google", "apple"][p % 3]
                     properties["flow_version"] = p % 2 == 0 ? "v2" : "v3"
+                    if serverSide && identified && !aliased {
+                        events.append(SeedEvent(
+                            app: funnel.app, type: "alias", messageId: "\(funnel.name)-\(p)-alias", userId: user,
+                            timestamp: t - 1_000_000, previousId: anonymous))
+                        aliased = true
+                    }
                     let event = SeedEvent(
                         app: funnel.app, type: matcher.kind == .screen ? "screen" : "track",
-                        messageId: "\(funnel.name)-\(p)-\(position)", event: matcher.name, anonymousId: anonymous,
+                        messageId: "\(funnel.name)-\(p)-\(position)", event: matcher.name,
+                        anonymousId: serverSide && identified ? nil : anonymous,
                         userId: identified ? user : nil, timestamp: t, properties: json(properties),
                         context: p % 4 == 0 ? #"{"os": {"name": "Android"}, "app": {"version": "2.2.0"}}"# : #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#)
                     events.append(event)
@@ -122,6 +141,23 @@ public enum EventSeeder {
                             app: funnel.app, type: type, messageId: "\(funnel.name)-\(p)-\(position)-detour-\(n)", event: name,
                             anonymousId: anonymous, userId: identified ? user : nil, timestamp: t + offset, properties: "{}",
                             context: event.context))
+                    }
+                }
+                if aliases, let user, p % 7 == 2, let last = events.last {
+                    let renamed = user + "-renamed"
+                    events.append(SeedEvent(
+                        app: funnel.app, type: "alias", messageId: "\(funnel.name)-\(p)-rename", userId: renamed,
+                        timestamp: last.timestamp + 60_000_000, previousId: user))
+                    var again = last
+                    again.messageId = "\(funnel.name)-\(p)-after-rename"
+                    again.userId = renamed
+                    again.anonymousId = nil
+                    again.timestamp += 120_000_000
+                    events.append(again)
+                    if p % 3 == 0 {
+                        events.append(SeedEvent(
+                            app: funnel.app, type: "alias", messageId: "\(funnel.name)-\(p)-rename-back", userId: user,
+                            timestamp: last.timestamp + 180_000_000, previousId: renamed))
                     }
                 }
             }

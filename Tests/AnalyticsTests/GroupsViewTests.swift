@@ -39,7 +39,7 @@ struct GroupsViewTests {
             INSERT INTO events (app, type, message_id, event, anonymous_id, "timestamp", received_at, group_id)
             VALUES ('ops', 'track', 't', 'welcome', 'd9', to_timestamp(9), now(), 'acme')
             """)
-        try await owner.query("INSERT INTO identity_links (app, anonymous_id, user_id, first_seen) VALUES ('ops', 'd2', 'u2', to_timestamp(0))")
+        try await owner.query("INSERT INTO identity_links (app, anonymous_id, user_id, first_seen, person_id) VALUES ('ops', 'd2', 'u2', to_timestamp(0), 'u2')")
 
         // The independent count: the calls above, persons named as analytics.events names them.
         let person = { (call: Call) in call.user ?? (call.device == "d2" ? "u2" : call.device) }

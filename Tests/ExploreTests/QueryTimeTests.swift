@@ -32,11 +32,17 @@ struct QueryTimeTests {
             let user: String? = rng.next() % 2 == 0 ? "u\(p % (persons / 2))" : nil
             var t = base + Int64(rng.next() % 5) * day + Int64(rng.next() % 86_400) * 1_000_000
             let count = 3 + Int(rng.next() % 10)
-            var identified = false
+            var identified = false, serverSide = false
             for n in 0..<count {
                 t += Int64(rng.next() % 4) * Int64([1, 10, 120, 1_800][Int(rng.next() % 4)]) * 1_000_000
                 if let user, !identified, rng.next() % 3 == 0 {
                     identified = true
+                    if p % 4 == 1 {
+                        // Signed in as a server-side library says it: an alias, then the user id alone.
+                        events.append(SeedEvent(app: app, type: "alias", messageId: "\(p)-\(n)-alias", userId: user, timestamp: t, previousId: anonymous))
+                        serverSide = true
+                        continue
+                    }
                     events.append(SeedEvent(app: app, type: "identify", messageId: "\(p)-\(n)-id", anonymousId: anonymous, userId: user, timestamp: t))
                     if rng.next() % 6 == 0 {  // the same device, another account, at the same time or later
                         events.append(SeedEvent(
@@ -52,9 +58,18 @@ struct QueryTimeTests {
                     pick == 0 ? ("page", "home") : pick == 1 ? ("screen", names[Int(rng.next() % 2)])
                     : pick == 2 ? ("track", ["e", "hb"][Int(rng.next() % 2)]) : ("track", names[Int(rng.next() % 4)])
                 events.append(SeedEvent(
-                    app: app, type: type, messageId: "\(p)-\(n)", event: name, anonymousId: anonymous,
+                    app: app, type: type, messageId: "\(p)-\(n)", event: name, anonymousId: serverSide ? nil : anonymous,
                     userId: identified ? user : nil, timestamp: t, properties: EventSeeder.json(properties),
                     context: p % 3 == 0 ? #"{"os": {"name": "Android"}}"# : #"{"os": {"name": "iOS"}}"#))
+            }
+            if let user, identified, p % 9 == 2 {
+                // Renamed after their last event (and, for some, back again: a loop of aliases).
+                t += 30_000_000
+                events.append(SeedEvent(app: app, type: "alias", messageId: "\(p)-rename", userId: user + "r", timestamp: t, previousId: user))
+                events.append(SeedEvent(app: app, messageId: "\(p)-renamed", event: names[Int(rng.next() % 4)], userId: user + "r", timestamp: t + 1_000_000))
+                if p % 18 == 2 {
+                    events.append(SeedEvent(app: app, type: "alias", messageId: "\(p)-back", userId: user, timestamp: t + 2_000_000, previousId: user + "r"))
+                }
             }
         }
         return events
@@ -274,21 +289,41 @@ struct QueryTimeTests {
     }
 
     /// Each person's level by brute force, from the log read with plain SQL:
-    /// the person is the user id, else the user first seen with the
-    /// anonymous id (the smaller at one time), else the anonymous id.
+    /// each id (anonymous, or an alias's previous id) is linked to the user
+    /// first seen with it (the smaller at one time); an event's id (its user
+    /// id, else its anonymous id) is followed link by link to its end, and
+    /// in a loop the member whose link was seen last is the person.
     static func referenceLevels(_ c: Connection, funnel: Funnel) throws -> [Int] {
         var persons: [String: [FunnelEvent]] = [:]
         let paths = Array(funnel.referencedPaths).sorted()
         try c.forEachRow(
             """
-            WITH links AS (
-                SELECT DISTINCT ON (anonymous_id) anonymous_id, user_id FROM events
+            WITH RECURSIVE sightings AS (
+                SELECT anonymous_id AS id, user_id, "timestamp" FROM events
                 WHERE app = $1 AND anonymous_id IS NOT NULL AND user_id IS NOT NULL
-                ORDER BY anonymous_id, "timestamp", user_id COLLATE "C"
+                UNION ALL
+                SELECT previous_id, user_id, "timestamp" FROM events
+                WHERE app = $1 AND previous_id IS NOT NULL AND user_id IS NOT NULL
+            ), links AS (
+                SELECT DISTINCT ON (id) id, user_id, "timestamp" FROM sightings ORDER BY id, "timestamp", user_id COLLATE "C"
+            ), walk (start, path) AS (
+                SELECT id, ARRAY[id] FROM links
+                UNION ALL
+                SELECT w.start, w.path || l.user_id FROM walk w JOIN links l ON l.id = w.path[cardinality(w.path)]
+                WHERE l.user_id <> l.id AND NOT (w.path[cardinality(w.path)] = ANY (w.path[1:cardinality(w.path) - 1]))
+            ), ends AS (
+                SELECT DISTINCT ON (start) start, path, path[cardinality(path)] AS last FROM walk ORDER BY start, cardinality(path) DESC
+            ), persons AS (
+                SELECT e.start AS id,
+                       CASE WHEN e.last = ANY (e.path[1:cardinality(e.path) - 1]) THEN (
+                           SELECT m.id FROM unnest(e.path[array_position(e.path, e.last):cardinality(e.path) - 1]) AS m(id)
+                           JOIN links l ON l.id = m.id ORDER BY l."timestamp" DESC, l.user_id COLLATE "C" DESC LIMIT 1)
+                       ELSE e.last END AS person
+                FROM ends e
             )
-            SELECT coalesce(e.user_id, l.user_id, e.anonymous_id), e.message_id, e.type, e.event,
+            SELECT coalesce(p.person, e.user_id, e.anonymous_id), e.message_id, e.type, e.event,
                    (extract(epoch FROM e."timestamp") * 1000000)::int8, e.properties::text, e.context::text
-            FROM events e LEFT JOIN links l ON l.anonymous_id = e.anonymous_id
+            FROM events e LEFT JOIN persons p ON p.id = coalesce(e.user_id, e.anonymous_id)
             WHERE e.app = $1
             """, [.text(funnel.app)]
         ) { row in

@@ -90,7 +90,7 @@ struct ErasureTests {
             app: funnel.app, receivedAt: Timestamps.microseconds(Date()),
             rejection: Rejection(index: 0, messageID: "\(marker)-bad", code: "invalid_timestamp", message: "no",
                                  raw: #"{"properties":{"hint":"\#(marker)-quarantine"},"timestamp":"yesterday","type":"track","userId":"\#(user)"}"#))
-        // They were renamed once, by an alias another user id sent from another device, which then went on.
+        // They were renamed once, by an alias the new user id sent from another device, which then went on: one person.
         var renamed = planted[planted.count - 2]
         renamed.messageID = "\(marker)-alias"
         renamed.type = .alias
@@ -108,17 +108,19 @@ struct ErasureTests {
         let history = planted + [renamed, afterwards]
         _ = try await pool.withConnection { c in try EventStore.append(history, quarantine: [rejected], on: c) }
         _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
-        let before = try await pool.query("SELECT count(*) FROM funnel_persons WHERE person_id = $1", [.text(user)]).scalar(Int.self)
+        let before = try await pool.query(
+            "SELECT count(*) FROM funnel_persons WHERE person_id IN ($1, 'renamed-user')", [.text(user)]).scalar(Int.self)
         #expect(before >= 1)
         #expect(try Self.pgDump(db.url).contains(marker))
 
         let result = try await Erasure(app: funnel.app, userIds: [user], anonymousIds: [], requestedBy: "ticket-42", suppress: true)
             .run(job, databaseURL: db.url)
-        #expect(result.users == [user])
-        #expect(Set(result.devices) == Set(devices + [shared]))
+        #expect(Set(result.users) == [user, "renamed-user"])
+        #expect(Set(result.devices) == Set(devices + [shared, "renamed-device"]))
         #expect(result.sharedDevices == [shared])
-        #expect(result.removed["events"] == planted.count)  // theirs, less the other user's on the shared device, and the alias
-        #expect(result.removed["event_ids"] == planted.count)
+        // Theirs, less the other user's on the shared device; the alias, and the renamed person's event.
+        #expect(result.removed["events"] == planted.count + 1)
+        #expect(result.removed["event_ids"] == planted.count + 1)
         #expect(result.removed["quarantine"] == 1)
         #expect(result.removed["funnel_persons"] == before)
 
@@ -306,6 +308,49 @@ struct ErasureTests {
         let erased = try await Erasure(app: funnel.app, userIds: ["u"], anonymousIds: [], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
         #expect(erased.devices == ["d"])
         #expect(erased.sharedDevices == ["d"])
+        try await Self.expectEqualToRebuild(pool, job)
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("an erasure follows aliases: a server-side sign-in's device and a renamed account go with the person; the tables equal a rebuild")
+    func eraseThroughAliases() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let funnel = Self.configuration.funnels[0]
+        let start = (Timestamps.microseconds(Date()) / Self.day - 2) * Self.day
+        // u-old's journey; then a server-side alias names a device that never sent u-old, and the account is renamed.
+        var planted = Self.plantedPerson(funnel, user: "u-old", devices: ["d-1", "d-2"], shared: "d-3", other: "w", marker: "al", at: start)
+        func message(_ id: String, _ type: MessageType, anonymous: String?, user: String?, previous: String?, at t: Int64) -> NewEvent {
+            var event = NewEvent(
+                app: funnel.app, type: type, messageID: id, event: type == .track ? "help_opened" : nil, anonymousID: anonymous, userID: user,
+                timestamp: t, originalTimestamp: t, sentAt: nil, receivedAt: Timestamps.microseconds(Date()), properties: "{}", context: "{}",
+                traits: nil)
+            event.previousID = previous
+            return event
+        }
+        planted += [
+            message("al-device", .track, anonymous: "d-server", user: nil, previous: nil, at: start + 1_000_000),
+            message("al-alias-device", .alias, anonymous: nil, user: "u-old", previous: "d-server", at: start + 2_000_000),
+            message("al-rename", .alias, anonymous: nil, user: "u-new", previous: "u-old", at: start + Self.day),
+            message("al-renamed", .track, anonymous: nil, user: "u-new", previous: nil, at: start + Self.day + 1_000_000),
+            // Someone else, untouched.
+            message("other", .track, anonymous: "d-other", user: "x", previous: nil, at: start + 3_000_000),
+        ]
+        let messages = planted
+        _ = try await pool.withConnection { c in try EventStore.append(messages, quarantine: [], on: c) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(try await pool.query(
+            "SELECT DISTINCT person_id FROM analytics.events WHERE user_id IN ('u-old', 'u-new') OR anonymous_id IN ('d-1', 'd-server')"
+        ).rows.map { try $0.decode(String.self, at: 0) } == ["u-new"])
+
+        let erased = try await Erasure(app: funnel.app, userIds: ["u-new"], anonymousIds: [], requestedBy: "t", suppress: true).run(job, databaseURL: db.url)
+        #expect(Set(erased.users) == ["u-new", "u-old"])
+        #expect(Set(erased.devices) == ["d-1", "d-2", "d-3", "d-server"])
+        let left = try await pool.query("SELECT message_id FROM events ORDER BY message_id").rows.map { try $0.decode(String.self, at: 0) }
+        #expect(left == ["other", "w-on-shared"])
+        #expect(try await pool.query("SELECT count(*) FROM identity_links WHERE person_id IN ('u-new', 'u-old')").scalar(Int.self) == 0)
         try await Self.expectEqualToRebuild(pool, job)
         await pool.close()
         try await db.drop()

@@ -38,8 +38,9 @@ struct PersonHistoryReaderTests {
                 // The reader gives anonymous events their person itself; PostgreSQL's join is the reference.
                 expected = try c.query(
                     """
-                    SELECT COALESCE(e.user_id, l.user_id, e.anonymous_id), count(*) FROM events e
-                    LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = e.anonymous_id WHERE e.app = $1 GROUP BY 1
+                    SELECT COALESCE(l.person_id, e.user_id, e.anonymous_id), count(*) FROM events e
+                    LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = COALESCE(e.user_id, e.anonymous_id)
+                    WHERE e.app = $1 GROUP BY 1
                     """, [.text(app)]
                 ).rows
                 linkedAnonymousEvents = try c.query(
@@ -49,7 +50,7 @@ struct PersonHistoryReaderTests {
                     """, [.text(app)]
                 ).scalar(Int.self)
                 let reader = PersonHistoryReader(app: app, paths: ["context.os.name", "properties.step"])
-                let history = try reader.spill(c, scope: .all(links: links), partitions: 7, spillBuffer: 2048)
+                let history = try reader.spill(c, scope: .all(persons: links), partitions: 7, spillBuffer: 2048)
                 defer { history.remove() }
                 directory = history.directory
                 let created = try Self.spillDirectories().subtracting(before)
@@ -110,8 +111,8 @@ struct PersonHistoryReaderTests {
         let rebuilt = try await pool.withConnection { c in
             try c.transaction(isolation: .repeatableRead) { c in
                 let links = try IdentityLinker.rebuild(reading: c, writing: c, app: "ops")
-                #expect(links[device]?.userId == user)
-                return try timelines(try reader.spill(c, scope: .all(links: links), partitions: 13, spillBuffer: 64))
+                #expect(links[device] == user)
+                return try timelines(try reader.spill(c, scope: .all(persons: links), partitions: 13, spillBuffer: 64))
             }
         }
         #expect(rebuilt == [user: 4, "other\\device": 1])

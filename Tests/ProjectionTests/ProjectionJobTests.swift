@@ -265,6 +265,58 @@ struct ProjectionJobTests {
         try await db.drop()
     }
 
+    @Test("aliases join persons incrementally as on rebuild: server-side sign-ins, renames and loops, arriving in any order")
+    func aliasesJoinPersonsAsOnRebuild() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        var events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 150, seed: 21, aliases: true)
+        var rng = SplitMix(seed: 3)
+        events.shuffle(using: &rng)
+        #expect(events.filter { $0.type == "alias" }.count > 30)
+        let third = events.count / 3
+        for part in [events[..<third], events[third..<2 * third], events[(2 * third)...]] {
+            try await pool.withConnection { c in try EventSeeder.insert(c, Array(part)) }
+            _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        }
+        let incremental = try await pool.withConnection { try TableDump.dump($0) }
+
+        // Every message's person, as analysts read it, is the engine's for the whole log.
+        var links: [String: [String: IdentityLink]] = [:]
+        for event in events where event.userId != nil {
+            for id in [event.anonymousId, event.previousId].compactMap({ $0 }) {
+                IdentityResolver.record(
+                    IdentityObservation(anonymousId: id, userId: event.userId, timestamp: event.timestamp), into: &links[event.app, default: [:]])
+            }
+        }
+        let byMessage = Dictionary(events.map { ("\($0.app)|\($0.messageId)", $0) }) { first, _ in first }
+        var wrong: [String] = []
+        for row in try await pool.query("SELECT app, message_id, person_id FROM analytics.events").rows {
+            let app = try row.decode(String.self, at: 0), key = "\(app)|\(try row.decode(String.self, at: 1))"
+            guard let event = byMessage[key] else { continue }
+            let expected = IdentityResolver.personId(anonymousId: event.anonymousId, userId: event.userId, links: links[app] ?? [:])
+            if try row.decode(String.self, at: 2) != expected { wrong.append(key) }
+        }
+        #expect(wrong.isEmpty, "\(wrong.prefix(5))")
+        // No stored person is an id whose links lead to another; renamed persons exist.
+        let stray = try await pool.query(
+            """
+            SELECT count(*) FROM funnel_persons f
+            JOIN identity_links l ON l.app = f.app AND l.anonymous_id = f.person_id AND l.person_id <> f.person_id
+            """).scalar(Int.self)
+        #expect(stray == 0)
+        #expect(try await pool.query("SELECT count(*) FROM funnel_persons WHERE person_id LIKE '%-renamed'").scalar(Int.self) > 0)
+        #expect(try await pool.query("SELECT count(*) FROM identity_links WHERE person_id <> user_id").scalar(Int.self) > 0)
+
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        let afterRebuild = try await pool.withConnection { try TableDump.dump($0) }
+        for table in TableDump.queries.keys.sorted() {
+            #expect(afterRebuild[table] == incremental[table], "\(table) differs after rebuild")
+        }
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("a row with a lower seq that commits after a higher one was read is not stepped over")
     func lateCommitIsNotSkipped() async throws {
         let db = try await TestDatabase.create()

@@ -15,14 +15,15 @@ import LibPQ
 /// keeps pace with it.
 struct PersonHistoryReader {
     enum Scope {
-        /// Everyone (rebuild), with the app's links as `IdentityLinker.rebuild`
-        /// made them: the job gives anonymous events their person itself, as
-        /// they stream in, where PostgreSQL would hash-join every event of the
-        /// log against the links (a large share of a history read).
-        case all(links: [String: IdentityLink])
+        /// Everyone (rebuild), with each linked id's person as
+        /// `IdentityLinker.rebuild` found them: the job gives events their
+        /// person itself, as they stream in, where PostgreSQL would hash-join
+        /// every event of the log against the links (a large share of a
+        /// history read).
+        case all(persons: [String: String])
         /// Persons listed in the `touched_keys` temp table (incremental),
-        /// with the person an anonymous id's events belong to where it is not
-        /// the id itself (`TouchedPersons`), given to them the same way.
+        /// with the person an id's events belong to where it is not the id
+        /// itself (`TouchedPersons`), given to them the same way.
         case touched(owners: [String: String])
     }
 
@@ -44,8 +45,7 @@ struct PersonHistoryReader {
         do {
             var persons: LinkedPersons
             switch scope {
-            case .all(let links): persons = LinkedPersons { links[$0]?.userId }
-            case .touched(let owners): persons = LinkedPersons { owners[$0] }
+            case .all(let owners), .touched(let owners): persons = LinkedPersons(owners)
             }
             try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
                 try persons.withPerson(of: line) { person, rest in
@@ -157,12 +157,17 @@ struct PersonHistoryReader {
     /// FNV-1a of the person's bytes as sent: stable, and with no allocation per row.
     static func partition(of person: UnsafeRawBufferPointer, count: Int) -> Int {
         guard count > 1 else { return 0 }
+        return Int(hash(of: person) % UInt64(count))
+    }
+
+    /// 64-bit FNV-1a of a field's bytes.
+    static func hash(of bytes: some Sequence<UInt8>) -> UInt64 {
         var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in person {
+        for byte in bytes {
             hash ^= UInt64(byte)
             hash &*= 0x100_0000_01b3
         }
-        return Int(hash % UInt64(count))
+        return hash
     }
 }
 
@@ -205,20 +210,29 @@ struct SpilledHistory: Sendable {
 }
 
 /// Turns a history row (`user id, anonymous id, rest…`) into the spilled
-/// line (`person, rest…`): the user; else the person the anonymous id's
-/// events belong to; else the anonymous id. Persons stay in COPY's escaped form,
-/// and a linked user is escaped as PostgreSQL escapes it, so all of one
-/// person's rows carry the same bytes and land in the same partition.
+/// line (`person, rest…`): the person its id (the user id, else the
+/// anonymous id) belongs to, or the id itself. Persons stay in COPY's
+/// escaped form, and a linked person is escaped as PostgreSQL escapes it, so
+/// all of one person's rows carry the same bytes and land in the same
+/// partition.
 private struct LinkedPersons {
-    /// Anonymous id -> the person its events belong to, if not itself: read
-    /// from the rebuild's links in place (no second map: an app can have
-    /// hundreds of thousands of links), or from the incremental run's owners.
-    private let owner: (String) -> String?
-    /// The linked user of the row at hand, escaped.
-    private var user: [UInt8] = []
+    /// Id -> the person its events belong to, if not itself: the rebuild's
+    /// (an app can have hundreds of thousands) or the incremental run's.
+    private let owners: [String: String]
+    /// The escaped ids' hashes: most user ids are no key, and are passed on
+    /// without being decoded.
+    private let hashes: Set<UInt64>
+    /// The linked person of the row at hand, escaped.
+    private var person: [UInt8] = []
 
-    init(_ owner: @escaping (String) -> String?) {
-        self.owner = owner
+    init(_ owners: [String: String]) {
+        self.owners = owners
+        var escaped: [UInt8] = []
+        hashes = Set(owners.keys.map { id in
+            escaped.removeAll(keepingCapacity: true)
+            _ = CopyText.appendEscaped(id, to: &escaped)
+            return PersonHistoryReader.hash(of: escaped)
+        })
     }
 
     mutating func withPerson(of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
@@ -226,12 +240,12 @@ private struct LinkedPersons {
         let afterUser = UnsafeRawBufferPointer(rebasing: line[min(line.count, userId.count + 1)...])
         let anonymous = CopyText.firstField(of: afterUser)
         let rest = UnsafeRawBufferPointer(rebasing: afterUser[anonymous.count...])
-        if !Self.isNull(userId) { return try body(userId, rest) }
-        if !Self.isNull(anonymous), let id = CopyText.field(anonymous), let person = owner(id) {
-            user.removeAll(keepingCapacity: true)
-            if CopyText.appendEscaped(person, to: &user) { return try user.withUnsafeBytes { try body($0, rest) } }
+        let id = Self.isNull(userId) ? anonymous : userId
+        if !Self.isNull(id), hashes.contains(PersonHistoryReader.hash(of: id)), let key = CopyText.field(id), let owner = owners[key] {
+            person.removeAll(keepingCapacity: true)
+            if CopyText.appendEscaped(owner, to: &person) { return try person.withUnsafeBytes { try body($0, rest) } }
         }
-        try body(anonymous, rest)
+        try body(id, rest)
     }
 
     private static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {

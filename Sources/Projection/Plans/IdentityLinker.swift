@@ -1,26 +1,38 @@
 import Funnels
 import LibPQ
 
-/// Keeps `identity_links` (anonymous id -> earliest user id) up to date from the
-/// events written since a checkpoint, and says which persons lost events by a
-/// relink. The order is `IdentityLink.isPreferred(over:)`'s: earliest sighting,
-/// then the smallest user id, compared as bytes (`COLLATE "C"`, which is how
-/// Swift orders normalised strings), so the SQL of an incremental run and the
-/// engine's `IdentityResolver` of a rebuild agree (tests compare the two).
+/// Keeps `identity_links` (id -> the user it was first seen with, and the
+/// person its links lead to) up to date from the events written since a
+/// checkpoint, and says which ids' events moved to another person. The
+/// order is `IdentityLink.isPreferred(over:)`'s: earliest sighting, then the
+/// smallest user id, compared as bytes (`COLLATE "C"`, which is how Swift
+/// orders normalised strings), and persons are found by the engine's
+/// `IdentityResolver`, so an incremental run and a rebuild agree (tests
+/// compare the two).
 enum IdentityLinker {
     struct Relink: Hashable {
         let app: String
+        /// The id whose events moved (a device's anonymous id, or a user id an alias joined to another).
         let anonymousId: String
-        /// The person the anonymous id's events belonged to before (itself, or the old user).
+        /// The person the id's events belonged to before (itself, or the old person).
         let previousPerson: String
+        /// The person they belong to now.
+        let person: String
+    }
+
+    /// One stored or new link, by app and id.
+    private struct Row {
+        let link: IdentityLink
+        /// The person stored with it; nil for a new id.
+        let storedPerson: String?
     }
 
     /// Stores the new events' links (`NewEvents.links`) where they win over
-    /// the stored ones; returns the anonymous ids that changed hands. Each
-    /// candidate's stored link is looked up by its key, so the cost follows
-    /// the day and not all the links of the history, or, when the candidates
-    /// are many against the stored links, by one scan of them
-    /// (`PersonActivity.Lookup`).
+    /// the stored ones, finds the person of every id whose links now lead
+    /// elsewhere and stores it; returns those ids. Each candidate's stored
+    /// link is looked up by its key, so the cost follows the day and not all
+    /// the links of the history, or, when the candidates are many against
+    /// the stored links, by one scan of them (`PersonActivity.Lookup`).
     static func update(_ c: Connection, newLinks: [String: [String: IdentityLink]], byScan: Bool) throws -> [Relink] {
         try c.executeScript(
             "CREATE TEMP TABLE link_candidates (app text, anonymous_id text, user_id text, first_seen timestamptz) ON COMMIT DROP")
@@ -36,44 +48,113 @@ enum IdentityLinker {
         // By scan: the links fenced off by OFFSET 0, so nothing can probe them.
         let stored = byScan
             ? """
-              LEFT JOIN (SELECT app, anonymous_id, user_id, first_seen FROM identity_links OFFSET 0) l
+              LEFT JOIN (SELECT app, anonymous_id, user_id, first_seen, person_id FROM identity_links OFFSET 0) l
                 ON l.app = c.app AND l.anonymous_id = c.anonymous_id
               """
             : """
               LEFT JOIN LATERAL (
                   SELECT * FROM identity_links l WHERE l.app = c.app AND l.anonymous_id = c.anonymous_id OFFSET 0) l ON true
               """
-        let rows = try c.query(
+        // A new id's person is found below; until then, its user.
+        let changed = try c.query(
             """
             WITH changed AS (
-                SELECT c.*, l.user_id AS old_user
+                SELECT c.*, l.person_id AS old_person
                 FROM link_candidates c
                 \(stored)
                 WHERE l.user_id IS NULL OR (c.first_seen, c.user_id COLLATE "C") < (l.first_seen, l.user_id COLLATE "C")
             ), written AS (
-                INSERT INTO identity_links (app, anonymous_id, user_id, first_seen)
-                SELECT app, anonymous_id, user_id, first_seen FROM changed
+                INSERT INTO identity_links (app, anonymous_id, user_id, first_seen, person_id)
+                SELECT app, anonymous_id, user_id, first_seen, user_id FROM changed
                 ON CONFLICT (app, anonymous_id) DO UPDATE SET user_id = excluded.user_id, first_seen = excluded.first_seen
             )
-            SELECT app, anonymous_id, COALESCE(old_user, anonymous_id) FROM changed
-            WHERE old_user IS DISTINCT FROM user_id
+            SELECT app, anonymous_id, user_id, (extract(epoch FROM first_seen) * 1000000)::int8, old_person FROM changed
             """)
-        return try rows.rows.map { row in
-            Relink(
-                app: try row.decode(String.self, at: 0), anonymousId: try row.decode(String.self, at: 1),
-                previousPerson: try row.decode(String.self, at: 2))
+        var rows: [NewEvents.Key: Row] = [:]
+        var affected: [NewEvents.Key] = []
+        for row in changed.rows {
+            let key = NewEvents.Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))
+            rows[key] = Row(
+                link: IdentityLink(userId: try row.decode(String.self, at: 2), firstSeen: try row.decode(Int64.self, at: 3)),
+                storedPerson: try row.decode(String?.self, at: 4))
+            affected.append(key)
+        }
+        guard !affected.isEmpty else { return [] }
+        // Every id whose links pass through a changed one may lead
+        // elsewhere now: the links to it, and to those, and so on (a user's
+        // devices, the ids an alias joined to it).
+        var frontier = affected
+        while !frontier.isEmpty {
+            var next: [NewEvents.Key] = []
+            for (key, row) in try links(c, where: "l.user_id = k.id", of: frontier) where rows[key] == nil {
+                rows[key] = row
+                affected.append(key)
+                next.append(key)
+            }
+            frontier = next
+        }
+        // Where they lead: each link's user, and its link, to the end.
+        frontier = Array(Set(rows.map { NewEvents.Key(app: $0.key.app, id: $0.value.link.userId) }).filter { rows[$0] == nil })
+        var loaded = Set(frontier)
+        while !frontier.isEmpty {
+            var next: [NewEvents.Key] = []
+            for (key, row) in try links(c, where: "l.anonymous_id = k.id", of: frontier) where rows[key] == nil {
+                rows[key] = row
+                let user = NewEvents.Key(app: key.app, id: row.link.userId)
+                if rows[user] == nil, loaded.insert(user).inserted { next.append(user) }
+            }
+            frontier = next
+        }
+        var graphs: [String: [String: IdentityLink]] = [:]
+        for (key, row) in rows { graphs[key.app, default: [:]][key.id] = row.link }
+        var memos: [String: [String: String]] = [:]
+        var relinks: [Relink] = []
+        for key in TouchedPersons.sorted(affected) {
+            guard let row = rows[key] else { continue }
+            let person = IdentityResolver.person(of: key.id, links: graphs[key.app] ?? [:], memo: &memos[key.app, default: [:]])
+            // A new id's events were its own; its row holds its user until now.
+            if row.storedPerson != person {
+                relinks.append(Relink(app: key.app, anonymousId: key.id, previousPerson: row.storedPerson ?? key.id, person: person))
+            }
+        }
+        if !relinks.isEmpty {
+            try c.query(
+                """
+                UPDATE identity_links l SET person_id = u.person
+                FROM unnest($1::text[], $2::text[], $3::text[]) AS u(app, id, person)
+                WHERE l.app = u.app AND l.anonymous_id = u.id
+                """, [.textArray(relinks.map(\.app)), .textArray(relinks.map(\.anonymousId)), .textArray(relinks.map(\.person))])
+        }
+        // A new id linked to itself moved no event.
+        return relinks.filter { $0.previousPerson != $0.person }
+    }
+
+    /// The stored links of `keys` (found by `condition` on `l` and `k`, the code's own SQL), by id.
+    private static func links(_ c: Connection, where condition: String, of keys: [NewEvents.Key]) throws -> [(NewEvents.Key, Row)] {
+        try c.query(
+            """
+            SELECT l.app, l.anonymous_id, l.user_id, (extract(epoch FROM l.first_seen) * 1000000)::int8, l.person_id
+            FROM unnest($1::text[], $2::text[]) AS k(app, id)
+            CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = k.app AND \(condition) OFFSET 0) l
+            """, NewEvents.Key.parameters(TouchedPersons.sorted(keys))
+        ).rows.map { row in
+            (NewEvents.Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)),
+             Row(link: IdentityLink(userId: try row.decode(String.self, at: 2), firstSeen: try row.decode(Int64.self, at: 3)),
+                 storedPerson: try row.decode(String.self, at: 4)))
         }
     }
 
-    /// A rebuild's links for one app, from scratch: each (anonymous id, user
-    /// id) pair's first sighting streams out unsorted (a hash aggregate: a
-    /// pair's best observation is its earliest, so the winner over pairs is
-    /// the winner over events) and the engine's `IdentityResolver` keeps each
-    /// anonymous id's winner. In SQL this would be a sort of every identified
-    /// event, a large share of a rebuild's database time. Returns the links
-    /// stored (anonymous id -> link), for the history read that follows.
-    /// Reads on `reads`, stores on `c` (the two may be one session).
-    static func rebuild(reading reads: Connection, writing c: Connection, app: String) throws -> [String: IdentityLink] {
+    /// A rebuild's links for one app, from scratch: each (id, user id)
+    /// pair's first sighting (a device's anonymous id on a message with a
+    /// user id, or an alias's previous id) streams out unsorted (a hash
+    /// aggregate: a pair's best observation is its earliest, so the winner
+    /// over pairs is the winner over events) and the engine's
+    /// `IdentityResolver` keeps each id's winner and finds its person. In
+    /// SQL this would be a sort of every identified event, a large share of
+    /// a rebuild's database time. Returns each linked id's person, for the
+    /// history read that follows. Reads on `reads`, stores on `c` (the two
+    /// may be one session).
+    static func rebuild(reading reads: Connection, writing c: Connection, app: String) throws -> [String: String] {
         try ReadScope.bind(reads, app: app, paths: [])
         var links: [String: IdentityLink] = [:]
         var fields: [String?] = []
@@ -81,7 +162,11 @@ enum IdentityLinker {
             """
             COPY (SELECT anonymous_id, user_id, min("timestamp") FROM events
                   WHERE app = \(ReadScope.app) AND anonymous_id IS NOT NULL AND user_id IS NOT NULL
-                  GROUP BY anonymous_id, user_id) TO STDOUT
+                  GROUP BY anonymous_id, user_id
+                  UNION ALL
+                  SELECT previous_id, user_id, min("timestamp") FROM events
+                  WHERE app = \(ReadScope.app) AND previous_id IS NOT NULL AND user_id IS NOT NULL
+                  GROUP BY previous_id, user_id) TO STDOUT
             """
         ) { line in
             CopyText.fields(of: line, into: &fields)
@@ -90,11 +175,12 @@ enum IdentityLinker {
             }
             IdentityResolver.record(IdentityObservation(anonymousId: fields[0], userId: fields[1], timestamp: timestamp), into: &links)
         }
-        try c.copyIn("COPY identity_links (app, anonymous_id, user_id, first_seen) FROM STDIN") { writer in
-            for (anonymousId, link) in links {
-                try writer.writeRow([.text(app), .text(anonymousId), .text(link.userId), .microseconds(link.firstSeen)])
+        let persons = IdentityResolver.persons(of: links)
+        try c.copyIn("COPY identity_links (app, anonymous_id, user_id, first_seen, person_id) FROM STDIN") { writer in
+            for (id, link) in links {
+                try writer.writeRow([.text(app), .text(id), .text(link.userId), .microseconds(link.firstSeen), .text(persons[id] ?? link.userId)])
             }
         }
-        return links
+        return persons
     }
 }

@@ -34,7 +34,7 @@ struct NewEvents: Sendable {
     }
 
     var counts: [String: Int] = [:]
-    /// App -> anonymous id -> its preferred link among the new events.
+    /// App -> id (an anonymous id, or an alias's previous id) -> its preferred link among the new events.
     var links: [String: [String: IdentityLink]] = [:]
     /// User ids on new events: each is a person.
     var users = Set<Key>()
@@ -74,12 +74,12 @@ struct NewEvents: Sendable {
         var earliest = Int64.max, latest = Int64.min
         try c.copyOut(
             """
-            COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event FROM events e
+            COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event, e.previous_id FROM events e
                   WHERE \(Checkpoint.newEventsCondition)) TO STDOUT (FORMAT binary)
             """
         ) { message in
             guard try row.read(message) else { return }
-            guard row.count == 6, let appField = row.bytes(0) else {
+            guard row.count == 7, let appField = row.bytes(0) else {
                 throw PostgresError(.unexpectedResult, message: "unreadable new event: \(row.count) fields")
             }
             guard let index = appBytes.firstIndex(where: { $0.elementsEqual(appField) }) else { return }
@@ -98,9 +98,13 @@ struct NewEvents: Sendable {
             if let user = row.text(2) {
                 let key = Key(app: app, id: user)
                 if let activity { day.userActivity[key, default: []].append(activity) } else { day.users.insert(key) }
-                guard let anonymous = row.text(1) else { return }
-                IdentityResolver.record(
-                    IdentityObservation(anonymousId: anonymous, userId: user, timestamp: timestamp), into: &links[index])
+                if let anonymous = row.text(1) {
+                    IdentityResolver.record(
+                        IdentityObservation(anonymousId: anonymous, userId: user, timestamp: timestamp), into: &links[index])
+                }
+                if let previous = row.text(6) {
+                    IdentityResolver.record(.alias(previousId: previous, userId: user, timestamp: timestamp), into: &links[index])
+                }
             } else if let anonymous = row.text(1) {
                 let key = Key(app: app, id: anonymous)
                 if let activity { day.anonymousActivity[key, default: []].append(activity) } else { day.anonymous.insert(key) }

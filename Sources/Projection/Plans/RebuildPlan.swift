@@ -56,9 +56,9 @@ struct RebuildPlan: ProjectionPlan {
     /// Each app's links first, then its whole history, on the reader: one
     /// app's links and history held at a time.
     mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
-        let links = try IdentityLinker.rebuild(reading: run.reader, writing: run.session, app: reader.app)
+        let persons = try IdentityLinker.rebuild(reading: run.reader, writing: run.session, app: reader.app)
         return try reader.spill(
-            run.reader, scope: .all(links: links), partitions: run.reading.partitions, spillBuffer: run.options.spillBuffer)
+            run.reader, scope: .all(persons: persons), partitions: run.reading.partitions, spillBuffer: run.options.spillBuffer)
     }
 
     func finishEvaluation(_ run: ProjectionRun) throws {

@@ -40,21 +40,27 @@ enum TouchedPersons {
         prefetched: Pending<PersonActivity.Found>?
     ) throws -> (touched: [String: Set<String>], owners: [String: [String: String]], activity: [PersonActivity]) {
         // Persons with new events that may change an outcome (identity
-        // already updated for them): each user id is one; each anonymous id
-        // belongs to its linked user, or is one itself.
-        var persons = day.users
-        let anonymous = Self.sorted(day.anonymous)
-        let users = try linkedUsers(c, of: anonymous)
-        for (key, user) in zip(anonymous, users) { persons.insert(Key(app: key.app, id: user ?? key.id)) }
-        // A relinked anonymous id's events join their new user, whatever they are.
-        for relink in relinks {
-            if let user = day.links[relink.app]?[relink.anonymousId]?.userId { persons.insert(Key(app: relink.app, id: user)) }
+        // already updated for them): each id (a user id, or the anonymous id
+        // of an event without one) belongs to the person its link names, or
+        // is one itself. So does a user id with activity only, when an alias
+        // joined it to another: that person is recomputed.
+        var persons = Set<Key>()
+        let aliasedActivity = Set(day.userActivity.keys).subtracting(day.users)
+        let ids = Self.sorted(day.users.union(day.anonymous).union(aliasedActivity))
+        for (key, person) in zip(ids, try linkedPersons(c, of: ids)) {
+            if day.users.contains(key) || day.anonymous.contains(key) {
+                persons.insert(Key(app: key.app, id: person ?? key.id))
+            } else if let person, person != key.id {
+                persons.insert(Key(app: key.app, id: person))
+            }
         }
+        // A relinked id's events join their new person, whatever they are.
+        for relink in relinks { persons.insert(Key(app: relink.app, id: relink.person)) }
         // Persons who lost an anonymous id to a (new or earlier) user, if they
         // have outcomes stored: losing events cannot make a person enter a
         // funnel. Most relinks are a new device's first sign-in, whose
         // anonymous self never had any. One index probe per relink, as in
-        // `linkedUsers`: as EXISTS, the planner hashed every stored outcome.
+        // `linkedPersons`: as EXISTS, the planner hashed every stored outcome.
         if !relinks.isEmpty {
             for row in try c.query(
                 """
@@ -75,16 +81,25 @@ enum TouchedPersons {
         }
         let activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, prefetched: prefetched)
 
-        let touched = Self.sorted(persons)
-        // Each person is a key of its own (as a user id, and as an anonymous
-        // id with its own link, if any), and so is every anonymous id linked to it.
+        // Each person is a key of its own (its events go to the person its
+        // link names, if it has one: that person is recomputed too), and so
+        // is every id whose link names it.
         var keys: [Key: String] = [:]
-        keys.reserveCapacity(touched.count)
-        for (key, user) in zip(touched, try linkedUsers(c, of: touched)) { keys[key] = user ?? key.id }
+        var unresolved = Self.sorted(persons)
+        while !unresolved.isEmpty {
+            var next: [Key] = []
+            for (key, person) in zip(unresolved, try linkedPersons(c, of: unresolved)) {
+                keys[key] = person ?? key.id
+                let owner = Key(app: key.app, id: person ?? key.id)
+                if persons.insert(owner).inserted { next.append(owner) }
+            }
+            unresolved = Self.sorted(next)
+        }
+        let touched = Self.sorted(persons)
         for row in try c.query(
             """
-            SELECT l.app, l.anonymous_id, l.user_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
-            CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.user_id = t.person OFFSET 0) l
+            SELECT l.app, l.anonymous_id, l.person_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
+            CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person OFFSET 0) l
             """, Key.parameters(touched)
         ).rows {
             keys[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))] = try row.decode(String.self, at: 2)
@@ -124,7 +139,7 @@ enum TouchedPersons {
         // the recomputed.
         var anonymousEvents: [Key: [NewEvents.Activity]] = [:]
         let anonymous = Self.sorted(day.anonymousActivity.keys)
-        for (key, user) in zip(anonymous, try linkedUsers(c, of: anonymous)) {
+        for (key, user) in zip(anonymous, try linkedPersons(c, of: anonymous)) {
             let person = Key(app: key.app, id: user ?? key.id)
             guard !recomputed.contains(person) else { continue }
             anonymousEvents[person, default: []] += day.anonymousActivity[key] ?? []
@@ -171,16 +186,16 @@ enum TouchedPersons {
         keys.sorted { ($0.app, $0.id) < ($1.app, $1.id) }
     }
 
-    /// The user each key is linked to as an anonymous id, or nil, in order:
+    /// The person each key's link names, or nil when it has none, in order:
     /// one index lookup per key (LATERAL, kept apart by OFFSET 0, where the
     /// planner would otherwise hash every link of the table).
-    private static func linkedUsers(_ c: Connection, of keys: [Key]) throws -> [String?] {
+    private static func linkedPersons(_ c: Connection, of keys: [Key]) throws -> [String?] {
         var users = [String?](repeating: nil, count: keys.count)
         guard !keys.isEmpty else { return users }
         for row in try c.query(
             """
-            SELECT k.n, l.user_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(app, id, n)
-            CROSS JOIN LATERAL (SELECT l.user_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.id OFFSET 0) l
+            SELECT k.n, l.person_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(app, id, n)
+            CROSS JOIN LATERAL (SELECT l.person_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.id OFFSET 0) l
             """, Key.parameters(keys)
         ).rows {
             let n = try row.decode(Int.self, at: 0)

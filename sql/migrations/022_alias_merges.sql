@@ -1,0 +1,263 @@
+-- 022: an alias joins identities (docs/funnels.md, "Persons"). Ids are one
+-- namespace: a row of identity_links now links any id (a device's
+-- anonymous id, or an alias's previousId: an anonymous id or a user id) to
+-- the user it was first seen with, and says the person its links lead to.
+
+ALTER TABLE identity_links ADD COLUMN person_id text;
+-- Before aliases were followed, a link's user was its person, unless that
+-- user id was itself linked (an id sent both ways): then the rebuild below
+-- puts it right.
+UPDATE identity_links SET person_id = user_id;
+ALTER TABLE identity_links ALTER COLUMN person_id SET NOT NULL;
+COMMENT ON COLUMN identity_links.anonymous_id IS
+    'the id linked: a device''s anonymous id, or an alias''s previousId (an anonymous id or another user id)';
+COMMENT ON COLUMN identity_links.person_id IS 'the person the id''s events belong to: where its links lead';
+-- A person's ids, for the persons an incremental run recomputes.
+CREATE INDEX identity_links_person ON identity_links (app, person_id);
+
+-- The persons already stored were found without following aliases: the
+-- funnels of an app whose log holds an alias are computed again from its
+-- whole log by the next run, as for a changed definition.
+DELETE FROM funnel_definitions d
+WHERE EXISTS (SELECT 1 FROM events e WHERE e.app = d.app AND e.previous_id IS NOT NULL)
+   OR EXISTS (SELECT 1 FROM identity_links a JOIN identity_links b ON b.app = a.app AND b.anonymous_id = a.user_id
+              WHERE a.app = d.app AND b.anonymous_id <> a.anonymous_id);
+
+-- A message's person: its id (userId, else anonymousId) followed through
+-- its link, if it has one.
+CREATE OR REPLACE VIEW analytics.events AS
+SELECT e.seq,
+       e.app,
+       e.type,
+       e.message_id,
+       e.event,
+       COALESCE(l.person_id, e.user_id, e.anonymous_id) AS person_id,
+       e.anonymous_id,
+       e.user_id,
+       e."timestamp",
+       e.original_timestamp,
+       e.sent_at,
+       e.received_at,
+       e.context #>> '{os,name}'     AS os_name,
+       e.context #>> '{os,version}'  AS os_version,
+       e.context #>> '{app,version}' AS app_version,
+       e.context #>> '{device,type}' AS device_type,
+       e.context ->> 'locale'        AS locale,
+       e.properties,
+       e.context,
+       e.traits,
+       e.previous_id,
+       e.group_id
+FROM events e
+LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = COALESCE(e.user_id, e.anonymous_id);
+
+CREATE OR REPLACE VIEW analytics.groups AS
+SELECT g.app, g.group_id, coalesce(t.traits, '{}'::jsonb) AS traits, g.first_seen, g.last_seen, g.members, g.calls
+FROM (
+    SELECT e.app, e.group_id, min(e."timestamp") AS first_seen, max(e."timestamp") AS last_seen,
+           count(DISTINCT COALESCE(l.person_id, e.user_id, e.anonymous_id)) AS members, count(*) AS calls
+    FROM events e
+    LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = COALESCE(e.user_id, e.anonymous_id)
+    WHERE e.group_id IS NOT NULL AND e.type = 'group'
+    GROUP BY e.app, e.group_id
+) g
+LEFT JOIN LATERAL (
+    SELECT jsonb_object_agg(latest.key, latest.value) AS traits
+    FROM (
+        SELECT DISTINCT ON (kv.key) kv.key, kv.value
+        FROM events x CROSS JOIN LATERAL jsonb_each(x.traits) AS kv(key, value)
+        WHERE x.app = g.app AND x.group_id = g.group_id AND x.type = 'group' AND jsonb_typeof(x.traits) = 'object'
+        ORDER BY kv.key, x."timestamp" DESC, x.seq DESC
+    ) latest
+) t ON true;
+
+CREATE OR REPLACE VIEW analytics.group_members AS
+SELECT e.app, e.group_id, COALESCE(l.person_id, e.user_id, e.anonymous_id) AS person_id,
+       min(e."timestamp") AS first_seen, max(e."timestamp") AS last_seen
+FROM events e
+LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = COALESCE(e.user_id, e.anonymous_id)
+WHERE e.group_id IS NOT NULL AND e.type = 'group'
+GROUP BY e.app, e.group_id, COALESCE(l.person_id, e.user_id, e.anonymous_id);
+
+-- An erasure follows aliases: a person's ids are every id an alias joined
+-- to theirs, and the links it fixes name their person (docs/privacy.md).
+-- Replaced in place: its owner and grants stay as 020 made them.
+CREATE OR REPLACE FUNCTION onramp_privacy_erase(
+    erase_app text, user_ids text[], anonymous_ids text[], requested_by text, suppress boolean,
+    OUT request_id bigint, OUT users text[], OUT devices text[], OUT shared_devices text[], OUT removed jsonb)
+LANGUAGE plpgsql SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    candidates text[];
+    owned text[];
+    message_ids text[];
+    event_count bigint;
+    ledger_count bigint;
+    quarantine_count bigint;
+    link_count bigint;
+    latest timestamptz;
+    other_users text[];
+    other_devices text[];
+    relinked text[];
+    linked_before text[];
+    joined text[];
+    aliased_devices text[];
+BEGIN
+    PERFORM set_config('lock_timeout', '10s', true);
+    LOCK TABLE quarantine, event_ids IN SHARE ROW EXCLUSIVE MODE;
+    INSERT INTO privacy_requests (kind, app, requested_by, id_hashes, suppressed)
+    SELECT 'erase', erase_app, requested_by,
+           array(SELECT onramp_keyed_hash(erase_app, 'user', g.id) FROM unnest(user_ids) AS g(id)
+                 UNION ALL SELECT onramp_keyed_hash(erase_app, 'anonymous', g.id) FROM unnest(anonymous_ids) AS g(id)),
+           suppress
+    RETURNING id INTO request_id;
+
+    -- Each anonymous id given: the user it was first seen with (on a
+    -- message with both, or as an alias's previousId), or a person of its own.
+    users := array(
+        SELECT DISTINCT g.id FROM (
+            SELECT given.id FROM unnest(user_ids) AS given(id)
+            UNION ALL
+            SELECT first.user_id FROM (
+                SELECT DISTINCT ON (s.id) s.id, s.user_id FROM (
+                    SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
+                    WHERE e.app = erase_app AND e.anonymous_id = ANY(anonymous_ids) AND e.user_id IS NOT NULL
+                    UNION ALL
+                    SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
+                    WHERE e.app = erase_app AND e.previous_id = ANY(anonymous_ids) AND e.user_id IS NOT NULL) s
+                ORDER BY s.id, s."timestamp", s.user_id COLLATE "C") first) AS g(id)
+        WHERE g.id IS NOT NULL);
+    -- Every id an alias joined to theirs, either way: an alias says the
+    -- ids are one person, and an erasure errs on the side of erasing.
+    LOOP
+        joined := array(
+            SELECT DISTINCT a.id FROM (
+                SELECT e.previous_id FROM events e WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.previous_id IS NOT NULL
+                UNION
+                SELECT e.user_id FROM events e WHERE e.app = erase_app AND e.previous_id = ANY(users) AND e.user_id IS NOT NULL) AS a(id)
+            WHERE NOT (a.id = ANY(users)));
+        EXIT WHEN cardinality(joined) = 0;
+        users := users || joined;
+    END LOOP;
+    -- An id an alias named that no message sent as its userId is a device.
+    aliased_devices := array(
+        SELECT a.id FROM unnest(users) AS a(id)
+        WHERE NOT (a.id = ANY(user_ids))
+          AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.user_id = a.id));
+    users := array(SELECT a.id FROM unnest(users) AS a(id) WHERE NOT (a.id = ANY(aliased_devices)));
+    -- Every id seen with those users; it is theirs when one of them is the
+    -- user it was first seen with.
+    candidates := array(
+        SELECT e.anonymous_id FROM events e
+        WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.anonymous_id IS NOT NULL
+        UNION
+        SELECT e.previous_id FROM events e
+        WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.previous_id IS NOT NULL);
+    devices := array(
+        SELECT first.id FROM (
+            SELECT DISTINCT ON (s.id) s.id, s.user_id FROM (
+                SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
+                WHERE e.app = erase_app AND e.anonymous_id = ANY(candidates) AND e.user_id IS NOT NULL
+                UNION ALL
+                SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
+                WHERE e.app = erase_app AND e.previous_id = ANY(candidates) AND e.user_id IS NOT NULL) s
+            ORDER BY s.id, s."timestamp", s.user_id COLLATE "C") first
+        WHERE first.user_id = ANY(users) AND NOT (first.id = ANY(users))
+        UNION
+        SELECT a.id FROM unnest(aliased_devices) AS a(id)
+        UNION
+        SELECT given.id FROM unnest(anonymous_ids) AS given(id)
+        WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.anonymous_id = given.id AND e.user_id IS NOT NULL)
+          AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.previous_id = given.id AND e.user_id IS NOT NULL));
+    shared_devices := array(
+        SELECT DISTINCT e.anonymous_id FROM events e
+        WHERE e.app = erase_app AND e.anonymous_id = ANY(devices) AND e.user_id IS NOT NULL AND NOT (e.user_id = ANY(users)));
+    -- Their ids alone: a shared device is the other user's too.
+    owned := users || array(SELECT d FROM unnest(devices) d WHERE NOT (d = ANY(shared_devices)));
+
+    IF suppress THEN
+        INSERT INTO suppressed_ids (app, id_hash, request_id)
+        SELECT erase_app, onramp_keyed_hash(erase_app, 'user', g.id), onramp_privacy_erase.request_id FROM unnest(users) AS g(id)
+        UNION
+        SELECT erase_app, onramp_keyed_hash(erase_app, 'anonymous', g.id), onramp_privacy_erase.request_id FROM unnest(devices) AS g(id)
+        WHERE NOT (g.id = ANY(shared_devices))
+        ON CONFLICT DO NOTHING;
+    END IF;
+
+    WITH gone AS (
+        DELETE FROM events e
+        WHERE e.app = erase_app
+          AND (e.user_id = ANY(users) OR (e.user_id IS NULL AND e.anonymous_id = ANY(devices)) OR e.previous_id = ANY(owned))
+        RETURNING e.message_id, e.original_timestamp, e.user_id, e.anonymous_id)
+    SELECT array_agg(gone.message_id), count(*), max(gone.original_timestamp),
+           -- An alias renaming one of their ids was sent as another user, maybe from another device.
+           array_agg(DISTINCT gone.user_id) FILTER (WHERE NOT (gone.user_id = ANY(users))),
+           array_agg(DISTINCT gone.anonymous_id) FILTER (WHERE NOT (gone.anonymous_id = ANY(devices)))
+    INTO message_ids, event_count, latest, other_users, other_devices FROM gone;
+    relinked := shared_devices || coalesce(other_devices, '{}');
+    INSERT INTO erased_horizon AS h (app, original_until) VALUES (erase_app, latest)
+    ON CONFLICT (app) DO UPDATE SET original_until = greatest(h.original_until, excluded.original_until);
+
+    WITH gone AS (
+        DELETE FROM event_ids l WHERE l.app = erase_app AND l.message_id = ANY(message_ids) RETURNING 1)
+    SELECT count(*) INTO ledger_count FROM gone;
+    INSERT INTO erased_messages (app, message_hash, request_id)
+    SELECT erase_app, onramp_keyed_hash(erase_app, 'message', g.id), onramp_privacy_erase.request_id FROM unnest(message_ids) AS g(id)
+    ON CONFLICT DO NOTHING;
+
+    -- A quarantined message is kept as compact JSON text with sorted keys
+    -- (maybe not valid JSON): theirs when it names one of their ids.
+    WITH gone AS (
+        DELETE FROM quarantine q
+        WHERE q.app = erase_app
+          AND EXISTS (
+              SELECT 1 FROM unnest(owned) AS i(id), unnest(ARRAY['"userId":', '"anonymousId":', '"previousId":']) AS f(field)
+              WHERE strpos(q.raw, f.field || to_json(i.id)::text) > 0
+                 -- an id sent as a number
+                 OR (i.id ~ '^-?[0-9]+$' AND (strpos(q.raw, f.field || i.id || ',') > 0 OR strpos(q.raw, f.field || i.id || '}') > 0)))
+        RETURNING 1)
+    SELECT count(*) INTO quarantine_count FROM gone;
+
+    -- Each id's link goes with its user; a device another user still
+    -- shows up on (a shared one, or an alias's) links to the earliest user it
+    -- is still seen with, and to that user's person, as a rebuild would find.
+    WITH gone AS (
+        DELETE FROM identity_links l
+        WHERE l.app = erase_app
+          AND (l.anonymous_id = ANY(devices || relinked || users) OR l.user_id = ANY(users) OR l.person_id = ANY(users))
+        RETURNING l.user_id, l.person_id)
+    SELECT count(*), array_agg(gone.user_id) || array_agg(gone.person_id) INTO link_count, linked_before FROM gone;
+    WITH linked AS (
+        INSERT INTO identity_links (app, anonymous_id, user_id, first_seen, person_id)
+        SELECT first.app, first.id, first.user_id, first.first_seen,
+               COALESCE((SELECT p.person_id FROM identity_links p WHERE p.app = first.app AND p.anonymous_id = first.user_id), first.user_id)
+        FROM (
+            SELECT DISTINCT ON (s.id) erase_app AS app, s.id, s.user_id, min(s."timestamp") AS first_seen FROM (
+                SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
+                WHERE e.app = erase_app AND e.anonymous_id = ANY(relinked) AND e.user_id IS NOT NULL
+                UNION ALL
+                SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
+                WHERE e.app = erase_app AND e.previous_id = ANY(relinked) AND e.user_id IS NOT NULL) s
+            GROUP BY s.id, s.user_id
+            ORDER BY s.id, min(s."timestamp"), s.user_id COLLATE "C") first
+        RETURNING person_id)
+    -- Whose stored rows counted what went: them, whoever a device of theirs
+    -- or an erased alias's was linked to, before and after, and the alias's sender.
+    INSERT INTO privacy_pending (app, person_id, request_id)
+    SELECT DISTINCT erase_app, p.id, onramp_privacy_erase.request_id FROM (
+        SELECT unnest(users || devices || relinked || coalesce(other_users, '{}') || coalesce(linked_before, '{}')) AS id
+        UNION ALL
+        SELECT linked.person_id FROM linked) p
+    WHERE p.id IS NOT NULL
+    ON CONFLICT DO NOTHING;
+
+    removed := jsonb_build_object(
+        'events', event_count, 'event_ids', ledger_count, 'quarantine', quarantine_count, 'identity_links', link_count);
+    UPDATE privacy_requests p SET removed = onramp_privacy_erase.removed WHERE p.id = onramp_privacy_erase.request_id;
+END $$;
+
+-- The log as query-time tools read it, with an alias's previousId: they
+-- follow aliases as the nightly job does (docs/explore.md).
+CREATE OR REPLACE VIEW analytics.event_log AS
+SELECT e.app, e.type, e.message_id, e.event, e.anonymous_id, e.user_id, e."timestamp",
+       e.properties, e.context, e.traits, e.received_at, e.txid, e.previous_id
+FROM events e;
