@@ -36,6 +36,18 @@ ensure_browser() {
   fi
 }
 
+# The alias and group test sends with Segment's own analytics-python (from
+# PyPI, in its own virtual environment, made once and reused).
+ensure_segment_python() {
+  ensure_packages python3-venv
+  local venv=${ONRAMP_TOOLS:-$HOME/.cache/onramp}/segment
+  if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import segment.analytics' 2>/dev/null; then
+    echo "installing segment-analytics-python into $venv" >&2
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install -q --disable-pip-version-check 'segment-analytics-python>=2.3,<3' >&2
+  fi
+}
+
 # The proxy tests put real nginx (terminating TLS with a certificate openssl
 # makes) in front of the server.
 ensure_proxy() {

@@ -1,0 +1,51 @@
+import Foundation
+import LibPQ
+import LocalPostgres
+import Migrations
+import TestSupport
+import Testing
+
+/// Migration 022 on a database whose persons were found before aliases
+/// were followed: what it keeps, and what it has the next run compute again.
+@Suite("migrating to persons joined by alias")
+struct AliasMigrationTests {
+    @Test("the links gain their person; the funnels of an app whose log holds an alias, or an id sent both ways, are computed again")
+    func upgrade() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let files = try MigrationFile.load(from: try TestDatabase.migrationsDirectory)
+        let pool = db.pool(maxConnections: 1)
+        _ = try await pool.withConnection { c in try Migrator(files: files.filter { $0.version < 22 }).migrate(c) }
+        let t = Timestamps.microseconds(Date())
+        try await pool.withConnection { c in
+            try EventSeeder.insert(c, [
+                SeedEvent(app: "yoked", type: "alias", messageId: "a", userId: "u-1", timestamp: t, previousId: "d-1"),
+                SeedEvent(app: "forma", event: "welcome", anonymousId: "d-2", userId: "u-2", timestamp: t),
+                SeedEvent(app: "umuve", event: "welcome", anonymousId: "d-3", userId: "u-3", timestamp: t),
+                SeedEvent(app: "umuve", event: "welcome", anonymousId: "u-3", userId: "u-4", timestamp: t),
+            ])
+        }
+        _ = try await pool.query(
+            """
+            INSERT INTO identity_links (app, anonymous_id, user_id, first_seen) VALUES
+                ('forma', 'd-2', 'u-2', now()), ('umuve', 'd-3', 'u-3', now()), ('umuve', 'u-3', 'u-4', now())
+            """)
+        _ = try await pool.query(
+            """
+            INSERT INTO funnel_definitions (funnel, app, fingerprint, definition, built_at)
+            SELECT f.app || '_onboarding', f.app, 'x', '{}', now() FROM unnest(ARRAY['yoked', 'forma', 'umuve']) AS f(app)
+            """)
+
+        _ = try await pool.withConnection { c in try Migrator(files: files).migrate(c) }
+        let kept = try await pool.query("SELECT app FROM funnel_definitions ORDER BY app").rows.map { try $0.decode(String.self, at: 0) }
+        #expect(kept == ["forma"])
+        let links = try await pool.query("SELECT anonymous_id || '>' || person_id FROM identity_links ORDER BY anonymous_id").rows
+            .map { try $0.decode(String.self, at: 0) }
+        #expect(links == ["d-2>u-2", "d-3>u-3", "u-3>u-4"])
+        // A link with no person is refused from now on.
+        await #expect(throws: PostgresError.self) {
+            try await pool.query("INSERT INTO identity_links (app, anonymous_id, user_id, first_seen) VALUES ('forma', 'd-9', 'u-9', now())")
+        }
+        await pool.close()
+        try await db.drop()
+    }
+}
