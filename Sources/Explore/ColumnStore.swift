@@ -250,7 +250,7 @@ struct ColumnStore {
             condition = " AND " + Checkpoint.newEventsCondition
         }
         let sql = """
-            COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id, e.previous_id\(ReadScope.columns(paths))
+            COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id, e.previous_id, e.group_id\(ReadScope.columns(paths))
                   FROM analytics.event_log e WHERE e.app = \(ReadScope.app)\(condition)) TO STDOUT (FORMAT binary)
             """
         var columns = EventColumns(paths: paths.count)
@@ -271,7 +271,7 @@ struct ColumnStore {
                 state.tables.values = []
                 loaded = true
             }
-            guard row.count == 7 + paths.count, let type = row.text(0), let kind = kinds[type], let time = row.timestamp(4),
+            guard row.count == 8 + paths.count, let type = row.text(0), let kind = kinds[type], let time = row.timestamp(4),
                   let messageId = row.text(5)
             else {
                 throw PostgresError(.unexpectedResult, message: "unreadable event row for the explore store of app \(app)")
@@ -281,10 +281,11 @@ struct ColumnStore {
             columns.anonymous.append(ids.number(row.text(2)))
             columns.user.append(ids.number(row.text(3)))
             columns.previous.append(ids.number(row.text(6)))
+            columns.group.append(ids.number(row.text(7)))
             columns.time.append(time)
             messageIds.append(messageId)
             for path in paths.indices {
-                columns.attributes[path].append(values[path].number(row.text(7 + path)))
+                columns.attributes[path].append(values[path].number(row.text(8 + path)))
             }
             if messageIds.count & 0xFFFF == 0 {
                 deadline?.control?.read(messageIds.count)

@@ -12,6 +12,8 @@ struct EventColumns: Sendable {
     var user: [UInt32] = []
     /// An alias's previous id (0 on every other message): identity only.
     var previous: [UInt32] = []
+    /// A `group` call's group id (0 on every other message), numbered with the ids.
+    var group: [UInt32] = []
     /// One column per stored path, aligned with the manifest's `paths`.
     var attributes: [[UInt32]] = []
     /// Message ids, read one at a time when a person's events tie in time
@@ -37,6 +39,7 @@ struct EventColumns: Sendable {
         anonymous += other.anonymous
         user += other.user
         previous += other.previous
+        group += other.group
         // A column not loaded here (empty while events are not) stays empty.
         for index in attributes.indices where index < other.attributes.count && attributes[index].count == start {
             attributes[index] += other.attributes[index]
@@ -64,6 +67,7 @@ struct EventColumns: Sendable {
         try check(anonymous, below: ids, "anonymous id")
         try check(user, below: ids, "user id")
         try check(previous, below: ids, "previous id")
+        try check(group, below: ids, "group id")
         if let kind = kind.max(), Int(kind) >= Self.kinds.count { throw ColumnStoreError.damaged("kind \(kind)") }
         for (path, count) in values.enumerated() {
             if let count, path < attributes.count { try check(attributes[path], below: count, "value of path \(path)") }
@@ -74,7 +78,7 @@ struct EventColumns: Sendable {
 
     private enum Column: String, CaseIterable {
         case time = "time.i64", kind = "kind.u8", name = "name.u32", anonymous = "anonymous.u32", user = "user.u32"
-        case previous = "previous.u32"
+        case previous = "previous.u32", group = "group.u32"
     }
 
     static func attributeFile(_ path: Int) -> String { "path-\(path).u32" }
@@ -90,6 +94,7 @@ struct EventColumns: Sendable {
         columns.anonymous = try ColumnFile.values(file(Column.anonymous.rawValue), count: count)
         columns.user = try ColumnFile.values(file(Column.user.rawValue), count: count)
         columns.previous = try ColumnFile.values(file(Column.previous.rawValue), count: count)
+        columns.group = try ColumnFile.values(file(Column.group.rawValue), count: count)
         for path in reading.sorted() where path < paths {
             columns.attributes[path] = try ColumnFile.values(file(attributeFile(path)), count: count)
         }
@@ -109,6 +114,7 @@ struct EventColumns: Sendable {
         try ColumnFile.write(anonymous, to: file(Column.anonymous.rawValue))
         try ColumnFile.write(user, to: file(Column.user.rawValue))
         try ColumnFile.write(previous, to: file(Column.previous.rawValue))
+        try ColumnFile.write(group, to: file(Column.group.rawValue))
         for (path, values) in attributes.enumerated() { try ColumnFile.write(values, to: file(Self.attributeFile(path))) }
         if let messageIds { try MessageIds.write(messageIds, to: directory) }
     }

@@ -32,22 +32,10 @@ struct QueryEvaluation {
     }
 
     func run() throws -> Counted {
-        let columns = snapshot.columns
         let relevant = relevantNames()
         let persons = try personOfEvents()
-
-        // Every event grouped by person (a counting sort on the person's number).
         let personCount = snapshot.idCount + 1
-        var starts = [Int32](repeating: 0, count: personCount + 1)
-        for index in 0..<columns.count { starts[Int(persons[index]) + 1] += 1 }
-        for person in 0..<personCount { starts[person + 1] += starts[person] }
-        var order = [Int32](repeating: 0, count: columns.count)
-        var next = starts
-        for index in 0..<columns.count {
-            let person = Int(persons[index])
-            order[Int(next[person])] = Int32(index)
-            next[person] += 1
-        }
+        let (order, starts) = query.funnel.aggregateBy == .group ? groupTimelines(persons) : personTimelines(persons)
         let owners = (0..<personCount).filter { starts[$0 + 1] > starts[$0] }
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, owners.count / 256 + 1))
@@ -61,6 +49,67 @@ struct QueryEvaluation {
         var counted = Counted()
         for result in results.withLockedValue({ $0 }) { counted.merge(try result.get()) }
         return counted
+    }
+
+    /// Every event grouped by person (a counting sort on the person's
+    /// number): `order` lists event indexes, person by person, and person
+    /// `p`'s are at `starts[p]..<starts[p + 1]`.
+    private func personTimelines(_ persons: [UInt32]) -> (order: [Int32], starts: [Int32]) {
+        let count = snapshot.columns.count, size = snapshot.idCount + 1
+        var starts = [Int32](repeating: 0, count: size + 1)
+        for index in 0..<count { starts[Int(persons[index]) + 1] += 1 }
+        for person in 0..<size { starts[person + 1] += starts[person] }
+        var order = [Int32](repeating: 0, count: count)
+        var next = starts
+        for index in 0..<count {
+            let person = Int(persons[index])
+            order[Int(next[person])] = Int32(index)
+            next[person] += 1
+        }
+        return (order, starts)
+    }
+
+    /// Every event of each group's members grouped by group, as
+    /// `personTimelines` groups by person: a person is a member of every
+    /// group their `group` calls named, and all of their events, earlier
+    /// ones too, count for each (docs/funnels.md, "Counting groups").
+    private func groupTimelines(_ persons: [UInt32]) -> (order: [Int32], starts: [Int32]) {
+        let columns = snapshot.columns, size = snapshot.idCount + 1
+        let groupKind = UInt8(EventColumns.kinds.firstIndex(of: .group) ?? 0)
+        // (person, group) pairs, each once.
+        var memberships = Set<UInt64>()
+        for index in 0..<columns.count where columns.kind[index] == groupKind && columns.group[index] != 0 && persons[index] != 0 {
+            memberships.insert(UInt64(persons[index]) << 32 | UInt64(columns.group[index]))
+        }
+        // Each person's groups, by person number.
+        var firstGroup = [Int32](repeating: 0, count: size + 1)
+        for membership in memberships { firstGroup[Int(membership >> 32) + 1] += 1 }
+        for person in 0..<size { firstGroup[person + 1] += firstGroup[person] }
+        var groupsOf = [UInt32](repeating: 0, count: memberships.count)
+        var nextGroup = firstGroup
+        for membership in memberships {
+            let person = Int(membership >> 32)
+            groupsOf[Int(nextGroup[person])] = UInt32(truncatingIfNeeded: membership)
+            nextGroup[person] += 1
+        }
+        // Each member's events, once per group of theirs, by group.
+        var starts = [Int32](repeating: 0, count: size + 1)
+        for index in 0..<columns.count {
+            let person = Int(persons[index])
+            for slot in Int(firstGroup[person])..<Int(firstGroup[person + 1]) { starts[Int(groupsOf[slot]) + 1] += 1 }
+        }
+        for group in 0..<size { starts[group + 1] += starts[group] }
+        var order = [Int32](repeating: 0, count: Int(starts[size]))
+        var next = starts
+        for index in 0..<columns.count {
+            let person = Int(persons[index])
+            for slot in Int(firstGroup[person])..<Int(firstGroup[person + 1]) {
+                let group = Int(groupsOf[slot])
+                order[Int(next[group])] = Int32(index)
+                next[group] += 1
+            }
+        }
+        return (order, starts)
     }
 
     /// Per name number, a bit per event kind whose events of that name may

@@ -11,7 +11,7 @@ struct ConfigurationParser {
 
     private static let funnelKeys: Set<String> = [
         "name", "app", "window", "breakdowns", "steps", "exclude", "targets", "description", "diagnostics", "alerts",
-        "retention", "order", "ignore", "hold", "attribution",
+        "retention", "order", "ignore", "hold", "attribution", "aggregate_by",
     ]
     private static let alertKeys: Set<String> = [
         "alpha", "min_effect", "min_time_effect", "min_persons", "recent_days", "baseline_days",
@@ -256,7 +256,7 @@ struct ConfigurationParser {
         return funnel
     }
 
-    /// `order`, `ignore`, `hold` and `attribution`, and what `order: any` rules out.
+    /// `order`, `ignore`, `hold`, `attribution` and `aggregate_by`, and what `order: any` rules out.
     private func parseOptions(_ fields: [String: Node], into funnel: inout Funnel, reader: YAMLReader) throws {
         if let node = fields["order"] {
             let text = try reader.scalar(node, "order")
@@ -282,6 +282,13 @@ struct ConfigurationParser {
         }
         if let node = fields["attribution"] {
             funnel.attribution = try parseAttribution(node, steps: funnel.steps, reader: reader)
+        }
+        if let node = fields["aggregate_by"] {
+            let text = try reader.scalar(node, "aggregate_by")
+            guard let aggregation = Funnel.Aggregation(rawValue: text) else {
+                throw reader.error("aggregate_by", "expected person or group (got '\(text)')")
+            }
+            funnel.aggregateBy = aggregation
         }
         guard funnel.order == .any else { return }
         // Without an order, there is no previous step and no step between others.

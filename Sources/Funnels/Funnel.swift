@@ -34,6 +34,9 @@ public struct Funnel: Sendable, Hashable {
     }
     /// Which event of the chain gives the breakdown values.
     public var attribution = Attribution.firstStep
+    /// Whom the funnel counts: persons, or the groups their `group` calls
+    /// name (docs/funnels.md, "Counting groups").
+    public var aggregateBy = Aggregation.person
     public var targets: [FunnelTarget]
     /// Persons a drop-off driver candidate needs to be tested (docs/funnels.md, "Why they drop off").
     public var minSupport: Int
@@ -172,10 +175,18 @@ public struct Funnel: Sendable, Hashable {
 }
 
 extension Funnel {
+    /// What a funnel counts.
+    public enum Aggregation: String, Sendable, Hashable, CaseIterable {
+        case person, group
+    }
+}
+
+extension Funnel {
     /// The options beyond `windowFunnel`'s defaults, in words, for the
     /// reports to name under the funnel's title; empty for a plain funnel.
     public var optionWords: [String] {
         var words: [String] = []
+        if aggregateBy == .group { words.append("counting groups (each group's members' events together)") }
         switch order {
         case .ordered: break
         case .strict:

@@ -90,6 +90,8 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
     public var hold: [String]
     /// `first_step`, `last_step` or `step N` (from 1).
     public var attribution: String
+    /// `group` for a funnel counting groups; nil for one counting persons.
+    public var aggregateBy: String?
 
     /// `funnel`'s definition, its cohort days cut in `timeZone`.
     public init(_ funnel: Funnel, timeZone: String) {
@@ -111,11 +113,12 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         ignore = funnel.ignore.map(Matcher.init).sorted { $0.text < $1.text }
         hold = funnel.hold.sorted()
         attribution = funnel.attribution.text
+        aggregateBy = funnel.aggregateBy == .person ? nil : funnel.aggregateBy.rawValue
     }
 
     private enum CodingKeys: String, CodingKey {
         case engine, app, timeZone, windowSeconds, steps, exclusions, breakdowns, retentionDays, activeEvents
-        case order, ignore, hold, attribution
+        case order, ignore, hold, attribution, aggregateBy
     }
 
     /// Reads a stored definition; the options absent from one stored before
@@ -135,6 +138,7 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         ignore = (try c.decodeIfPresent([Matcher].self, forKey: .ignore) ?? []).sorted { $0.text < $1.text }
         hold = (try c.decodeIfPresent([String].self, forKey: .hold) ?? []).sorted()
         attribution = try c.decodeIfPresent(String.self, forKey: .attribution) ?? "first_step"
+        aggregateBy = try c.decodeIfPresent(String.self, forKey: .aggregateBy)
     }
 
     /// The definition as stored: JSON with sorted keys, the same text for the same definition.
@@ -186,6 +190,7 @@ public struct FunnelDefinition: Sendable, Hashable, Codable {
         Self.listChange("ignored event", old.ignore.map(\.text), ignore.map(\.text), into: &changes)
         Self.listChange("held path", old.hold, hold, into: &changes)
         if old.attribution != attribution { changes.append("attribution \(old.attribution) → \(attribution)") }
+        if old.aggregateBy != aggregateBy { changes.append("counting \(old.aggregateBy ?? "person")s → \(aggregateBy ?? "person")s") }
         Self.listChange("exclusion", old.exclusions.map(\.text), exclusions.map(\.text), into: &changes)
         Self.listChange("breakdown", old.breakdowns, breakdowns, into: &changes)
         if old.retentionDays != retentionDays {

@@ -13,6 +13,8 @@ public struct SeedEvent: Sendable {
     public var userId: String?
     /// An alias's previousId.
     public var previousId: String?
+    /// A group call's groupId.
+    public var groupId: String?
     public var timestamp: Int64
     public var properties: String = "{}"
     public var context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
@@ -20,9 +22,11 @@ public struct SeedEvent: Sendable {
     public init(
         app: String, type: String = "track", messageId: String = UUID().uuidString, event: String? = nil,
         anonymousId: String? = nil, userId: String? = nil, timestamp: Int64, properties: String = "{}",
-        context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#, previousId: String? = nil
+        context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#, previousId: String? = nil,
+        groupId: String? = nil
     ) {
         self.previousId = previousId
+        self.groupId = groupId
         self.app = app
         self.type = type
         self.messageId = messageId
@@ -41,14 +45,14 @@ public enum EventSeeder {
             try c.copyIn(
                 """
                 COPY events (app, type, message_id, event, anonymous_id, user_id, "timestamp", original_timestamp,
-                             received_at, properties, context, previous_id) FROM STDIN
+                             received_at, properties, context, previous_id, group_id) FROM STDIN
                 """
             ) { writer in
                 for e in events {
                     try writer.writeRow([
                         .text(e.app), .text(e.type), .text(e.messageId), .optional(e.event), .optional(e.anonymousId),
                         .optional(e.userId), .microseconds(e.timestamp), .microseconds(e.timestamp),
-                        .microseconds(Timestamps.microseconds(Date())), .text(e.properties), .text(e.context), .optional(e.previousId),
+                        .microseconds(Timestamps.microseconds(Date())), .text(e.properties), .text(e.context), .optional(e.previousId), .optional(e.groupId),
                     ])
                 }
             }

@@ -38,6 +38,9 @@ struct FunnelCommand: ParsableCommand {
     @Option(help: "Step order: ordered (default), strict or any.")
     var order: String?
 
+    @Option(name: .customLong("aggregate-by"), help: "Count persons (default) or group: the groups their group calls name.")
+    var aggregateBy: String?
+
     @Option(help: "A name for the funnel in the output.")
     var name: String = "explore"
 
@@ -151,6 +154,7 @@ struct FunnelCommand: ParsableCommand {
         if let window { fields["window"] = window }
         if !breakdowns.isEmpty { fields["breakdowns"] = breakdowns }
         if let order { fields["order"] = order }
+        if let aggregateBy { fields["aggregate_by"] = aggregateBy }
         // JSON is YAML: the flags' values reach the parser quoted, never as syntax.
         let json = try JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])
         return try FunnelConfiguration.parseFunnel(yaml: String(decoding: json, as: UTF8.self), source: "command line")

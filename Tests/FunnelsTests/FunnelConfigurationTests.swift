@@ -149,6 +149,13 @@ import Testing
         #expect(Self.error(Self.funnel("""
             steps:
               - event: a
+              - event: b
+            aggregate_by: company
+        """)) == "funnels.yaml: funnel 'ops_employee', aggregate_by: expected person or group (got 'company')")
+
+        #expect(Self.error(Self.funnel("""
+            steps:
+              - event: a
               - {event: b, optional: true}
         """)) == "funnels.yaml: funnel 'ops_employee', steps[1].optional: the last step cannot be optional")
 

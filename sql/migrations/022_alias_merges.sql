@@ -255,9 +255,10 @@ BEGIN
     UPDATE privacy_requests p SET removed = onramp_privacy_erase.removed WHERE p.id = onramp_privacy_erase.request_id;
 END $$;
 
--- The log as query-time tools read it, with an alias's previousId: they
--- follow aliases as the nightly job does (docs/explore.md).
+-- The log as query-time tools read it, with an alias's previousId and a
+-- group call's groupId: they follow aliases as the nightly job does, and
+-- count groups (docs/explore.md).
 CREATE OR REPLACE VIEW analytics.event_log AS
 SELECT e.app, e.type, e.message_id, e.event, e.anonymous_id, e.user_id, e."timestamp",
-       e.properties, e.context, e.traits, e.received_at, e.txid, e.previous_id
+       e.properties, e.context, e.traits, e.received_at, e.txid, e.previous_id, e.group_id
 FROM events e;
