@@ -94,6 +94,8 @@ public struct FunnelReport: Sendable, Hashable {
     public var attribution: String
     /// The options beyond the defaults, in words (`Funnel.optionWords`).
     public var options: [String]
+    /// What the counts count: persons, or groups (docs/funnels.md, "Counting groups").
+    public var aggregateBy = Funnel.Aggregation.person
 
     /// Why a funnel's stored rows were computed anew, and from how many events.
     public struct Recomputation: Sendable, Hashable {
@@ -125,6 +127,7 @@ public struct FunnelReport: Sendable, Hashable {
         hold = funnel.hold
         attribution = funnel.attribution.text
         options = funnel.optionWords
+        aggregateBy = funnel.aggregateBy
         started = tally.started
         completed = tally.completed
         inProgress = tally.inProgress

@@ -90,11 +90,20 @@ public enum IdentityResolver {
     }
 
     /// The person of every id with a link, for storing beside the links.
+    /// Most links end at their user (a device's, whose user has no link of
+    /// their own): only the others are walked.
     public static func persons(of links: [String: IdentityLink]) -> [String: String] {
+        var persons: [String: String] = [:]
+        persons.reserveCapacity(links.count)
         var memo: [String: String] = [:]
-        memo.reserveCapacity(links.count)
-        for id in links.keys { _ = person(of: id, links: links, memo: &memo) }
-        return memo.filter { links[$0.key] != nil }
+        for (id, link) in links {
+            if link.userId == id || links[link.userId] == nil {
+                persons[id] = link.userId
+            } else {
+                persons[id] = person(of: id, links: links, memo: &memo)
+            }
+        }
+        return persons
     }
 
     /// `person(of:links:)`, remembering in `memo` the person of every id it

@@ -31,6 +31,14 @@ enum JSONReport {
     }
 
     static func funnel(_ r: FunnelReport) -> JSON {
+        // A funnel counting groups says so after its options; one counting persons, as it always has.
+        let json = funnelFields(r)
+        guard r.aggregateBy == .group, case .object(var fields) = json else { return json }
+        fields.insert(("aggregate_by", .string(r.aggregateBy.rawValue)), at: min(7, fields.count))
+        return .object(fields)
+    }
+
+    private static func funnelFields(_ r: FunnelReport) -> JSON {
         let retentionByDay = Dictionary((r.retention?.cohorts ?? []).map { ($0.day, $0.days) }) { first, _ in first }
         return .object([
             ("funnel", .string(r.funnel)),

@@ -9,7 +9,7 @@ struct MarkdownRenderer {
     private func render(_ r: FunnelReport, range: ReportRange) -> String {
         var out = "## \(r.funnel)\n\napp `\(r.app)`, window \(Formatting.window(r.windowSeconds)), \(range.label), time zone \(r.timeZone)"
             + r.options.map { ", " + $0 }.joined() + "\n\n"
-        out += "| # | step | persons | from previous | from start | drop-off | in progress | median from previous |\n"
+        out += "| # | step | \(r.aggregateBy == .group ? "groups" : "persons") | from previous | from start | drop-off | in progress | median from previous |\n"
         out += "|---:|---|---:|---:|---:|---:|---:|---:|\n"
         for s in r.steps {
             out += "| \(s.index) | \(s.isOptional ? "_(\(s.name))_" : s.name) | \(s.persons) | "

@@ -14,7 +14,7 @@ struct TableRenderer {
         var out = "\(r.funnel) (app \(r.app)) — window \(Formatting.window(r.windowSeconds)), \(range.label), time zone \(r.timeZone)\n"
         if !r.options.isEmpty { out += "  " + r.options.joined(separator: "; ") + "\n" }
         let nameWidth = max(24, (r.steps.map(\.name.count).max() ?? 0) + 2)
-        out += "  " + Formatting.pad("#", 3) + Formatting.pad("step", nameWidth) + Formatting.pad("persons", 9, right: true)
+        out += "  " + Formatting.pad("#", 3) + Formatting.pad("step", nameWidth) + Formatting.pad(r.aggregateBy == .group ? "groups" : "persons", 9, right: true)
             + Formatting.pad("from prev", 11, right: true) + Formatting.pad("from start", 12, right: true)
             + Formatting.pad("drop-off", 10, right: true) + Formatting.pad("in prog.", 10, right: true)
             + Formatting.pad("median Δ", 11, right: true) + "  reached\n"

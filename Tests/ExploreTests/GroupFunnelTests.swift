@@ -96,6 +96,7 @@ struct GroupFunnelTests {
         #expect(answer.report.steps[1].persons == levels.filter { $0 >= 2 }.count)
         #expect(answer.report.completed > 0 && answer.report.completed < answer.report.started)
         #expect(answer.report.options.first?.hasPrefix("counting groups") == true)
+        #expect(answer.report.aggregateBy == .group)
 
         // By persons, the same steps: a creator and an employee are two persons.
         funnel.aggregateBy = .person
