@@ -19,7 +19,9 @@ struct AliasMigrationTests {
         try await pool.withConnection { c in
             try EventSeeder.insert(c, [
                 SeedEvent(app: "yoked", type: "alias", messageId: "a", userId: "u-1", timestamp: t, previousId: "d-1"),
-                SeedEvent(app: "forma", event: "welcome", anonymousId: "d-2", userId: "u-2", timestamp: t),
+                SeedEvent(app: "forma", event: "welcome", anonymousId: "u-5", userId: "u-6", timestamp: t),
+                SeedEvent(app: "forma", event: "signup", userId: "u-5", timestamp: t),
+                SeedEvent(app: "ops", event: "welcome", anonymousId: "d-2", userId: "u-2", timestamp: t),
                 SeedEvent(app: "umuve", event: "welcome", anonymousId: "d-3", userId: "u-3", timestamp: t),
                 SeedEvent(app: "umuve", event: "welcome", anonymousId: "u-3", userId: "u-4", timestamp: t),
             ])
@@ -27,25 +29,50 @@ struct AliasMigrationTests {
         _ = try await pool.query(
             """
             INSERT INTO identity_links (app, anonymous_id, user_id, first_seen) VALUES
-                ('forma', 'd-2', 'u-2', now()), ('umuve', 'd-3', 'u-3', now()), ('umuve', 'u-3', 'u-4', now())
+                ('ops', 'd-2', 'u-2', now()), ('forma', 'u-5', 'u-6', now()), ('umuve', 'd-3', 'u-3', now()),
+                ('umuve', 'u-3', 'u-4', now())
             """)
         _ = try await pool.query(
             """
             INSERT INTO funnel_definitions (funnel, app, fingerprint, definition, built_at)
-            SELECT f.app || '_onboarding', f.app, 'x', '{}', now() FROM unnest(ARRAY['yoked', 'forma', 'umuve']) AS f(app)
+            SELECT f.app || '_onboarding', f.app, 'x', '{}', now() FROM unnest(ARRAY['yoked', 'ops', 'forma', 'umuve']) AS f(app)
             """)
 
         _ = try await pool.withConnection { c in try Migrator(files: files).migrate(c) }
         let kept = try await pool.query("SELECT app FROM funnel_definitions ORDER BY app").rows.map { try $0.decode(String.self, at: 0) }
-        #expect(kept == ["forma"])
+        #expect(kept == ["ops"])
         let links = try await pool.query("SELECT anonymous_id || '>' || person_id FROM identity_links ORDER BY anonymous_id").rows
             .map { try $0.decode(String.self, at: 0) }
-        #expect(links == ["d-2>u-2", "d-3>u-3", "u-3>u-4"])
+        #expect(links == ["d-2>u-2", "d-3>u-3", "u-3>u-4", "u-5>u-6"])
         // A link with no person is refused from now on.
         await #expect(throws: PostgresError.self) {
-            try await pool.query("INSERT INTO identity_links (app, anonymous_id, user_id, first_seen) VALUES ('forma', 'd-9', 'u-9', now())")
+            try await pool.query("INSERT INTO identity_links (app, anonymous_id, user_id, first_seen) VALUES ('ops', 'd-9', 'u-9', now())")
         }
         await pool.close()
         try await db.drop()
+    }
+
+    @Test("a migrating role that is no superuser (it makes roles and owns the database) migrates to the end; the erase function stays the privacy role's")
+    func migratorWithoutSuperuser() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let role = "migrator_\(db.name)"
+        try await ConnectionPool.using(url: db.adminURL) { admin in
+            _ = try await admin.query("CREATE ROLE \(role) LOGIN CREATEROLE")
+            _ = try await admin.query("ALTER DATABASE \(db.name) OWNER TO \(role)")
+        }
+        let files = try MigrationFile.load(from: try TestDatabase.migrationsDirectory)
+        let outcome = try await ConnectionPool.using(url: try db.url(as: role)) { pool in
+            try await pool.withConnection { c in try Migrator(files: files).migrate(c) }
+        }
+        #expect(outcome.applied.count == files.count)
+        let pool = db.pool(maxConnections: 1)
+        let owner = try await pool.query(
+            "SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE proname = 'onramp_privacy_erase'").scalar(String.self)
+        #expect(owner == "onramp_privacy")
+        let member = try await pool.query("SELECT pg_has_role($1, 'onramp_privacy', 'MEMBER')", [.text(role)]).scalar(Bool.self)
+        #expect(!member)
+        await pool.close()
+        try await db.drop()
+        _ = try? await ConnectionPool.using(url: db.adminURL) { admin in try await admin.query("DROP ROLE \(role)") }
     }
 }

@@ -356,6 +356,44 @@ struct ErasureTests {
         try await db.drop()
     }
 
+    @Test("links that led through an erased person lead on as a rebuild finds them: a shared device's, and an id linked to it")
+    func linksThroughAnErasedPerson() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        let funnel = Self.configuration.funnels[0]
+        let start = (Timestamps.microseconds(Date()) / Self.day - 2) * Self.day
+        func message(_ id: String, anonymous: String?, user: String?, at t: Int64) -> NewEvent {
+            NewEvent(
+                app: funnel.app, type: .track, messageID: id, event: "help_opened", anonymousID: anonymous, userID: user, timestamp: t,
+                originalTimestamp: t, sentAt: nil, receivedAt: Timestamps.microseconds(Date()), properties: "{}", context: "{}", traits: nil)
+        }
+        // r is first u's, later v's; k, an id sent once as r's device, leads through r; v was renamed to w.
+        let messages = [
+            message("r-u", anonymous: "r", user: "u", at: start),
+            message("k-r", anonymous: "k", user: "r", at: start + 1_000_000),
+            message("k-alone", anonymous: "k", user: nil, at: start + 2_000_000),
+            message("r-v", anonymous: "r", user: "v", at: start + 3_000_000),
+            message("r-alone", anonymous: "r", user: nil, at: start + 4_000_000),
+        ]
+        var rename = message("v-w", anonymous: nil, user: "w", at: start + 5_000_000)
+        rename.type = .alias
+        rename.event = nil
+        rename.previousID = "v"
+        let all = messages + [rename]
+        _ = try await pool.withConnection { c in try EventStore.append(all, quarantine: [], on: c) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        #expect(try await pool.query("SELECT person_id FROM identity_links WHERE anonymous_id = 'k'").scalar(String.self) == "u")
+
+        _ = try await Erasure(app: funnel.app, userIds: ["u"], anonymousIds: [], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
+        let links = try await pool.query("SELECT anonymous_id || '>' || person_id FROM identity_links ORDER BY anonymous_id").rows
+            .map { try $0.decode(String.self, at: 0) }
+        #expect(links == ["r>w", "v>w"])
+        try await Self.expectEqualToRebuild(pool, job)
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("only the privacy function deletes from the log; the server's and the analyst's roles cannot erase; the hash is HMAC-SHA256")
     func rolesAndHash() async throws {
         let db = try await TestDatabase.create()

@@ -15,13 +15,18 @@ COMMENT ON COLUMN identity_links.person_id IS 'the person the id''s events belon
 -- A person's ids, for the persons an incremental run recomputes.
 CREATE INDEX identity_links_person ON identity_links (app, person_id);
 
--- The persons already stored were found without following aliases: the
--- funnels of an app whose log holds an alias are computed again from its
--- whole log by the next run, as for a changed definition.
+-- The persons already stored were found without following aliases, nor
+-- links of ids sent both ways: the funnels of an app whose log holds an
+-- alias, a link to a linked user, or a linked id sent as a userId are
+-- computed again from its whole log by the next run, as for a changed
+-- definition.
 DELETE FROM funnel_definitions d
 WHERE EXISTS (SELECT 1 FROM events e WHERE e.app = d.app AND e.previous_id IS NOT NULL)
    OR EXISTS (SELECT 1 FROM identity_links a JOIN identity_links b ON b.app = a.app AND b.anonymous_id = a.user_id
-              WHERE a.app = d.app AND b.anonymous_id <> a.anonymous_id);
+              WHERE a.app = d.app AND b.anonymous_id <> a.anonymous_id)
+   OR EXISTS (SELECT 1 FROM identity_links a
+              WHERE a.app = d.app AND a.user_id <> a.anonymous_id
+                AND EXISTS (SELECT 1 FROM events e WHERE e.app = a.app AND e.user_id = a.anonymous_id));
 
 -- A message's person: its id (userId, else anonymousId) followed through
 -- its link, if it has one.
@@ -81,7 +86,13 @@ GROUP BY e.app, e.group_id, COALESCE(l.person_id, e.user_id, e.anonymous_id);
 
 -- An erasure follows aliases: a person's ids are every id an alias joined
 -- to theirs, and the links it fixes name their person (docs/privacy.md).
--- Replaced in place: its owner and grants stay as 020 made them.
+-- Replaced by its owner, as 020 made it: the migrating role is a member of
+-- the privacy role only meanwhile.
+-- It points the links that led through an erased person on: their person only.
+GRANT UPDATE (person_id) ON identity_links TO onramp_privacy;
+GRANT onramp_privacy TO CURRENT_USER;
+GRANT CREATE ON SCHEMA public TO onramp_privacy;
+SET LOCAL ROLE onramp_privacy;
 CREATE OR REPLACE FUNCTION onramp_privacy_erase(
     erase_app text, user_ids text[], anonymous_ids text[], requested_by text, suppress boolean,
     OUT request_id bigint, OUT users text[], OUT devices text[], OUT shared_devices text[], OUT removed jsonb)
@@ -101,6 +112,11 @@ DECLARE
     linked_before text[];
     joined text[];
     aliased_devices text[];
+    repointed text[] := '{}';
+    both_ways text[] := '{}';
+    linked_after text[] := '{}';
+    stepped_ids text[];
+    stepped_persons text[];
 BEGIN
     PERFORM set_config('lock_timeout', '10s', true);
     LOCK TABLE quarantine, event_ids IN SHARE ROW EXCLUSIVE MODE;
@@ -126,48 +142,58 @@ BEGIN
                     WHERE e.app = erase_app AND e.previous_id = ANY(anonymous_ids) AND e.user_id IS NOT NULL) s
                 ORDER BY s.id, s."timestamp", s.user_id COLLATE "C") first) AS g(id)
         WHERE g.id IS NOT NULL);
-    -- Every id an alias joined to theirs, either way: an alias says the
-    -- ids are one person, and an erasure errs on the side of erasing.
+    -- Until nothing is added: every id an alias joined to theirs, their
+    -- devices, and a device of theirs also sent as a userId (an id sent
+    -- both ways), whose events as a user are theirs too, as are its devices.
     LOOP
+        -- Every id an alias joined to theirs, either way: an alias says the
+        -- ids are one person, and an erasure errs on the side of erasing.
+        LOOP
+            joined := array(
+                SELECT DISTINCT a.id FROM (
+                    SELECT e.previous_id FROM events e WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.previous_id IS NOT NULL
+                    UNION
+                    SELECT e.user_id FROM events e WHERE e.app = erase_app AND e.previous_id = ANY(users) AND e.user_id IS NOT NULL) AS a(id)
+                WHERE NOT (a.id = ANY(users)));
+            EXIT WHEN cardinality(joined) = 0;
+            users := users || joined;
+        END LOOP;
+        -- An id an alias named that no message sent as its userId is a device,
+        -- theirs if they are the user it was first seen with (below).
+        aliased_devices := array(
+            SELECT a.id FROM unnest(users) AS a(id)
+            WHERE NOT (a.id = ANY(user_ids))
+              AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.user_id = a.id));
+        users := array(SELECT a.id FROM unnest(users) AS a(id) WHERE NOT (a.id = ANY(aliased_devices)));
+        -- Every id seen with those users; it is theirs when one of them is the
+        -- user it was first seen with.
+        candidates := array(
+            SELECT e.anonymous_id FROM events e
+            WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.anonymous_id IS NOT NULL
+            UNION
+            SELECT e.previous_id FROM events e
+            WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.previous_id IS NOT NULL);
+        devices := array(
+            SELECT first.id FROM (
+                SELECT DISTINCT ON (s.id) s.id, s.user_id FROM (
+                    SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
+                    WHERE e.app = erase_app AND e.anonymous_id = ANY(candidates) AND e.user_id IS NOT NULL
+                    UNION ALL
+                    SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
+                    WHERE e.app = erase_app AND e.previous_id = ANY(candidates) AND e.user_id IS NOT NULL) s
+                ORDER BY s.id, s."timestamp", s.user_id COLLATE "C") first
+            WHERE first.user_id = ANY(users) AND (NOT (first.id = ANY(users)) OR first.id = ANY(both_ways))
+            UNION
+            SELECT given.id FROM unnest(anonymous_ids) AS given(id)
+            WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.anonymous_id = given.id AND e.user_id IS NOT NULL)
+              AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.previous_id = given.id AND e.user_id IS NOT NULL));
         joined := array(
-            SELECT DISTINCT a.id FROM (
-                SELECT e.previous_id FROM events e WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.previous_id IS NOT NULL
-                UNION
-                SELECT e.user_id FROM events e WHERE e.app = erase_app AND e.previous_id = ANY(users) AND e.user_id IS NOT NULL) AS a(id)
-            WHERE NOT (a.id = ANY(users)));
+            SELECT d.id FROM unnest(devices) AS d(id)
+            WHERE NOT (d.id = ANY(users)) AND EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.user_id = d.id));
         EXIT WHEN cardinality(joined) = 0;
+        both_ways := both_ways || joined;
         users := users || joined;
     END LOOP;
-    -- An id an alias named that no message sent as its userId is a device.
-    aliased_devices := array(
-        SELECT a.id FROM unnest(users) AS a(id)
-        WHERE NOT (a.id = ANY(user_ids))
-          AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.user_id = a.id));
-    users := array(SELECT a.id FROM unnest(users) AS a(id) WHERE NOT (a.id = ANY(aliased_devices)));
-    -- Every id seen with those users; it is theirs when one of them is the
-    -- user it was first seen with.
-    candidates := array(
-        SELECT e.anonymous_id FROM events e
-        WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.anonymous_id IS NOT NULL
-        UNION
-        SELECT e.previous_id FROM events e
-        WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.previous_id IS NOT NULL);
-    devices := array(
-        SELECT first.id FROM (
-            SELECT DISTINCT ON (s.id) s.id, s.user_id FROM (
-                SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
-                WHERE e.app = erase_app AND e.anonymous_id = ANY(candidates) AND e.user_id IS NOT NULL
-                UNION ALL
-                SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
-                WHERE e.app = erase_app AND e.previous_id = ANY(candidates) AND e.user_id IS NOT NULL) s
-            ORDER BY s.id, s."timestamp", s.user_id COLLATE "C") first
-        WHERE first.user_id = ANY(users) AND NOT (first.id = ANY(users))
-        UNION
-        SELECT a.id FROM unnest(aliased_devices) AS a(id)
-        UNION
-        SELECT given.id FROM unnest(anonymous_ids) AS given(id)
-        WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.anonymous_id = given.id AND e.user_id IS NOT NULL)
-          AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.previous_id = given.id AND e.user_id IS NOT NULL));
     shared_devices := array(
         SELECT DISTINCT e.anonymous_id FROM events e
         WHERE e.app = erase_app AND e.anonymous_id = ANY(devices) AND e.user_id IS NOT NULL AND NOT (e.user_id = ANY(users)));
@@ -223,30 +249,45 @@ BEGIN
     WITH gone AS (
         DELETE FROM identity_links l
         WHERE l.app = erase_app
-          AND (l.anonymous_id = ANY(devices || relinked || users) OR l.user_id = ANY(users) OR l.person_id = ANY(users))
+          AND (l.anonymous_id = ANY(devices || relinked || users) OR l.user_id = ANY(users))
         RETURNING l.user_id, l.person_id)
     SELECT count(*), array_agg(gone.user_id) || array_agg(gone.person_id) INTO link_count, linked_before FROM gone;
-    WITH linked AS (
-        INSERT INTO identity_links (app, anonymous_id, user_id, first_seen, person_id)
-        SELECT first.app, first.id, first.user_id, first.first_seen,
-               COALESCE((SELECT p.person_id FROM identity_links p WHERE p.app = first.app AND p.anonymous_id = first.user_id), first.user_id)
-        FROM (
-            SELECT DISTINCT ON (s.id) erase_app AS app, s.id, s.user_id, min(s."timestamp") AS first_seen FROM (
-                SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
-                WHERE e.app = erase_app AND e.anonymous_id = ANY(relinked) AND e.user_id IS NOT NULL
-                UNION ALL
-                SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
-                WHERE e.app = erase_app AND e.previous_id = ANY(relinked) AND e.user_id IS NOT NULL) s
-            GROUP BY s.id, s.user_id
-            ORDER BY s.id, min(s."timestamp"), s.user_id COLLATE "C") first
-        RETURNING person_id)
+    INSERT INTO identity_links (app, anonymous_id, user_id, first_seen, person_id)
+    SELECT first.app, first.id, first.user_id, first.first_seen, first.user_id
+    FROM (
+        SELECT DISTINCT ON (s.id) erase_app AS app, s.id, s.user_id, min(s."timestamp") AS first_seen FROM (
+            SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
+            WHERE e.app = erase_app AND e.anonymous_id = ANY(relinked) AND e.user_id IS NOT NULL
+            UNION ALL
+            SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
+            WHERE e.app = erase_app AND e.previous_id = ANY(relinked) AND e.user_id IS NOT NULL) s
+        GROUP BY s.id, s.user_id
+        ORDER BY s.id, min(s."timestamp"), s.user_id COLLATE "C") first;
+    -- Every link that named one of them as its person, and every link just
+    -- made, leads on through its user's link, one step a round, until
+    -- none changes (links in a loop stop at the round limit).
+    FOR step IN 1..32 LOOP
+        WITH stepped AS (
+            UPDATE identity_links l SET person_id = n.person
+            FROM (
+                SELECT c.anonymous_id, COALESCE(u.person_id, c.user_id) AS person
+                FROM identity_links c
+                LEFT JOIN identity_links u ON u.app = c.app AND u.anonymous_id = c.user_id AND u.anonymous_id <> c.anonymous_id
+                WHERE c.app = erase_app
+                  AND (c.person_id = ANY(users || devices) OR c.anonymous_id = ANY(relinked || repointed))) n
+            WHERE l.app = erase_app AND l.anonymous_id = n.anonymous_id AND l.person_id IS DISTINCT FROM n.person
+            RETURNING l.anonymous_id, l.person_id)
+        SELECT array_agg(stepped.anonymous_id), array_agg(stepped.person_id) INTO stepped_ids, stepped_persons FROM stepped;
+        EXIT WHEN stepped_ids IS NULL;
+        repointed := repointed || stepped_ids;
+        linked_after := linked_after || stepped_persons;
+    END LOOP;
     -- Whose stored rows counted what went: them, whoever a device of theirs
     -- or an erased alias's was linked to, before and after, and the alias's sender.
     INSERT INTO privacy_pending (app, person_id, request_id)
     SELECT DISTINCT erase_app, p.id, onramp_privacy_erase.request_id FROM (
-        SELECT unnest(users || devices || relinked || coalesce(other_users, '{}') || coalesce(linked_before, '{}')) AS id
-        UNION ALL
-        SELECT linked.person_id FROM linked) p
+        SELECT unnest(users || devices || relinked || coalesce(other_users, '{}') || coalesce(linked_before, '{}')
+                      || repointed || linked_after) AS id) p
     WHERE p.id IS NOT NULL
     ON CONFLICT DO NOTHING;
 
@@ -254,6 +295,9 @@ BEGIN
         'events', event_count, 'event_ids', ledger_count, 'quarantine', quarantine_count, 'identity_links', link_count);
     UPDATE privacy_requests p SET removed = onramp_privacy_erase.removed WHERE p.id = onramp_privacy_erase.request_id;
 END $$;
+RESET ROLE;
+REVOKE CREATE ON SCHEMA public FROM onramp_privacy;
+REVOKE onramp_privacy FROM CURRENT_USER;
 
 -- The log as query-time tools read it, with an alias's previousId and a
 -- group call's groupId: they follow aliases as the nightly job does, and

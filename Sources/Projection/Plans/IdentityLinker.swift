@@ -109,24 +109,24 @@ enum IdentityLinker {
         for (key, row) in rows { graphs[key.app, default: [:]][key.id] = row.link }
         var memos: [String: [String: String]] = [:]
         var relinks: [Relink] = []
+        var rewritten: [(key: NewEvents.Key, person: String)] = []
         for key in TouchedPersons.sorted(affected) {
             guard let row = rows[key] else { continue }
             let person = IdentityResolver.person(of: key.id, links: graphs[key.app] ?? [:], memo: &memos[key.app, default: [:]])
-            // A new id's events were its own; its row holds its user until now.
-            if row.storedPerson != person {
-                relinks.append(Relink(app: key.app, anonymousId: key.id, previousPerson: row.storedPerson ?? key.id, person: person))
-            }
+            // A new id's row holds its user, its person in most cases; before it, its events were its own.
+            if (row.storedPerson ?? row.link.userId) != person { rewritten.append((key, person)) }
+            let previous = row.storedPerson ?? key.id
+            if previous != person { relinks.append(Relink(app: key.app, anonymousId: key.id, previousPerson: previous, person: person)) }
         }
-        if !relinks.isEmpty {
+        if !rewritten.isEmpty {
             try c.query(
                 """
                 UPDATE identity_links l SET person_id = u.person
                 FROM unnest($1::text[], $2::text[], $3::text[]) AS u(app, id, person)
                 WHERE l.app = u.app AND l.anonymous_id = u.id
-                """, [.textArray(relinks.map(\.app)), .textArray(relinks.map(\.anonymousId)), .textArray(relinks.map(\.person))])
+                """, [.textArray(rewritten.map(\.key.app)), .textArray(rewritten.map(\.key.id)), .textArray(rewritten.map(\.person))])
         }
-        // A new id linked to itself moved no event.
-        return relinks.filter { $0.previousPerson != $0.person }
+        return relinks
     }
 
     /// The stored links of `keys` (found by `condition` on `l` and `k`, the code's own SQL), by id.
