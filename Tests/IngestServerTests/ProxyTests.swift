@@ -15,7 +15,7 @@ import Glibc
 /// public https address, not to the plain-HTTP address nginx uses inside.
 @Suite("behind a TLS-terminating proxy")
 struct ProxyTests {
-    @Test("a client that follows the settings document fetched through nginx uploads through nginx", .timeLimit(.minutes(3)))
+    @Test("a client that follows the settings document fetched through nginx uploads through nginx", .timeLimit(.minutes(6)))
     func settingsPointThroughTheProxy() async throws {
         let nginx = try #require(
             Nginx.executable(), "nginx is not installed: run `apt-get install nginx` (scripts/test installs it) — this test does not skip")
