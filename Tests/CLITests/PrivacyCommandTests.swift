@@ -46,9 +46,9 @@ struct PrivacyCommandTests {
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
         }
 
-        /// Waits until the server answers.
+        /// Waits until the server answers: up to a minute, as one starting beside the whole suite can take.
         func ready(key: String) async throws {
-            for attempt in 0..<100 {
+            for attempt in 0..<600 {
                 if let (status, _) = try? await post(key: key, messageId: "ready-\(attempt)-\(UUID().uuidString)", user: nil, device: "probe"), status == 200 { return }
                 try await Task.sleep(for: .milliseconds(100))
             }

@@ -48,7 +48,8 @@ struct ServeAndKeysCommandTests {
         defer { if server.isRunning { server.terminate() } }
         let base = URL(string: "http://127.0.0.1:\(port)")!
         var status = 0
-        for _ in 0..<100 where status != 200 {
+        // Up to a minute: a server starting beside the whole suite can be slow to answer.
+        for _ in 0..<600 where status != 200 {
             status = (try? await Self.post(base, key: key, ids: ["k1"])) ?? 0
             if status != 200 { try await Task.sleep(for: .milliseconds(100)) }
         }
@@ -135,7 +136,7 @@ struct ServeAndKeysCommandTests {
         server.standardError = FileHandle.nullDevice
         try server.run()
         let base = URL(string: "http://127.0.0.1:\(port)")!
-        for _ in 0..<100 {
+        for _ in 0..<600 {
             if (try? await Self.post(base, key: key, ids: ["warm"])) == 200 { break }
             try await Task.sleep(for: .milliseconds(100))
         }
