@@ -157,17 +157,7 @@ struct PersonHistoryReader {
     /// FNV-1a of the person's bytes as sent: stable, and with no allocation per row.
     static func partition(of person: UnsafeRawBufferPointer, count: Int) -> Int {
         guard count > 1 else { return 0 }
-        return Int(hash(of: person) % UInt64(count))
-    }
-
-    /// 64-bit FNV-1a of a field's bytes.
-    static func hash(of bytes: some Sequence<UInt8>) -> UInt64 {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in bytes {
-            hash ^= UInt64(byte)
-            hash &*= 0x100_0000_01b3
-        }
-        return hash
+        return Int(FNV1a.hash(bytes: person) % UInt64(count))
     }
 }
 
@@ -231,7 +221,7 @@ private struct LinkedPersons {
         hashes = Set(owners.keys.map { id in
             escaped.removeAll(keepingCapacity: true)
             _ = CopyText.appendEscaped(id, to: &escaped)
-            return PersonHistoryReader.hash(of: escaped)
+            return FNV1a.hash(bytes: escaped)
         })
     }
 
@@ -241,7 +231,7 @@ private struct LinkedPersons {
         let anonymous = CopyText.firstField(of: afterUser)
         let rest = UnsafeRawBufferPointer(rebasing: afterUser[anonymous.count...])
         let id = Self.isNull(userId) ? anonymous : userId
-        if !Self.isNull(id), hashes.contains(PersonHistoryReader.hash(of: id)), let key = CopyText.field(id), let owner = owners[key] {
+        if !Self.isNull(id), hashes.contains(FNV1a.hash(bytes: id)), let key = CopyText.field(id), let owner = owners[key] {
             person.removeAll(keepingCapacity: true)
             if CopyText.appendEscaped(owner, to: &person) { return try person.withUnsafeBytes { try body($0, rest) } }
         }
