@@ -90,6 +90,22 @@ GROUP BY e.app, e.group_id, COALESCE(l.person_id, e.user_id, e.anonymous_id);
 -- the privacy role only meanwhile.
 -- It points the links that led through an erased person on: their person only.
 GRANT UPDATE (person_id) ON identity_links TO onramp_privacy;
+
+-- The user each of `ids` of an app was first seen with (on a message with
+-- both ids, or as an alias's previousId) and when: the identity rule of
+-- docs/funnels.md, read from the events themselves, as the erasure reads it.
+CREATE FUNCTION onramp_first_users(app text, ids text[], OUT id text, OUT user_id text, OUT first_seen timestamptz)
+RETURNS SETOF record LANGUAGE sql STABLE AS $$
+    SELECT DISTINCT ON (s.id) s.id, s.user_id, s.seen FROM (
+        SELECT e.anonymous_id AS id, e.user_id, e."timestamp" AS seen FROM events e
+        WHERE e.app = $1 AND e.anonymous_id = ANY($2) AND e.user_id IS NOT NULL
+        UNION ALL
+        SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
+        WHERE e.app = $1 AND e.previous_id = ANY($2) AND e.user_id IS NOT NULL) s
+    ORDER BY s.id, s.seen, s.user_id COLLATE "C"
+$$;
+REVOKE ALL ON FUNCTION onramp_first_users(text, text[]) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION onramp_first_users(text, text[]) TO onramp_privacy;
 GRANT onramp_privacy TO CURRENT_USER;
 GRANT CREATE ON SCHEMA public TO onramp_privacy;
 SET LOCAL ROLE onramp_privacy;
@@ -133,14 +149,7 @@ BEGIN
         SELECT DISTINCT g.id FROM (
             SELECT given.id FROM unnest(user_ids) AS given(id)
             UNION ALL
-            SELECT first.user_id FROM (
-                SELECT DISTINCT ON (s.id) s.id, s.user_id FROM (
-                    SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
-                    WHERE e.app = erase_app AND e.anonymous_id = ANY(anonymous_ids) AND e.user_id IS NOT NULL
-                    UNION ALL
-                    SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
-                    WHERE e.app = erase_app AND e.previous_id = ANY(anonymous_ids) AND e.user_id IS NOT NULL) s
-                ORDER BY s.id, s."timestamp", s.user_id COLLATE "C") first) AS g(id)
+            SELECT first.user_id FROM onramp_first_users(erase_app, anonymous_ids) first) AS g(id)
         WHERE g.id IS NOT NULL);
     -- Until nothing is added: every id an alias joined to theirs, their
     -- devices, and a device of theirs also sent as a userId (an id sent
@@ -174,19 +183,11 @@ BEGIN
             SELECT e.previous_id FROM events e
             WHERE e.app = erase_app AND e.user_id = ANY(users) AND e.previous_id IS NOT NULL);
         devices := array(
-            SELECT first.id FROM (
-                SELECT DISTINCT ON (s.id) s.id, s.user_id FROM (
-                    SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
-                    WHERE e.app = erase_app AND e.anonymous_id = ANY(candidates) AND e.user_id IS NOT NULL
-                    UNION ALL
-                    SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
-                    WHERE e.app = erase_app AND e.previous_id = ANY(candidates) AND e.user_id IS NOT NULL) s
-                ORDER BY s.id, s."timestamp", s.user_id COLLATE "C") first
+            SELECT first.id FROM onramp_first_users(erase_app, candidates) first
             WHERE first.user_id = ANY(users) AND (NOT (first.id = ANY(users)) OR first.id = ANY(both_ways))
             UNION
             SELECT given.id FROM unnest(anonymous_ids) AS given(id)
-            WHERE NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.anonymous_id = given.id AND e.user_id IS NOT NULL)
-              AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.previous_id = given.id AND e.user_id IS NOT NULL));
+            WHERE NOT EXISTS (SELECT 1 FROM onramp_first_users(erase_app, ARRAY[given.id])));
         joined := array(
             SELECT d.id FROM unnest(devices) AS d(id)
             WHERE NOT (d.id = ANY(users)) AND EXISTS (SELECT 1 FROM events e WHERE e.app = erase_app AND e.user_id = d.id));
@@ -253,16 +254,8 @@ BEGIN
         RETURNING l.user_id, l.person_id)
     SELECT count(*), array_agg(gone.user_id) || array_agg(gone.person_id) INTO link_count, linked_before FROM gone;
     INSERT INTO identity_links (app, anonymous_id, user_id, first_seen, person_id)
-    SELECT first.app, first.id, first.user_id, first.first_seen, first.user_id
-    FROM (
-        SELECT DISTINCT ON (s.id) erase_app AS app, s.id, s.user_id, min(s."timestamp") AS first_seen FROM (
-            SELECT e.anonymous_id AS id, e.user_id, e."timestamp" FROM events e
-            WHERE e.app = erase_app AND e.anonymous_id = ANY(relinked) AND e.user_id IS NOT NULL
-            UNION ALL
-            SELECT e.previous_id, e.user_id, e."timestamp" FROM events e
-            WHERE e.app = erase_app AND e.previous_id = ANY(relinked) AND e.user_id IS NOT NULL) s
-        GROUP BY s.id, s.user_id
-        ORDER BY s.id, min(s."timestamp"), s.user_id COLLATE "C") first;
+    SELECT erase_app, first.id, first.user_id, first.first_seen, first.user_id
+    FROM onramp_first_users(erase_app, relinked) first;
     -- Every link that named one of them as its person, and every link just
     -- made, leads on through its user's link, one step a round, until
     -- none changes (links in a loop stop at the round limit).
