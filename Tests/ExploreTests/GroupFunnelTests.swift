@@ -9,88 +9,32 @@ import Testing
 
 /// Funnels that count groups, asked at query time, against plain SQL:
 /// `analytics.window_funnel` over each group's members' events, members and
-/// persons as the analysts' views name them.
+/// persons as the analysts' views name them; and against the nightly job.
 @Suite("funnels counting groups, on a real PostgreSQL")
 struct GroupFunnelTests {
-    static let day: Int64 = 86_400_000_000
-
-    /// Companies of app ops: a creator who sets one up (screens, then a
-    /// `group` call naming it) and employees who join it (a `group` call,
-    /// then `welcome`), some a day or more later, some in two companies,
-    /// some anonymous until an identify or a server-side alias.
-    static func log(seed: UInt64) -> [SeedEvent] {
-        var rng = SplitMix(seed: seed)
-        let base = (Timestamps.microseconds(Date()) / day - 8) * day
-        var events: [SeedEvent] = []
-        var n = 0
-        func screen(_ name: String, anonymous: String?, user: String?, at t: Int64) {
-            n += 1
-            events.append(SeedEvent(app: "ops", type: "screen", messageId: "m\(n)", event: name, anonymousId: anonymous, userId: user, timestamp: t))
-        }
-        func group(_ company: String, anonymous: String?, user: String?, at t: Int64) {
-            n += 1
-            events.append(SeedEvent(app: "ops", type: "group", messageId: "m\(n)", anonymousId: anonymous, userId: user, timestamp: t, groupId: company))
-        }
-        for c in 0..<40 {
-            let company = "co-\(c)"
-            var t = base + Int64(rng.next() % 5) * day + Int64(rng.next() % 40_000) * 1_000_000
-            let creator = "creator-\(c)"
-            if rng.next() % 5 != 0 { screen("companySetup", anonymous: "d-\(creator)", user: nil, at: t) }
-            t += 60_000_000
-            if rng.next() % 6 != 0 {
-                // Signed in by a message with both ids, or by a server-side alias.
-                if c % 3 == 0 {
-                    n += 1
-                    events.append(SeedEvent(app: "ops", type: "alias", messageId: "m\(n)", userId: creator, timestamp: t, previousId: "d-\(creator)"))
-                } else {
-                    n += 1
-                    events.append(SeedEvent(app: "ops", type: "identify", messageId: "m\(n)", anonymousId: "d-\(creator)", userId: creator, timestamp: t))
-                }
-                group(company, anonymous: nil, user: creator, at: t + 1_000_000)
-            }
-            for e in 0..<Int(rng.next() % 4) {
-                let employee = "employee-\(c)-\(e)"
-                // Within the day, or a day and more later (past the window).
-                let joins = t + Int64(rng.next() % 2 == 0 ? rng.next() % 20_000 : 90_000 + rng.next() % 20_000) * 1_000_000
-                group(company, anonymous: "d-\(employee)", user: employee, at: joins)
-                screen("welcome", anonymous: "d-\(employee)", user: nil, at: joins + 5_000_000)
-                if rng.next() % 5 == 0 { group("co-\((c + 1) % 40)", anonymous: "d-\(employee)", user: employee, at: joins + 9_000_000) }
-            }
-        }
-        // Someone in no group: counted by persons, never by groups.
-        screen("companySetup", anonymous: "loner", user: nil, at: base + day)
-        screen("welcome", anonymous: "loner", user: nil, at: base + day + 1_000_000)
-        return events
-    }
-
-    @Test("a funnel by group equals window_funnel over each group's members' events; the job refuses it, naming the funnel and the field")
+    @Test("a funnel by group equals window_funnel over each group's members' events, and the nightly job's report of it")
     func groupsAgainstSQL() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
         let cache = FileManager.default.temporaryDirectory.appendingPathComponent("group-funnel-test-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: cache) }
-        let events = Self.log(seed: 4)
+        let events = CompanyLog.events(seed: 4)
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
-        // The nightly job links the persons the analysts' views name.
-        let job = ProjectionJob(configuration: try FunnelConfiguration.default(), showProgress: false)
-        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
-
-        var funnel = Funnel(
-            name: "companies", app: "ops", windowSeconds: 86_400,
-            steps: [FunnelStep(.screen("companySetup", where: [:])), FunnelStep(.screen("welcome", where: [:]))], breakdowns: [])
-        funnel.aggregateBy = .group
+        // The nightly job links the persons the analysts' views name, and counts the groups too.
+        var funnel = CompanyLog.funnel
+        var configured = try FunnelConfiguration.default()
+        configured.funnels.append(funnel)
+        let configuration = configured
+        let job = ProjectionJob(configuration: configuration, showProgress: false)
         let now = Timestamps.microseconds(Date())
-        let byGroup = FunnelQuery(funnel: funnel, timeZone: "UTC", now: now)
-        let answer = try await pool.withConnection { c in try Explorer(cacheRoot: cache).answer(byGroup, on: c) }
-        let levels = try await pool.query(
-            """
-            SELECT analytics.window_funnel(interval '24 hours', e."timestamp",
-                       e.type = 'screen' AND e.event = 'companySetup', e.type = 'screen' AND e.event = 'welcome')
-            FROM (SELECT DISTINCT app, group_id, person_id FROM analytics.group_members WHERE app = 'ops') m
-            JOIN analytics.events e ON e.app = m.app AND e.person_id = m.person_id
-            GROUP BY m.group_id
-            """
-        ).rows.map { try $0.decode(Int.self, at: 0) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: now) }
+
+        var byGroup = FunnelQuery(funnel: funnel, timeZone: "UTC", now: now)
+        byGroup.diagnostics = true
+        byGroup.retention = true
+        let asked = byGroup
+        let answer = try await pool.withConnection { c in try Explorer(cacheRoot: cache).answer(asked, on: c) }
+        let levels = Array(try await pool.withConnection { c in try CompanyLog.referenceLevels(c) }.values)
         #expect(levels.count > 30)
         #expect(answer.report.started == levels.filter { $0 >= 1 }.count)
         #expect(answer.report.steps[1].persons == levels.filter { $0 >= 2 }.count)
@@ -98,21 +42,19 @@ struct GroupFunnelTests {
         #expect(answer.report.options.first?.hasPrefix("counting groups") == true)
         #expect(answer.report.aggregateBy == .group)
 
+        // The nightly job's report, diagnostics and retention included, is the explorer's.
+        let nightly = try await pool.withConnection { c in
+            try ReportQuery(funnels: ["companies"]).results(c, configuration: configuration, now: now)
+        }
+        #expect(nightly.first?.report == answer.report)
+        #expect(nightly.first?.secondsToComplete.sorted() == answer.secondsToComplete.sorted())
+
         // By persons, the same steps: a creator and an employee are two persons.
         funnel.aggregateBy = .person
         let personQuery = FunnelQuery(funnel: funnel, timeZone: "UTC", now: now)
         let byPersons = try await pool.withConnection { c in try Explorer(cacheRoot: cache).answer(personQuery, on: c) }
         #expect(byPersons.report.completed == 1)  // the loner alone did both
 
-        // The nightly job counts persons only: a group funnel in its configuration stops it.
-        funnel.aggregateBy = .group
-        let configuration = FunnelConfiguration(reportTimeZone: "UTC", apps: [AppConfiguration(name: "ops")], funnels: [funnel])
-        let refusing = ProjectionJob(configuration: configuration, showProgress: false)
-        await #expect {
-            _ = try await pool.withConnection { c in try refusing.run(c, mode: .incremental) }
-        } throws: { error in
-            "\(error)".contains("funnel 'companies': aggregate_by: group")
-        }
         await pool.close()
         try await db.drop()
     }

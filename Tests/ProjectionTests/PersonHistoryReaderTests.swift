@@ -50,7 +50,7 @@ struct PersonHistoryReaderTests {
                     """, [.text(app)]
                 ).scalar(Int.self)
                 let reader = PersonHistoryReader(app: app, paths: ["context.os.name", "properties.step"])
-                let history = try reader.spill(c, scope: .all(persons: links), partitions: 7, spillBuffer: 2048)
+                let history = try reader.spill(c, scope: .all(.init(owners: links)), partitions: 7, spillBuffer: 2048)
                 defer { history.remove() }
                 directory = history.directory
                 let created = try Self.spillDirectories().subtracting(before)
@@ -81,12 +81,14 @@ struct PersonHistoryReaderTests {
         try await db.drop()
     }
 
-    @Test("ids with bytes COPY escapes (tab, backslash, newline, control bytes) still bring a person's anonymous and identified events together, in a rebuild's read and an incremental run's")
+    @Test("ids with bytes COPY escapes (tab, backslash, newline, control bytes) still bring a person's anonymous and identified events together, and a group's members' events, in a rebuild's read and an incremental run's")
     func escapedIdsStayOnePerson() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
         let device = "dev\tice\\1\u{08}\u{0C}"
         let user = "us\ner\\\u{0B}\r\t7"
+        let company = "co\t\\1\u{1F}"
+        let unit = GroupMembership.unit(of: company)
         let start: Int64 = 1_800_000_000_000_000
         let events = [
             SeedEvent(app: "ops", type: "screen", event: "Welcome", anonymousId: device, timestamp: start),
@@ -94,9 +96,11 @@ struct PersonHistoryReaderTests {
             SeedEvent(app: "ops", event: "tutorial_done", anonymousId: device, timestamp: start + 2_000_000),
             SeedEvent(app: "ops", event: "signed_up", userId: user, timestamp: start + 3_000_000),
             SeedEvent(app: "ops", type: "screen", event: "Welcome", anonymousId: "other\\device", timestamp: start),
+            SeedEvent(app: "ops", type: "group", anonymousId: device, timestamp: start + 4_000_000, groupId: company),
+            SeedEvent(app: "ops", type: "group", anonymousId: "other\\device", timestamp: start + 5_000_000, groupId: company),
         ]
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
-        let reader = PersonHistoryReader(app: "ops", paths: [])
+        let reader = PersonHistoryReader(app: "ops", paths: [], countsGroups: true)
         @Sendable func timelines(_ history: SpilledHistory) throws -> [String: Int] {
             defer { history.remove() }
             var seen: [String: Int] = [:]
@@ -112,10 +116,12 @@ struct PersonHistoryReaderTests {
             try c.transaction(isolation: .repeatableRead) { c in
                 let links = try IdentityLinker.rebuild(reading: c, writing: c, app: "ops")
                 #expect(links[device] == user)
-                return try timelines(try reader.spill(c, scope: .all(persons: links), partitions: 13, spillBuffer: 64))
+                let groups = try GroupMembership.all(c, app: "ops", persons: links)
+                #expect(groups == [user: [unit], "other\\device": [unit]])
+                return try timelines(try reader.spill(c, scope: .all(.init(owners: links, groups: groups)), partitions: 13, spillBuffer: 64))
             }
         }
-        #expect(rebuilt == [user: 4, "other\\device": 1])
+        #expect(rebuilt == [user: 5, "other\\device": 2, unit: 7])
         // As an incremental run reads them: keys and persons worked out on the
         // run's session, the events read on a second one.
         let touched = try await pool.withConnection { c in
@@ -126,12 +132,13 @@ struct PersonHistoryReaderTests {
                 day.users = [.init(app: "ops", id: user)]
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
                 let collected = try TouchedPersons.collect(
-                    c, day: day, relinks: [],
+                    c, day: day, relinks: [], groupApps: ["ops"],
                     lookup: try .init(c, windows: [:], activityDays: [], activitySpan: nil, scanShare: 1),
                     reader: reads, prefetched: nil)
-                #expect(collected.touched == ["ops": [user, "other\\device"]])
-                #expect(collected.owners == ["ops": [device: user]])
-                return try timelines(try reader.spill(reads, scope: .touched(owners: collected.owners["ops"] ?? [:]), partitions: 5, spillBuffer: 64))
+                #expect(collected.touched == ["ops": [user, "other\\device", unit]])
+                #expect(collected.identities["ops"]?.owners == [device: user])
+                #expect(collected.identities["ops"]?.groups == [user: [unit], "other\\device": [unit]])
+                return try timelines(try reader.spill(reads, scope: .touched(collected.identities["ops"] ?? .init()), partitions: 5, spillBuffer: 64))
             }
         }
         #expect(touched == rebuilt)

@@ -17,10 +17,10 @@ final class HistoryPrefetch<Afterwards: Sendable>: Sendable {
     private let taken = NIOLockedValueBox(0)
 
     /// Starts reading the apps of `readers`, in that order, on `connection`,
-    /// their anonymous events given the persons of `owners` (app ->
-    /// anonymous id -> person, `TouchedPersons`), then runs `then` there.
+    /// their events given the persons and groups of `identities` (by app,
+    /// `TouchedPersons`), then runs `then` there.
     init(
-        _ readers: [PersonHistoryReader], owners: [String: [String: String]], on connection: Connection, lane: Background,
+        _ readers: [PersonHistoryReader], identities: [String: PersonHistoryReader.Identities], on connection: Connection, lane: Background,
         partitions: Int, spillBuffer: Int, then: @escaping @Sendable (Connection) throws -> Afterwards
     ) {
         let stopped = NIOLockedValueBox(false)
@@ -38,7 +38,7 @@ final class HistoryPrefetch<Afterwards: Sendable>: Sendable {
             lane.run {
                 try unlessStopped {
                     try reader.spill(
-                        connection, scope: .touched(owners: owners[reader.app] ?? [:]), partitions: partitions, spillBuffer: spillBuffer)
+                        connection, scope: .touched(identities[reader.app] ?? .init()), partitions: partitions, spillBuffer: spillBuffer)
                 }
             }
         }

@@ -105,7 +105,9 @@ struct PartitionEvaluation: Sendable {
     ) throws {
         if let persons, !persons.contains(person) { return }
         totals.persons += 1
-        for (index, funnel) in funnels.enumerated() {
+        // A group (`GroupMembership`) is evaluated by the funnels counting groups only, a person by the others.
+        let aggregation: Funnel.Aggregation = GroupMembership.isGroup(person) ? .group : .person
+        for (index, funnel) in funnels.enumerated() where funnel.aggregateBy == aggregation {
             // Distinct by messageId: the event_ids ledger stores each id once per app.
             let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: now)
             guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }

@@ -14,22 +14,35 @@ import LibPQ
 /// while the job waited; here the server only scans, and the job's spilling
 /// keeps pace with it.
 struct PersonHistoryReader {
+    /// Whose events a history row goes to, besides its own id: the person
+    /// an id's links lead to (where not itself), and the groups a person is
+    /// a member of (`GroupMembership`), whose timelines get the person's
+    /// events too.
+    struct Identities: Sendable {
+        /// Id -> the person its events belong to, if not itself.
+        var owners: [String: String] = [:]
+        /// Person -> the units of their groups, for the app's funnels counting groups.
+        var groups: [String: [String]] = [:]
+    }
+
     enum Scope {
         /// Everyone (rebuild), with each linked id's person as
         /// `IdentityLinker.rebuild` found them: the job gives events their
         /// person itself, as they stream in, where PostgreSQL would hash-join
         /// every event of the log against the links (a large share of a
         /// history read).
-        case all(persons: [String: String])
+        case all(Identities)
         /// Persons listed in the `touched_keys` temp table (incremental),
         /// with the person an id's events belong to where it is not the id
         /// itself (`TouchedPersons`), given to them the same way.
-        case touched(owners: [String: String])
+        case touched(Identities)
     }
 
     let app: String
     /// Dotted paths the app's funnels read (`properties.page`, `context.os.name`).
     let paths: [String]
+    /// Whether some of the app's funnels count groups: its group calls are read for their members.
+    var countsGroups = false
 
     /// Rows per spill file the job aims for: a partition's events are decoded
     /// at once, so this bounds the reader's memory whatever the log's size.
@@ -45,10 +58,10 @@ struct PersonHistoryReader {
         do {
             var persons: LinkedPersons
             switch scope {
-            case .all(let owners), .touched(let owners): persons = LinkedPersons(owners)
+            case .all(let identities), .touched(let identities): persons = LinkedPersons(identities)
             }
             try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
-                try persons.withPerson(of: line) { person, rest in
+                try persons.forEachUnit(of: line) { person, rest in
                     try spill.append(person, rest, partition: Self.partition(of: person, count: spill.count))
                 }
             }
@@ -60,7 +73,8 @@ struct PersonHistoryReader {
     }
 
     /// Phase two, for one partition (partitions are independent, so they can
-    /// be read on several threads): hands over each person's events, grouped,
+    /// be read on several threads): hands over each unit's events (a
+    /// person's, or a group's: `GroupMembership`), grouped,
     /// in no particular order; returns the partition's event count.
     func forEachPerson(in partition: SpilledHistory.Partition, _ body: (String, [FunnelEvent]) throws -> Void) throws -> Int {
         let lines = try partition.load()
@@ -200,32 +214,47 @@ struct SpilledHistory: Sendable {
 }
 
 /// Turns a history row (`user id, anonymous id, rest…`) into the spilled
-/// line (`person, rest…`): the person its id (the user id, else the
-/// anonymous id) belongs to, or the id itself. Persons stay in COPY's
-/// escaped form, and a linked person is escaped as PostgreSQL escapes it, so
-/// all of one person's rows carry the same bytes and land in the same
-/// partition.
+/// lines (`unit, rest…`): one for the person its id (the user id, else the
+/// anonymous id) belongs to, or the id itself, and one for each group that
+/// person is a member of. Units stay in COPY's escaped form, and a linked
+/// person or a group is escaped as PostgreSQL escapes it, so all of one
+/// unit's rows carry the same bytes and land in the same partition.
 private struct LinkedPersons {
     /// Id -> the person its events belong to, if not itself: the rebuild's
     /// (an app can have hundreds of thousands) or the incremental run's.
     private let owners: [String: String]
+    /// Person -> their groups' units, escaped.
+    private let groups: [String: [[UInt8]]]
     /// The escaped ids' hashes: most user ids are no key, and are passed on
     /// without being decoded.
     private let hashes: Set<UInt64>
+    /// The escaped members' hashes, likewise.
+    private let memberHashes: Set<UInt64>
     /// The linked person of the row at hand, escaped.
     private var person: [UInt8] = []
 
-    init(_ owners: [String: String]) {
-        self.owners = owners
-        var escaped: [UInt8] = []
-        hashes = Set(owners.keys.map { id in
-            escaped.removeAll(keepingCapacity: true)
-            _ = CopyText.appendEscaped(id, to: &escaped)
-            return FNV1a.hash(bytes: escaped)
-        })
+    init(_ identities: PersonHistoryReader.Identities) {
+        owners = identities.owners
+        hashes = Set(owners.keys.map(Self.escapedHash))
+        groups = identities.groups.mapValues { units in
+            units.map { unit in
+                var escaped: [UInt8] = []
+                _ = CopyText.appendEscaped(unit, to: &escaped)
+                return escaped
+            }
+        }
+        memberHashes = Set(groups.keys.map(Self.escapedHash))
     }
 
-    mutating func withPerson(of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) throws {
+    private static func escapedHash(_ id: String) -> UInt64 {
+        var escaped: [UInt8] = []
+        _ = CopyText.appendEscaped(id, to: &escaped)
+        return FNV1a.hash(bytes: escaped)
+    }
+
+    mutating func forEachUnit(
+        of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
         let userId = CopyText.firstField(of: line)
         let afterUser = UnsafeRawBufferPointer(rebasing: line[min(line.count, userId.count + 1)...])
         let anonymous = CopyText.firstField(of: afterUser)
@@ -233,9 +262,24 @@ private struct LinkedPersons {
         let id = Self.isNull(userId) ? anonymous : userId
         if !Self.isNull(id), hashes.contains(FNV1a.hash(bytes: id)), let key = CopyText.field(id), let owner = owners[key] {
             person.removeAll(keepingCapacity: true)
-            if CopyText.appendEscaped(owner, to: &person) { return try person.withUnsafeBytes { try body($0, rest) } }
+            if CopyText.appendEscaped(owner, to: &person) {
+                try person.withUnsafeBytes { person in try handOver(person, rest, owner, body) }
+                return
+            }
         }
-        try body(id, rest)
+        try handOver(id, rest, nil, body)
+    }
+
+    /// Hands the row to `person` (escaped; `decoded` when at hand) and to each of their groups.
+    private func handOver(
+        _ person: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer, _ decoded: String?,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) throws {
+        try body(person, rest)
+        guard !groups.isEmpty, memberHashes.contains(FNV1a.hash(bytes: person)),
+              let key = decoded ?? CopyText.field(person), let units = groups[key]
+        else { return }
+        for unit in units { try unit.withUnsafeBytes { try body($0, rest) } }
     }
 
     private static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {

@@ -32,12 +32,16 @@ struct IncrementalPlan: ProjectionPlan {
             (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app)))
         })
         var day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
-        day.users.formUnion(try ErasedPersons.pending(c, apps: run.apps))
+        let erased = try ErasedPersons.pending(c, apps: run.apps)
+        day.users.formUnion(erased)
+        day.erasedApps = Set(erased.map(\.app))
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, activityDays: run.analyses.reduce(into: Set()) { $0.formUnion($1.activityDays) },
             activitySpan: day.activitySpan, scanShare: run.options.lookupScanShare)
-        start = try IncrementalStart.collect(c, day: day, lookup: lookup, reader: run.reader, lane: run.readerLane)
+        let groupApps = Set(run.configuration.funnels.filter { $0.aggregateBy == .group }.map(\.app))
+        start = try IncrementalStart.collect(
+            c, day: day, groupApps: groupApps, lookup: lookup, reader: run.reader, lane: run.readerLane)
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.
         let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1
@@ -48,7 +52,7 @@ struct IncrementalPlan: ProjectionPlan {
         // together would outlast the histories on the reader.
         let analyses = run.analyses, secondSession = run.reader !== c
         let prefetch = HistoryPrefetch(
-            readers, owners: start.owners, on: run.reader, lane: run.readerLane, partitions: partitions,
+            readers, identities: start.identities, on: run.reader, lane: run.readerLane, partitions: partitions,
             spillBuffer: run.options.spillBuffer
         ) { reader -> [String: [FunnelDay: any AnalysisTally]]? in
             guard secondSession else { return nil }
@@ -110,9 +114,10 @@ struct IncrementalPlan: ProjectionPlan {
 struct IncrementalStart: Sendable {
     /// App -> the persons to recompute.
     var touched: [String: Set<String>] = [:]
-    /// App -> anonymous id -> the person its events belong to, where not
-    /// itself: what the history reads give anonymous events (`TouchedPersons`).
-    var owners: [String: [String: String]] = [:]
+    /// By app, the person an id's events belong to, where not itself, and
+    /// the groups to recompute of each member: what the history reads give
+    /// events to (`TouchedPersons`).
+    var identities: [String: PersonHistoryReader.Identities] = [:]
     /// Persons with new events, all activity, who are not recomputed.
     var activity: [PersonActivity] = []
     /// Funnel days whose tables change before any person is recomputed.
@@ -128,11 +133,13 @@ struct IncrementalStart: Sendable {
     var personCount: Int { touched.values.reduce(0) { $0 + $1.count } }
 
     /// Updates the links from the day's events and collects the touched
-    /// persons, with their keys on `reader`: enough to start reading their
-    /// histories. Meanwhile the reader looks up the stored outcomes of the
-    /// day's active keys (`NewEvents.activityKeys`).
+    /// persons (and groups, of `groupApps`' funnels counting them), with
+    /// their keys on `reader`: enough to start reading their histories.
+    /// Meanwhile the reader looks up the stored outcomes of the day's active
+    /// keys (`NewEvents.activityKeys`).
     static func collect(
-        _ c: Connection, day: NewEvents, lookup: PersonActivity.Lookup, reader: Connection, lane: Background
+        _ c: Connection, day: NewEvents, groupApps: Set<String>, lookup: PersonActivity.Lookup, reader: Connection,
+        lane: Background
     ) throws -> IncrementalStart {
         var start = IncrementalStart()
         let prefetch = reader === c ? nil : PersonActivity.prefetch(on: reader, lane: lane, of: day.activityKeys, lookup: lookup)
@@ -141,8 +148,8 @@ struct IncrementalStart: Sendable {
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(
             c, newLinks: day.links, byScan: lookup.byScan(links: day.links.values.reduce(0) { $0 + $1.count }))
-        (start.touched, start.owners, start.activity) = try TouchedPersons.collect(
-            c, day: day, relinks: relinks, lookup: lookup, reader: reader, prefetched: prefetch)
+        (start.touched, start.identities, start.activity) = try TouchedPersons.collect(
+            c, day: day, relinks: relinks, groupApps: groupApps, lookup: lookup, reader: reader, prefetched: prefetch)
         return start
     }
 

@@ -43,6 +43,8 @@ struct NewEvents: Sendable {
     /// Activity by user id, and by anonymous id for events without one.
     var userActivity: [Key: [Activity]] = [:]
     var anonymousActivity: [Key: [Activity]] = [:]
+    /// Apps with persons erased since the last run (`ErasedPersons`), who are among `users`.
+    var erasedApps = Set<String>()
     /// The earliest and latest timestamp of the activity (nil without any):
     /// what narrows the stored outcomes it can matter to (`PersonActivity.Lookup`).
     var activitySpan: ClosedRange<Int64>?

@@ -64,7 +64,9 @@ extension ProjectionPlan {
         ProjectionJob.pipelineOrder(run.apps, sizes: sizes).compactMap { app -> PersonHistoryReader? in
             if let persons = persons(of: app), persons.isEmpty { return nil }
             let funnels = run.configuration.funnels(forApp: app)
-            return PersonHistoryReader(app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted())
+            return PersonHistoryReader(
+                app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted(),
+                countsGroups: funnels.contains { $0.aggregateBy == .group })
         }
     }
 }

@@ -57,8 +57,10 @@ struct RebuildPlan: ProjectionPlan {
     /// app's links and history held at a time.
     mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
         let persons = try IdentityLinker.rebuild(reading: run.reader, writing: run.session, app: reader.app)
+        let groups = reader.countsGroups ? try GroupMembership.all(run.reader, app: reader.app, persons: persons) : [:]
         return try reader.spill(
-            run.reader, scope: .all(persons: persons), partitions: run.reading.partitions, spillBuffer: run.options.spillBuffer)
+            run.reader, scope: .all(.init(owners: persons, groups: groups)), partitions: run.reading.partitions,
+            spillBuffer: run.options.spillBuffer)
     }
 
     func finishEvaluation(_ run: ProjectionRun) throws {

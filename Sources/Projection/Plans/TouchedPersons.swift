@@ -31,14 +31,15 @@ enum TouchedPersons {
         """ + (returning.map { "\nRETURNING " + $0 } ?? "")
     }
 
-    /// The persons to recompute, by app; by app, the anonymous ids among
-    /// their keys whose events belong to another person (anonymous id ->
-    /// person); and those whose new events are activity only
+    /// The persons (and groups of `groupApps`, `GroupMembership`) to
+    /// recompute, by app; by app, the ids among their keys whose events
+    /// belong to another person (id -> person) and the groups each member
+    /// is recomputed for; and those whose new events are activity only
     /// (`PersonActivity`), their stored outcomes looked up as `lookup` says.
     static func collect(
-        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], lookup: PersonActivity.Lookup, reader: Connection,
-        prefetched: Pending<PersonActivity.Found>?
-    ) throws -> (touched: [String: Set<String>], owners: [String: [String: String]], activity: [PersonActivity]) {
+        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], groupApps: Set<String>, lookup: PersonActivity.Lookup,
+        reader: Connection, prefetched: Pending<PersonActivity.Found>?
+    ) throws -> (touched: [String: Set<String>], identities: [String: PersonHistoryReader.Identities], activity: [PersonActivity]) {
         // Persons with new events that may change an outcome (identity
         // already updated for them): each id (a user id, or the anonymous id
         // of an event without one) belongs to the person its link names, or
@@ -79,6 +80,8 @@ enum TouchedPersons {
         for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
+        let (units, members) = try groups(c, day: day, relinks: relinks, apps: groupApps)
+        persons.formUnion(members.keys)
         let activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, prefetched: prefetched)
 
         // Each person is a key of its own (its events go to the person its
@@ -95,15 +98,15 @@ enum TouchedPersons {
             }
             unresolved = Self.sorted(next)
         }
-        let touched = Self.sorted(persons)
         for row in try c.query(
             """
             SELECT l.app, l.anonymous_id, l.person_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
             CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person OFFSET 0) l
-            """, Key.parameters(touched)
+            """, Key.parameters(Self.sorted(persons))
         ).rows {
             keys[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))] = try row.decode(String.self, at: 2)
         }
+        let touched = Self.sorted(persons.union(units))
 
         // The persons on the run's session, for the deletes, and on the
         // reader's, for what it reads of their stored rows (`PersonAnalysis.touchedDayParts`).
@@ -119,9 +122,29 @@ enum TouchedPersons {
         }
         var result: [String: Set<String>] = [:]
         for key in touched { result[key.app, default: []].insert(key.id) }
-        var owners: [String: [String: String]] = [:]
-        for (key, person) in keys where person != key.id { owners[key.app, default: [:]][key.id] = person }
-        return (result, owners, activity)
+        var identities: [String: PersonHistoryReader.Identities] = [:]
+        for (key, person) in keys where person != key.id { identities[key.app, default: .init()].owners[key.id] = person }
+        for (member, units) in members { identities[member.app, default: .init()].groups[member.id] = units }
+        return (result, identities, activity)
+    }
+
+    /// The groups to recompute (`GroupMembership.touched`) of the funnels
+    /// counting groups of `apps`: those of every person with a new event,
+    /// outcome or activity, or whose ids changed hands; with, per member,
+    /// the groups it is recomputed for.
+    private static func groups(
+        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], apps: Set<String>
+    ) throws -> (units: Set<Key>, members: [Key: [String]]) {
+        guard !apps.isEmpty else { return ([], [:]) }
+        let ids = Self.sorted(
+            day.users.union(day.anonymous).union(day.userActivity.keys).union(day.anonymousActivity.keys).filter { apps.contains($0.app) })
+        var persons = Set<Key>()
+        for (key, person) in zip(ids, try linkedPersons(c, of: ids)) { persons.insert(Key(app: key.app, id: person ?? key.id)) }
+        for relink in relinks where apps.contains(relink.app) {
+            persons.insert(Key(app: relink.app, id: relink.person))
+            persons.insert(Key(app: relink.app, id: relink.previousPerson))
+        }
+        return try GroupMembership.touched(c, persons: Self.sorted(persons), everyGroup: day.erasedApps.intersection(apps))
     }
 
     /// The persons of the day's activity not already `recomputed`: those

@@ -68,12 +68,6 @@ public struct ProjectionJob: Sendable {
 
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
     public func run(_ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date())) throws -> Summary {
-        if let funnel = configuration.funnels.first(where: { $0.aggregateBy != .person }) {
-            throw ProjectionError(
-                code: .badConfiguration,
-                description: "funnel '\(funnel.name)': aggregate_by: \(funnel.aggregateBy.rawValue) is counted at query time"
-                    + " (onramp funnel, onramp explore); the nightly job counts persons (docs/funnels.md, \"Counting groups\")")
-        }
         return try Self.locked(c) {
             try c.transaction(isolation: .repeatableRead) { c in try run(inTransaction: c, mode: mode, now: now) }
         }
