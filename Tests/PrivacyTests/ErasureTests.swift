@@ -439,3 +439,42 @@ actor Outcomes {
 
     func bothHad(_ outcome: AppendOutcome) -> Bool { (0..<2).allSatisfy { lanes[$0]?.contains(outcome) ?? false } }
 }
+
+extension ErasureTests {
+    @Test("an erased member leaves their groups: a company's funnel counting groups is recomputed without them, and the tables equal a rebuild")
+    func eraseGroupMember() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        var configuration = Self.configuration
+        configuration.funnels.append(CompanyLog.funnel)
+        let job = ProjectionJob(configuration: configuration, showProgress: false)
+        let events = CompanyLog.events(seed: 4)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        func stored() async throws -> [String: Int] {
+            var levels: [String: Int] = [:]
+            for row in try await pool.query("SELECT group_id, level FROM analytics.funnel_persons WHERE funnel = 'companies'").rows {
+                levels[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
+            }
+            return levels
+        }
+        // A company its creator set up and joined, which an employee completed.
+        let before = try await stored()
+        let company = try #require(try await pool.query(
+            """
+            SELECT group_id FROM analytics.group_members
+            WHERE app = 'ops' AND person_id = 'creator-' || substr(group_id, 4) AND group_id = ANY($1::text[])
+            ORDER BY group_id LIMIT 1
+            """, [.textArray(before.filter { $0.value == 2 }.keys.sorted())]
+        ).rows.first).decode(String.self, at: 0)
+        let creator = "creator-" + company.dropFirst(3)
+
+        _ = try await Erasure(app: "ops", userIds: [creator], anonymousIds: [], requestedBy: "t", suppress: false).run(job, databaseURL: db.url)
+        let after = try await stored()
+        #expect(after[company] != 2, "the company's setup went with its creator")
+        #expect(after == (try await pool.withConnection { c in try CompanyLog.referenceLevels(c) }).filter { $0.value >= 1 })
+        try await Self.expectEqualToRebuild(pool, job)
+        await pool.close()
+        try await db.drop()
+    }
+}
