@@ -84,9 +84,11 @@ public struct AlertBenchmark: Sendable {
     }
 
     /// One night's findings per funnel: tested together, as the report does, and each funnel alone.
+    /// Devices are evaluated one by one, so funnels counting groups are left out.
     public static func night(
         seed: UInt64, funnels: [Funnel], devices: Int, plants: [PlantedRegression] = []
     ) -> (together: [(String, RegressionFindings)], alone: [(String, RegressionFindings)]) {
+        let funnels = funnels.filter { $0.aggregateBy == .person }
         let now = Date(timeIntervalSince1970: 1_795_000_000)
         let clock = Int64(now.timeIntervalSince1970 * 1_000_000)
         let paths = funnels.reduce(into: Set<String>()) { $0.formUnion($1.referencedPaths) }

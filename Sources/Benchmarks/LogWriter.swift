@@ -23,7 +23,7 @@ enum LogWriter {
             try c.copyIn(
                 """
                 COPY events (app, type, message_id, event, anonymous_id, user_id, "timestamp", original_timestamp,
-                             received_at, properties, context) FROM STDIN
+                             received_at, properties, context, traits, group_id) FROM STDIN
                 """
             ) { writer in
                 try HistoryGenerator.generate(
@@ -31,10 +31,11 @@ enum LogWriter {
                 ) { e in
                     if let keptMicroseconds, !keptMicroseconds.contains(e.timestamp) { return }
                     written += 1
+                    let traits = e.type == "identify" || e.type == "group"  // traits, not properties
                     try writer.writeRow([
                         .text(e.app), .text(e.type), .text(e.messageId), .optional(e.event), .text(e.anonymousId),
                         .optional(e.userId), .microseconds(e.timestamp), .microseconds(e.timestamp), receivedAt,
-                        .text(e.properties), .text(e.context),
+                        .text(traits ? "{}" : e.properties), .text(e.context), traits ? .text(e.properties) : .null, .optional(e.groupId),
                     ])
                 }
             }

@@ -79,8 +79,10 @@ struct MessageFactory: Sendable {
         if let name = e.event { members.append(e.type == "screen" ? #""name":\#(quote(name))"# : #""event":\#(quote(name))"#) }
         members.append(#""anonymousId":\#(quote(e.anonymousId))"#)
         if let user = e.userId { members.append(#""userId":\#(quote(user))"#) }
+        if let group = e.groupId { members.append(#""groupId":\#(quote(group))"#) }
         members.append(#""timestamp":\#(quote(timestamp))"#)
-        members.append(e.type == "identify" ? #""traits":\#(e.properties)"# : #""properties":\#(e.properties)"#)
+        let traits = e.type == "identify" || e.type == "group"
+        members.append(traits ? #""traits":\#(e.properties)"# : #""properties":\#(e.properties)"#)
         members.append(#""context":\#(e.context)"#)
         return members.joined(separator: ",") + "}"
     }

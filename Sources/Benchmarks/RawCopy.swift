@@ -69,18 +69,18 @@ enum RawCopy {
             _ = try c.copyIn(
                 """
                 COPY events (seq, app, type, message_id, event, anonymous_id, user_id, "timestamp", original_timestamp,
-                             sent_at, received_at, properties, context, traits) FROM STDIN
+                             sent_at, received_at, properties, context, traits, group_id) FROM STDIN
                 """
             ) { writer in
                 for i in 0..<count {
                     let (t, id, seq) = row(i)
                     let e = t.event
-                    let identify = e.type == "identify"
+                    let identify = e.type == "identify" || e.type == "group"  // traits, not properties
                     try writer.writeRow([
                         .int(seq), .text(e.app), .text(e.type), .text(id), .optional(e.event), .text(e.anonymousId),
                         .optional(e.userId), .microseconds(e.timestamp), .microseconds(e.timestamp), .microseconds(receivedAt),
                         .microseconds(receivedAt), .text(identify ? "{}" : e.properties), .text(e.context),
-                        identify ? .text(e.properties) : .null,
+                        identify ? .text(e.properties) : .null, .optional(e.groupId),
                     ])
                 }
             }

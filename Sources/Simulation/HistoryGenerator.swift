@@ -12,8 +12,11 @@ public struct GeneratedEvent: Sendable {
     public var userId: String?
     /// Microseconds since the Unix epoch.
     public var timestamp: Int64
+    /// A track's or screen's properties; an identify's or a group call's traits.
     public var properties: String
     public var context: String
+    /// A group call's group.
+    public var groupId: String?
 }
 
 /// One simulated device's events in time, before they become log rows:
@@ -21,15 +24,18 @@ public struct GeneratedEvent: Sendable {
 /// database) reads without a JSON round trip.
 public struct SimulatedDevice: Sendable {
     public struct Event: Sendable {
-        /// `track`, `screen` or `identify`.
+        /// `track`, `screen`, `identify` or `group`.
         public var type: String
-        /// The event or screen name; nil for identify.
+        /// The event or screen name; nil for identify and group.
         public var name: String?
         /// Known from the device's first identify on.
         public var userId: String?
         /// Microseconds since the Unix epoch.
         public var timestamp: Int64
+        /// A track's or screen's properties; a group call's traits.
         public var properties: [String: JSONValue]
+        /// A group call's group (`Companies`).
+        public var groupId: String?
     }
 
     public var app: String
@@ -64,7 +70,7 @@ public enum HistoryGenerator {
                     GeneratedEvent(
                         app: device.app, type: event.type, messageId: "\(device.anonymousId)-\(n)", event: event.name,
                         anonymousId: device.anonymousId, userId: event.userId, timestamp: event.timestamp,
-                        properties: json(event.properties), context: context))
+                        properties: json(event.properties), context: context, groupId: event.groupId))
             }
         }
     }
@@ -76,6 +82,28 @@ public enum HistoryGenerator {
         plants: [PlantedRegression] = [], stories: Bool = true, laterUse: LaterUse = LaterUse(),
         _ body: (SimulatedDevice) throws -> Void
     ) rethrows -> Int {
+        // The companies first, so that an employee joins one set up before
+        // them whichever device was drawn first (`Companies`).
+        var companies = Companies()
+        _ = walk(
+            count: count, from: from, to: to, seed: seed, devicePrefix: devicePrefix, apps: apps, plants: plants, stories: stories,
+            laterUse: laterUse, companies: nil
+        ) { device, journey, start in
+            companies.add(journey, start: start, device: device.anonymousId)
+        }
+        companies.seal()
+        return try walk(
+            count: count, from: from, to: to, seed: seed, devicePrefix: devicePrefix, apps: apps, plants: plants, stories: stories,
+            laterUse: laterUse, companies: companies
+        ) { device, _, _ in try body(device) }
+    }
+
+    /// The devices in the order they are drawn, each with its journey and
+    /// start; with `companies`, their group calls among their events.
+    private static func walk(
+        count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String, apps: Set<String>?, plants: [PlantedRegression],
+        stories: Bool, laterUse: LaterUse, companies: Companies?, _ body: (SimulatedDevice, Journey, Date) throws -> Void
+    ) rethrows -> Int {
         var rng = SeededRandom(seed: seed)
         var produced = 0
         var device = 0
@@ -85,20 +113,27 @@ public enum HistoryGenerator {
             let (journey, start) = JourneyModel.journey(app: app, rng: &rng, plants: plants, stories: stories, end: to) { rng in
                 from.addingTimeInterval(Double.random(in: 0..<span, using: &rng))
             }
+            let anonymousId = "\(devicePrefix)-\(seed)-\(device)"
             var userId: String?
             var events: [SimulatedDevice.Event] = []
             var later = LaterUse.random(seed: seed, device: device)
-            for action in (journey.actions + laterUse.actions(after: journey, rng: &later)).sorted(by: { $0.at < $1.at }) {
+            var actions = journey.actions + laterUse.actions(after: journey, rng: &later)
+            if let companies {
+                let called = companies.withGroupCall(
+                    journey, start: start, device: anonymousId, draw: Companies.draw(seed: seed, device: device))
+                actions += called.actions.dropFirst(journey.actions.count)
+            }
+            for action in actions.sorted(by: { $0.at < $1.at }) {
                 let time = start.addingTimeInterval(action.at)
                 guard time < to, produced < count else { break }
                 if action.kind == .identify { userId = action.name }
                 events.append(SimulatedDevice.Event(
-                    type: action.kind == .track ? "track" : (action.kind == .screen ? "screen" : "identify"),
-                    name: action.kind == .identify ? nil : action.name, userId: userId,
-                    timestamp: Int64((time.timeIntervalSince1970 * 1_000_000).rounded()), properties: action.properties))
+                    type: action.kind.segmentType, name: action.kind == .identify || action.kind == .group ? nil : action.name,
+                    userId: userId, timestamp: Int64((time.timeIntervalSince1970 * 1_000_000).rounded()), properties: action.properties,
+                    groupId: action.kind == .group ? action.name : nil))
                 produced += 1
             }
-            try body(SimulatedDevice(app: app, anonymousId: "\(devicePrefix)-\(seed)-\(device)", context: journey.context, events: events))
+            try body(SimulatedDevice(app: app, anonymousId: anonymousId, context: journey.context, events: events), journey, start)
             device += 1
         }
         return produced

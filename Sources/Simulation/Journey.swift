@@ -3,12 +3,25 @@ import OnrampClient
 
 /// One thing a simulated device does, at a time relative to its first open.
 struct Action: Sendable {
-    enum Kind: Sendable { case track, screen, identify }
+    enum Kind: Sendable { case track, screen, identify, group }
     var kind: Kind
+    /// The event or screen name; the user id of an identify; the group id of a group call.
     var name: String
     var properties: [String: JSONValue] = [:]
     /// Seconds after the device's first event.
     var at: Double
+}
+
+extension Action.Kind {
+    /// The Segment message type.
+    var segmentType: String {
+        switch self {
+        case .track: "track"
+        case .screen: "screen"
+        case .identify: "identify"
+        case .group: "group"
+        }
+    }
 }
 
 /// A device's onboarding: the app, its context and what it does.

@@ -82,6 +82,15 @@ public enum Simulator {
             plans.append(Plan(index: index, journey: journey, start: start, offline: rng.chance(options.offlineRate),
                               skew: skew, duplicate: rng.chance(options.duplicateRate)))
         }
+        // The companies their creators set up, then everyone's group calls (`Companies`).
+        var companies = Companies()
+        for plan in plans { companies.add(plan.journey, start: plan.start, device: deviceId(plan.index, options)) }
+        companies.seal()
+        for i in plans.indices {
+            plans[i].journey = companies.withGroupCall(
+                plans[i].journey, start: plans[i].start, device: deviceId(plans[i].index, options),
+                draw: Companies.draw(seed: options.seed, device: plans[i].index))
+        }
         // Offline devices deliver last, after everyone else.
         plans.sort { ($0.offline ? 1 : 0, $0.index) < ($1.offline ? 1 : 0, $1.index) }
         try? FileManager.default.removeItem(at: options.storage)
@@ -107,6 +116,9 @@ public enum Simulator {
         return summary
     }
 
+    /// A simulated device's anonymous id.
+    static func deviceId(_ index: Int, _ options: Options) -> String { "sim-\(options.seed)-\(index)" }
+
     static func simulate(_ plan: Plan, options: Options, now: Date) async throws -> Summary {
         guard let key = options.keys[plan.journey.app] else { return Summary() }
         let directory = options.storage.appendingPathComponent("device-\(plan.index)")
@@ -115,7 +127,7 @@ public enum Simulator {
         configuration.storageDirectory = directory
         configuration.flushAt = 10_000
         configuration.flushInterval = nil
-        configuration.anonymousId = "sim-\(options.seed)-\(plan.index)"
+        configuration.anonymousId = deviceId(plan.index, options)
         configuration.context = plan.journey.context
         // A simulated device is not this machine, and its onboarding is exactly its journey.
         configuration.automaticContext = false
@@ -134,6 +146,7 @@ public enum Simulator {
             case .track: client.track(action.name, properties: action.properties, timestamp: deviceTime)
             case .screen: client.screen(action.name, properties: action.properties, timestamp: deviceTime)
             case .identify: client.identify(userId: action.name, timestamp: deviceTime)
+            case .group: client.group(action.name, traits: action.properties, timestamp: deviceTime)
             }
             sent += 1
         }

@@ -125,12 +125,14 @@ struct ExampleQueriesTests {
         let pD7 = try #require(Statistics.twoProportionZTest(successes1: 2, trials1: 2, successes2: 1, trials2: 2))
         #expect(abs((Double(retention.first?["p_value"] ?? "") ?? -1) - pD7.pValue) < 1e-6)
 
-        // 13: the five bundled funnels, as configured.
+        // 13: the six bundled funnels, as configured.
         let built = try await run("13_what_each_funnel_was_built_from.sql")
         #expect(built.map { $0["funnel"] ?? "" } == [
-            "forma_onboarding", "ops_company_creator", "ops_employee", "umuve_onboarding", "yoked_onboarding",
+            "forma_onboarding", "ops_companies", "ops_company_creator", "ops_employee", "umuve_onboarding", "yoked_onboarding",
         ])
-        #expect(built.allSatisfy { $0["window_seconds"] == "86400" && $0["time_zone"] == "UTC" && $0["fingerprint"]?.count == 16 })
+        #expect(built.allSatisfy {
+            $0["window_seconds"] == ($0["funnel"] == "ops_companies" ? "259200" : "86400") && $0["time_zone"] == "UTC" && $0["fingerprint"]?.count == 16
+        })
         #expect(built.first { $0["funnel"] == "umuve_onboarding" }?["steps"]
                 == "onboarding_screen_viewed → onboarding_screen_viewed | onboarding_skipped → apple_sign_in_completed → main_screen_viewed")
 

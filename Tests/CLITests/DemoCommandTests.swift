@@ -16,7 +16,7 @@ struct DemoCommandTests {
         let run = try OnrampBinary.run(
             ["demo", "--database-url", db.url, "--devices", "400", "--days", "5", "--seed", "7", "--out", out.path])
         #expect(run.status == 0, "\(run.stderr.suffix(3000))")
-        for funnel in ["yoked_onboarding", "ops_company_creator", "ops_employee", "umuve_onboarding", "forma_onboarding"] {
+        for funnel in ["yoked_onboarding", "ops_company_creator", "ops_employee", "ops_companies", "umuve_onboarding", "forma_onboarding"] {
             #expect(run.stdout.contains("\(funnel) (app "), "\(funnel) missing from the report")
             #expect(FileManager.default.fileExists(atPath: out.appendingPathComponent("\(funnel).html").path))
         }
@@ -29,6 +29,10 @@ struct DemoCommandTests {
         #expect(apps == ["forma", "ops", "umuve", "yoked"])
         #expect(try await pool.query("SELECT count(*) FROM identity_links").scalar(Int.self) > 50)
         #expect(try await pool.query("SELECT count(*) FROM events WHERE \"timestamp\" > received_at + interval '1 minute'").scalar(Int.self) == 0)
+        // Ops' creators set companies up and employees joined them, through the SDK's group calls; the funnel by company counts them.
+        #expect(try await pool.query("SELECT count(*) FROM analytics.groups WHERE app = 'ops' AND traits ? 'name' AND members > 1").scalar(Int.self) > 3)
+        #expect(try await pool.query(
+            "SELECT count(*) FROM analytics.funnel_persons WHERE funnel = 'ops_companies' AND completed AND group_id IS NOT NULL").scalar(Int.self) > 0)
         // Devices that re-sent batches did not create duplicates.
         #expect(try await pool.query("SELECT count(*) - count(DISTINCT (app, message_id)) FROM events").scalar(Int.self) == 0)
 

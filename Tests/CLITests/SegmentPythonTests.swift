@@ -75,4 +75,49 @@ struct SegmentPythonTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test(
+        "companies set up and joined through analytics-python are counted by the shipped funnel by company, as window_funnel counts them",
+        .enabled(if: python != nil, "needs segment-analytics-python in $ONRAMP_TOOLS/segment (scripts/test installs it)"))
+    func companiesByGroup() async throws {
+        let python = try #require(Self.python)
+        let db = try await TestDatabase.create()
+        let key = try OnrampBinary.run(["keys", "create", "--app", "ops", "--database-url", db.url]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let server = try PrivacyCommandTests.Server(databaseURL: try db.url(as: "onramp_writer"), port: ServeAndKeysCommandTests.freePort())
+        defer { server.stop() }
+        try await server.ready(key: key)
+        let sent = try ChildProcess.run([python, Self.script, server.base.absoluteString, key, "py", "companies"])
+        #expect(sent.exit.status == 0, "\(sent.output)")
+        #expect(sent.output.contains(#""errors": []"#), "\(sent.output)")
+
+        let report = try OnrampBinary.run(["report", "--database-url", db.url, "--funnel", "ops_companies", "--format", "json"])
+        #expect(report.status == 0, "\(report.stderr)")
+        let json = try JSONSerialization.jsonObject(with: Data(report.stdout.utf8)) as? [String: Any]
+        let funnel = (json?["funnels"] as? [[String: Any]])?.first
+        #expect(funnel?["aggregate_by"] as? String == "group")
+        #expect(funnel?["started"] as? Int == 2)
+        #expect(funnel?["completed"] as? Int == 1)
+
+        // Each company's level, as the job stores it and as window_funnel finds it over its members' events.
+        let pool = db.pool(maxConnections: 1)
+        let stored = try await pool.query(
+            "SELECT group_id || ':' || level FROM analytics.funnel_persons WHERE funnel = 'ops_companies' ORDER BY group_id"
+        ).rows.map { try $0.decode(String.self, at: 0) }
+        let reference = try await pool.query(
+            """
+            SELECT m.group_id || ':' || analytics.window_funnel(interval '3 days', e."timestamp",
+                       e.type = 'screen' AND e.event = 'companySetup' AND e.properties ->> 'flow' = 'company_creator',
+                       e.type = 'screen' AND e.event = 'companyDetails' AND e.properties ->> 'flow' = 'company_creator',
+                       e.type = 'screen' AND e.event = 'companyCode' AND e.properties ->> 'flow' = 'company_creator',
+                       e.type = 'screen' AND e.event = 'welcome' AND e.properties ->> 'flow' = 'employee')
+            FROM analytics.group_members m JOIN analytics.events e ON e.app = m.app AND e.person_id = m.person_id
+            WHERE m.app = 'ops' GROUP BY m.group_id ORDER BY m.group_id
+            """
+        ).rows.map { try $0.decode(String.self, at: 0) }
+        #expect(stored == ["py-co-1:4", "py-co-2:3"])
+        #expect(stored == reference)
+        await pool.close()
+        try await db.drop()
+    }
 }

@@ -3,13 +3,18 @@ import Testing
 @testable import Funnels
 
 @Suite struct FunnelConfigurationTests {
-    @Test func defaultConfigurationHasTheFiveFunnels() throws {
+    @Test func defaultConfigurationHasTheSixFunnels() throws {
         let config = try FunnelConfiguration.default()
         #expect(config.apps.map(\.name) == ["yoked", "ops", "umuve", "forma"])
         #expect(config.funnels.map(\.name) == [
-            "yoked_onboarding", "ops_company_creator", "ops_employee", "umuve_onboarding", "forma_onboarding",
+            "yoked_onboarding", "ops_company_creator", "ops_employee", "ops_companies", "umuve_onboarding", "forma_onboarding",
         ])
-        #expect(config.funnels.allSatisfy { $0.windowSeconds == 86_400 })
+        #expect(config.funnels.allSatisfy { $0.windowSeconds == ($0.name == "ops_companies" ? 3 * 86_400 : 86_400) })
+        // Ops' companies are counted by group: a creator's setup, then an employee's welcome.
+        let companies = try #require(config.funnel(named: "ops_companies"))
+        #expect(companies.aggregateBy == .group)
+        #expect(companies.steps.map(\.name) == ["companySetup", "companyDetails", "companyCode", "welcome"])
+        #expect(config.funnels.filter { $0.aggregateBy == .group }.map(\.name) == ["ops_companies"])
         #expect(config.reportTimeZone == "UTC")
 
         let yoked = try #require(config.funnel(named: "yoked_onboarding"))

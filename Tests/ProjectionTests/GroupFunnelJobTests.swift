@@ -56,4 +56,56 @@ struct GroupFunnelJobTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test("the simulator's companies: creators name the company they set up, employees one set up in the days before; the shipped funnel by company equals window_funnel per company")
+    func simulatedCompanies() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let events = SimulatedHistory.events(count: 12_000, from: 12, seed: 3, apps: ["ops"])
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        let calls = events.filter { $0.type == "group" }
+        // A creator's company is named after their device.
+        let founding = calls.filter { $0.groupId == "co-\($0.anonymousId ?? "")" }
+        let joining = calls.filter { $0.groupId != "co-\($0.anonymousId ?? "")" }
+        #expect(founding.count > 40, "creators who entered their company's details set it up")
+        #expect(joining.count > founding.count, "employees join the companies")
+        // An employee joins a company set up in the three days before, or one from before the history.
+        let setUp = Dictionary(founding.map { ($0.groupId ?? "", $0.timestamp) }) { first, _ in first }
+        var earlier = 0
+        for call in joining {
+            guard let company = call.groupId, let at = setUp[company] else {
+                earlier += 1
+                continue
+            }
+            #expect(at < call.timestamp && call.timestamp - at <= 3 * 86_400_000_000, "\(company)")
+        }
+        #expect(earlier < joining.count / 4, "most join a company of the history")
+        #expect(Set(joining.compactMap(\.groupId)).intersection(setUp.keys).count > founding.count / 2, "most companies get employees")
+
+        let configuration = try FunnelConfiguration.default()
+        let job = ProjectionJob(configuration: configuration, showProgress: false)
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        let funnel = try #require(configuration.funnel(named: "ops_companies"))
+        let stored = try await pool.query(
+            "SELECT group_id || ':' || level FROM analytics.funnel_persons WHERE funnel = 'ops_companies' ORDER BY 1"
+        ).rows.map { try $0.decode(String.self, at: 0) }
+        let steps = funnel.steps.map { step in
+            let flow = step.matchers[0].conditions["properties.flow"] ?? ""
+            return "e.type = 'screen' AND e.event = '\(step.name)' AND e.properties ->> 'flow' = '\(flow)'"
+        }
+        let reference = try await pool.query(
+            """
+            SELECT * FROM (
+                SELECT m.group_id || ':' || analytics.window_funnel(interval '3 days', e."timestamp", \(steps.joined(separator: ", "))) AS level
+                FROM analytics.group_members m JOIN analytics.events e ON e.app = m.app AND e.person_id = m.person_id
+                WHERE m.app = 'ops' GROUP BY m.group_id) r
+            WHERE level NOT LIKE '%:0' ORDER BY 1
+            """
+        ).rows.map { try $0.decode(String.self, at: 0) }
+        #expect(stored == reference)
+        let completed = stored.filter { $0.hasSuffix(":4") }.count
+        #expect(completed > stored.count / 3 && completed < stored.count, "\(completed) of \(stored.count) companies completed")
+        await pool.close()
+        try await db.drop()
+    }
 }

@@ -176,7 +176,7 @@ struct ReportCommandTests {
         #expect(dry.status == 0, "\(dry.stderr)")
         #expect(dry.stdout.contains("yoked_onboarding: window 24h → 1h: would be recomputed from the whole log"))
         #expect(dry.stdout.contains("yoked_otp: new funnel: would be recomputed"))
-        #expect(dry.stdout.contains("unchanged (incremental): ops_company_creator, ops_employee, umuve_onboarding, forma_onboarding"))
+        #expect(dry.stdout.contains("unchanged (incremental): ops_company_creator, ops_employee, ops_companies, umuve_onboarding, forma_onboarding"))
         #expect(try await pool.withConnection { try TableDump.dump($0) } == stored, "the dry run wrote")
 
         let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", file.path, "--quiet", "--format", "json"])

@@ -18,7 +18,7 @@ enum SimulatedHistory {
         ) { e in
             events.append(SeedEvent(
                 app: e.app, type: e.type, messageId: e.messageId, event: e.event, anonymousId: e.anonymousId, userId: e.userId,
-                timestamp: e.timestamp, properties: e.properties, context: e.context))
+                timestamp: e.timestamp, properties: e.properties, context: e.context, groupId: e.groupId))
         }
         return events
     }

@@ -108,7 +108,7 @@ struct TallyStorageTests {
             let fromPersons = try await pool.withConnection { c in
                 try ReportQuery(from: range.0, to: range.1, timeZoneOverride: "Etc/UTC").results(c, configuration: Self.configuration, now: now)
             }
-            #expect(fromTallies.count == 5)
+            #expect(fromTallies.count == Self.configuration.funnels.count)
             for (a, b) in zip(fromTallies, fromPersons) {
                 var relabelled = b.report
                 relabelled.timeZone = a.report.timeZone
