@@ -171,9 +171,9 @@ struct ClientParityTests {
     }
 }
 
-/// Polls `condition` for up to 30 s.
+/// Polls `condition` for up to 60 s (the whole suite may run beside it).
 func waitFor(_ condition: () -> Bool) async throws {
-    let deadline = ContinuousClock.now + .seconds(30)
+    let deadline = ContinuousClock.now + .seconds(60)
     while !condition() {
         try #require(ContinuousClock.now < deadline, "timed out")
         try await Task.sleep(for: .milliseconds(20))
