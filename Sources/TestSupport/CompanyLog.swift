@@ -70,17 +70,29 @@ extension CompanyLog {
 
     /// `window_funnel` over each group's members' events, members and
     /// persons as the analysts' views name them: group id -> level, for the
-    /// groups with any member's event.
-    public static func referenceLevels(_ c: Connection) throws -> [String: Int] {
+    /// groups of `funnel`'s app with any member's event. For funnels of
+    /// screens with conditions on `properties.` paths, as the companies'
+    /// funnels are; every value bound as a parameter.
+    public static func referenceLevels(_ c: Connection, funnel: Funnel = CompanyLog.funnel) throws -> [String: Int] {
+        var parameters: [PostgresValue] = [.text(funnel.app), .text("\(funnel.windowSeconds) seconds")]
+        let conditions = funnel.steps.map { step -> String in
+            let matcher = step.matchers[0]
+            parameters.append(.text(matcher.name))
+            var condition = "e.type = 'screen' AND e.event = $\(parameters.count)"
+            for (path, value) in matcher.conditions.sorted(by: { $0.key < $1.key }) {
+                parameters.append(.textArray(path.split(separator: ".").dropFirst().map(String.init)))
+                parameters.append(.text(value))
+                condition += " AND e.properties #>> $\(parameters.count - 1)::text[] = $\(parameters.count)"
+            }
+            return condition
+        }
         var levels: [String: Int] = [:]
         for row in try c.query(
             """
-            SELECT m.group_id, analytics.window_funnel(interval '24 hours', e."timestamp",
-                       e.type = 'screen' AND e.event = 'companySetup', e.type = 'screen' AND e.event = 'welcome')
-            FROM (SELECT DISTINCT app, group_id, person_id FROM analytics.group_members WHERE app = 'ops') m
-            JOIN analytics.events e ON e.app = m.app AND e.person_id = m.person_id
-            GROUP BY m.group_id
-            """
+            SELECT m.group_id, analytics.window_funnel($2::interval, e."timestamp", \(conditions.joined(separator: ", ")))
+            FROM analytics.group_members m JOIN analytics.events e ON e.app = m.app AND e.person_id = m.person_id
+            WHERE m.app = $1 GROUP BY m.group_id
+            """, parameters
         ).rows {
             levels[try row.decode(String.self, at: 0)] = try row.decode(Int.self, at: 1)
         }
