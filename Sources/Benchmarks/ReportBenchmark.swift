@@ -137,7 +137,8 @@ public struct ReportBenchmark: Sendable {
         var nightly: (url: String, dayEvents: Int)?
         var incrementals: [Double] = []
         var incrementalRSS = 0
-        let funnels = try FunnelConfiguration.default().funnels
+        // The persons' funnels: `SQLFunnel` counts persons.
+        let funnels = try FunnelConfiguration.default().funnels.filter { $0.aggregateBy == .person }
         do {
             for round in 1...rounds {
                 log("round \(round)/\(rounds): raw scan (COPY (SELECT * FROM events) TO STDOUT), onramp rebuild, one-query SQL funnels, the nightly run …")

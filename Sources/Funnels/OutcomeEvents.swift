@@ -5,12 +5,17 @@
 /// advance or exclude anyone, and counts for retention (docs/funnels.md, "Retention") through a
 /// compact per-person record, so a person's everyday use of the app does not
 /// make every nightly run recompute their funnels from their whole history.
+///
+/// A `group` call can change a funnel counting groups: it makes its sender a
+/// member, whose every event joins the group (docs/funnels.md, "Counting groups").
 public struct OutcomeEvents: Sendable {
     private var trackNames = Set<String>()
     private var screenNames = Set<String>()
+    private var countsGroups = false
 
     public init(funnels: [Funnel]) {
         for funnel in funnels {
+            if funnel.aggregateBy == .group { countsGroups = true }
             // Active events with filters need the event's attributes, which only a recompute reads.
             let filtered = funnel.retention.activeEvents.filter { !$0.conditions.isEmpty }
             for matcher in funnel.steps.flatMap(\.matchers) + funnel.exclusions.map(\.matcher) + filtered {
@@ -24,6 +29,7 @@ public struct OutcomeEvents: Sendable {
 
     /// Whether an event of `kind` named `name` may change a stored outcome.
     public func mayChangeOutcome(kind: EventKind, name: String?) -> Bool {
+        if kind == .group { return countsGroups }
         guard let name else { return false }
         switch kind {
         case .track: return trackNames.contains(name)

@@ -10,8 +10,9 @@ import OnrampClient
 /// (docs/funnels.md, "Counting groups").
 ///
 /// Devices are drawn in no order of time, so the companies are gathered
-/// first, from every journey, and the group calls added after: an
-/// employee drawn before their company's creator still joins it.
+/// first, from the founding calls a history sends, and the employees'
+/// calls named after: an employee drawn before their company's creator
+/// still joins it.
 struct Companies: Sendable {
     /// How long after a company is set up an employee may join it.
     static let joiningSpan: TimeInterval = 3 * 86_400
@@ -30,9 +31,12 @@ struct Companies: Sendable {
         return ("co-\(device)", start.addingTimeInterval(details.at + 1))
     }
 
-    mutating func add(_ journey: Journey, start: Date, device: String) {
-        guard let company = Self.founding(journey, start: start, device: device) else { return }
-        founded.append((company.at.timeIntervalSince1970, company.id))
+    /// Whether a group call of `device` names the company it set up.
+    static func isFounding(_ groupId: String, by device: String) -> Bool { groupId == "co-\(device)" }
+
+    /// A company set up at `at`, as its founding call says.
+    mutating func add(_ id: String, at: Date) {
+        founded.append((at.timeIntervalSince1970, id))
     }
 
     /// Orders the companies by the time they were set up; after the last `add`.

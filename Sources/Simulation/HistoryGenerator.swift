@@ -83,13 +83,18 @@ public enum HistoryGenerator {
         _ body: (SimulatedDevice) throws -> Void
     ) rethrows -> Int {
         // The companies first, so that an employee joins one set up before
-        // them whichever device was drawn first (`Companies`).
+        // them whichever device was drawn first (`Companies`): from a first
+        // pass whose employees name no company of the history, so it sends
+        // the same calls at the same times and stops at the same device.
         var companies = Companies()
         _ = walk(
             count: count, from: from, to: to, seed: seed, devicePrefix: devicePrefix, apps: apps, plants: plants, stories: stories,
-            laterUse: laterUse, companies: nil
-        ) { device, journey, start in
-            companies.add(journey, start: start, device: device.anonymousId)
+            laterUse: laterUse, companies: Companies()
+        ) { device, _, _ in
+            for event in device.events where event.type == "group" {
+                guard let id = event.groupId, Companies.isFounding(id, by: device.anonymousId) else { continue }
+                companies.add(id, at: Date(timeIntervalSince1970: Double(event.timestamp) / 1_000_000))
+            }
         }
         companies.seal()
         return try walk(
@@ -99,10 +104,10 @@ public enum HistoryGenerator {
     }
 
     /// The devices in the order they are drawn, each with its journey and
-    /// start; with `companies`, their group calls among their events.
+    /// start, their group calls naming `companies`' companies.
     private static func walk(
         count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String, apps: Set<String>?, plants: [PlantedRegression],
-        stories: Bool, laterUse: LaterUse, companies: Companies?, _ body: (SimulatedDevice, Journey, Date) throws -> Void
+        stories: Bool, laterUse: LaterUse, companies: Companies, _ body: (SimulatedDevice, Journey, Date) throws -> Void
     ) rethrows -> Int {
         var rng = SeededRandom(seed: seed)
         var produced = 0
@@ -117,12 +122,8 @@ public enum HistoryGenerator {
             var userId: String?
             var events: [SimulatedDevice.Event] = []
             var later = LaterUse.random(seed: seed, device: device)
-            var actions = journey.actions + laterUse.actions(after: journey, rng: &later)
-            if let companies {
-                let called = companies.withGroupCall(
-                    journey, start: start, device: anonymousId, draw: Companies.draw(seed: seed, device: device))
-                actions += called.actions.dropFirst(journey.actions.count)
-            }
+            let called = companies.withGroupCall(journey, start: start, device: anonymousId, draw: Companies.draw(seed: seed, device: device))
+            let actions = called.actions + laterUse.actions(after: journey, rng: &later)
             for action in actions.sorted(by: { $0.at < $1.at }) {
                 let time = start.addingTimeInterval(action.at)
                 guard time < to, produced < count else { break }

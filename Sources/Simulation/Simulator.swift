@@ -84,7 +84,12 @@ public enum Simulator {
         }
         // The companies their creators set up, then everyone's group calls (`Companies`).
         var companies = Companies()
-        for plan in plans { companies.add(plan.journey, start: plan.start, device: deviceId(plan.index, options)) }
+        for plan in plans {
+            // Set up, if the creator got there before now.
+            if let company = Companies.founding(plan.journey, start: plan.start, device: deviceId(plan.index, options)), company.at < now {
+                companies.add(company.id, at: company.at)
+            }
+        }
         companies.seal()
         for i in plans.indices {
             plans[i].journey = companies.withGroupCall(

@@ -3,6 +3,7 @@ import Funnels
 import LibPQ
 import LocalPostgres
 import Projection
+import Simulation
 import TestSupport
 import Testing
 
@@ -74,6 +75,7 @@ struct GroupFunnelJobTests {
         var earlier = 0
         for call in joining {
             guard let company = call.groupId, let at = setUp[company] else {
+                #expect(call.groupId?.hasPrefix("co-earlier-") == true, "a company of the history has its creator's call")
                 earlier += 1
                 continue
             }
@@ -94,6 +96,38 @@ struct GroupFunnelJobTests {
         #expect(stored == reference.filter { $0.value >= 1 })
         let completed = stored.values.filter { $0 == 4 }.count
         #expect(completed > stored.count / 3 && completed < stored.count, "\(completed) of \(stored.count) companies completed")
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("a simulated ops history with everyday use, night after night: the companies' activity goes to their stored rows, or recomputes them, and every table equals a rebuild")
+    func companiesNightByNight() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let now = Date()
+        let events = SimulatedHistory.events(count: 16_000, from: 14, to: 0.05, seed: 8, apps: ["ops"], laterUse: LaterUse(), now: now)
+            .sorted { $0.timestamp < $1.timestamp }
+        #expect(events.contains { $0.type == "group" })
+        let job = ProjectionJob(configuration: try FunnelConfiguration.default(), showProgress: false)
+        // Each night what happened before it, the clock at its time.
+        let end = Timestamps.microseconds(now)
+        var written = 0
+        var summaries: [ProjectionJob.Summary] = []
+        for nightsAgo in [6, 4, 3, 2, 1, 0] {
+            let clock = end - Int64(nightsAgo) * 86_400_000_000
+            let night = Array(events[written...].prefix { $0.timestamp < clock })
+            written += night.count
+            try await pool.withConnection { c in try EventSeeder.insert(c, night) }
+            summaries.append(try await pool.withConnection { c in try job.run(c, mode: .incremental, now: clock) })
+        }
+        #expect(written == events.count)
+        let incremental = try await pool.withConnection { try TableDump.dump($0) }
+        #expect(try await pool.query("SELECT count(*) FROM funnel_person_retention WHERE starts_with(person_id, chr(31))").scalar(Int.self) > 10)
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: end) }
+        let afterRebuild = try await pool.withConnection { try TableDump.dump($0) }
+        for table in TableDump.queries.keys.sorted() {
+            #expect(afterRebuild[table] == incremental[table], "\(table) differs after rebuild")
+        }
         await pool.close()
         try await db.drop()
     }

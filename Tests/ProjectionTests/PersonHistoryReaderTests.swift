@@ -132,7 +132,7 @@ struct PersonHistoryReaderTests {
                 day.users = [.init(app: "ops", id: user)]
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
                 let collected = try TouchedPersons.collect(
-                    c, day: day, relinks: [], groupApps: ["ops"],
+                    c, day: day, relinks: [], groupFunnels: [CompanyLog.funnel],
                     lookup: try .init(c, windows: [:], activityDays: [], activitySpan: nil, scanShare: 1),
                     reader: reads, prefetched: nil)
                 #expect(collected.touched == ["ops": [user, "other\\device", unit]])

@@ -7,10 +7,13 @@
 -- recomputes the groups of everyone with a new event.
 CREATE INDEX events_group_sender ON events (app, (COALESCE(user_id, anonymous_id))) WHERE group_id IS NOT NULL;
 
+-- Persons' rows and groups' rows as two branches, so a condition on
+-- person_id still reaches the table's key (an expression over the column
+-- would hide it from the planner).
 CREATE OR REPLACE VIEW analytics.funnel_persons AS
 SELECT p.funnel,
        p.app,
-       CASE WHEN starts_with(p.person_id, chr(31)) THEN NULL ELSE p.person_id END AS person_id,
+       p.person AS person_id,
        p.cohort_day,
        p.level,
        p.last_step_index,
@@ -28,12 +31,16 @@ SELECT p.funnel,
        p.breakdown,
        p.breakdown ->> 'context.os.name'     AS os_name,
        p.breakdown ->> 'context.app.version' AS app_version,
-       CASE WHEN starts_with(p.person_id, chr(31)) THEN substr(p.person_id, 2) END AS group_id
-FROM funnel_persons p;
+       p.group_id
+FROM (
+    SELECT f.*, f.person_id AS person, NULL::text AS group_id FROM funnel_persons f WHERE NOT starts_with(f.person_id, chr(31))
+    UNION ALL
+    SELECT f.*, NULL, substr(f.person_id, 2) FROM funnel_persons f WHERE starts_with(f.person_id, chr(31))
+) p;
 
 CREATE OR REPLACE VIEW analytics.funnel_person_retention AS
-SELECT app,
-       CASE WHEN starts_with(person_id, chr(31)) THEN NULL ELSE person_id END AS person_id,
-       funnel, cohort_day, retained_days,
-       CASE WHEN starts_with(person_id, chr(31)) THEN substr(person_id, 2) END AS group_id
-FROM funnel_person_retention;
+SELECT r.app, r.person_id, r.funnel, r.cohort_day, r.retained_days, NULL::text AS group_id
+FROM funnel_person_retention r WHERE NOT starts_with(r.person_id, chr(31))
+UNION ALL
+SELECT r.app, NULL, r.funnel, r.cohort_day, r.retained_days, substr(r.person_id, 2)
+FROM funnel_person_retention r WHERE starts_with(r.person_id, chr(31));

@@ -75,7 +75,8 @@ struct PersonHistoryReader {
     /// Phase two, for one partition (partitions are independent, so they can
     /// be read on several threads): hands over each unit's events (a
     /// person's, or a group's: `GroupMembership`), grouped,
-    /// in no particular order; returns the partition's event count.
+    /// in no particular order; returns the partition's event count (its
+    /// persons': a group's are their copies).
     func forEachPerson(in partition: SpilledHistory.Partition, _ body: (String, [FunnelEvent]) throws -> Void) throws -> Int {
         let lines = try partition.load()
         var fields: [String?] = []
@@ -112,12 +113,14 @@ struct PersonHistoryReader {
             next[owner] += 1
         }
         var timeline: [FunnelEvent] = []
+        var read = 0
         for (index, person) in persons.enumerated() {
             timeline.removeAll(keepingCapacity: true)
             for position in order[offsets[index]..<offsets[index + 1]] { timeline.append(events[position]) }
+            if !GroupMembership.isGroup(person) { read += timeline.count }
             try body(person, timeline)
         }
-        return events.count
+        return read
     }
 
     private func query(_ scope: Scope) -> String {

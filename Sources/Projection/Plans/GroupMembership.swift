@@ -12,10 +12,13 @@ import LibPQ
 /// share a key, so the incremental run's deletes, window closes and lookups
 /// by person leave groups alone, and the analysts' views show the group's id.
 ///
-/// An incremental run recomputes a group whole, with all its members, when
-/// any member has a new event, is erased, or has ids change hands: a
-/// member's activity is the group's too, and a new member brings all their
-/// events.
+/// An incremental run recomputes a group whole, from all its members'
+/// events, when a member has a new event that may change an outcome, is
+/// erased, or has ids change hands (a new member brings all their events);
+/// a member's activity is the group's, and goes where a person's goes
+/// (`PersonActivity`): into the stored rows it can matter to, or, inside a
+/// stored window, into a recompute. The members are read for it, not
+/// recomputed.
 enum GroupMembership {
     typealias Key = NewEvents.Key
 
@@ -47,21 +50,15 @@ enum GroupMembership {
         return units.mapValues { $0.sorted() }
     }
 
-    /// What an incremental run recomputes of the groups of `apps` (the apps
-    /// with a funnel counting groups): the groups of `persons` (by any of
-    /// their ids), every group of an app in `everyGroup` (an erasure took
-    /// members whose calls are gone, so their groups cannot be found) and
-    /// every group unit stored for such an app. Returns the groups' units
-    /// (app, unit) and, per member person of them, the units it belongs to.
-    static func touched(
-        _ c: Connection, persons: [Key], everyGroup: Set<String>
-    ) throws -> (units: Set<Key>, members: [Key: [String]]) {
-        var groups = Set<Key>()
-        // One index probe per id of each person (`events_group_sender`), its
-        // ids found by their links (`identity_links_person`).
+    /// The groups each of `persons` sent a group call naming, by any of
+    /// their ids: person -> group ids. One index probe per id of each person
+    /// (`events_group_sender`), its ids found by their links (`identity_links_person`).
+    static func groups(_ c: Connection, of persons: [Key]) throws -> [Key: [String]] {
+        var groups: [Key: [String]] = [:]
+        guard !persons.isEmpty else { return groups }
         for row in try c.query(
             """
-            SELECT DISTINCT t.app, g.group_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
+            SELECT DISTINCT t.app, t.person, g.group_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
             CROSS JOIN LATERAL (
                 SELECT t.person AS id
                 UNION SELECT l.anonymous_id FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person) i
@@ -70,41 +67,49 @@ enum GroupMembership {
                 WHERE e.app = t.app AND \(sender) = i.id AND e.group_id IS NOT NULL AND e.type = 'group' OFFSET 0) g
             """, Key.parameters(persons)
         ).rows {
+            groups[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)), default: []]
+                .append(try row.decode(String.self, at: 2))
+        }
+        return groups
+    }
+
+    /// Every group of `funnels`' apps, and every group stored for them
+    /// (app, group id): after an erasure, whose person's calls are gone.
+    static func every(_ c: Connection, of funnels: [Funnel]) throws -> Set<Key> {
+        var groups = Set<Key>()
+        guard !funnels.isEmpty else { return groups }
+        for row in try c.query(
+            "SELECT DISTINCT e.app, e.group_id FROM events e WHERE e.app = ANY($1::text[]) AND e.group_id IS NOT NULL AND e.type = 'group'",
+            [.textArray(Array(Set(funnels.map(\.app))).sorted())]
+        ).rows {
             groups.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
-        var units = Set(groups.map { Key(app: $0.app, id: unit(of: $0.id)) })
-        if !everyGroup.isEmpty {
-            let apps = PostgresValue.textArray(everyGroup.sorted())
-            for row in try c.query(
-                "SELECT DISTINCT e.app, e.group_id FROM events e WHERE e.app = ANY($1::text[]) AND e.group_id IS NOT NULL AND e.type = 'group'",
-                [apps]
-            ).rows {
-                let group = Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))
-                groups.insert(group)
-                units.insert(Key(app: group.app, id: unit(of: group.id)))
-            }
-            for row in try c.query(
-                "SELECT DISTINCT app, person_id FROM funnel_persons WHERE app = ANY($1::text[]) AND starts_with(person_id, chr(31))",
-                [apps]
-            ).rows {
-                units.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
-            }
+        for row in try c.query(
+            "SELECT DISTINCT app, substr(person_id, 2) FROM funnel_persons WHERE funnel = ANY($1::text[])", [.textArray(funnels.map(\.name))]
+        ).rows {
+            groups.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
-        // The groups' members, each call's sender taken to its person.
-        let sorted = groups.sorted { ($0.app, $0.id) < ($1.app, $1.id) }
+        return groups
+    }
+
+    /// The members of `groups` (app, group id), each call's sender taken to
+    /// its person: person -> the units of those of the groups it is in.
+    static func members(_ c: Connection, of groups: Set<Key>) throws -> [Key: [String]] {
         var members: [Key: Set<String>] = [:]
+        guard !groups.isEmpty else { return [:] }
         for row in try c.query(
             """
             SELECT DISTINCT g.app, g.group_id, COALESCE(l.person_id, e.id) FROM unnest($1::text[], $2::text[]) AS g(app, group_id)
             CROSS JOIN LATERAL (
                 SELECT \(sender) AS id FROM events e
                 WHERE e.app = g.app AND e.group_id = g.group_id AND e.type = 'group' OFFSET 0) e
-            LEFT JOIN identity_links l ON l.app = g.app AND l.anonymous_id = e.id
-            """, Key.parameters(sorted)
+            LEFT JOIN LATERAL (
+                SELECT l.person_id FROM identity_links l WHERE l.app = g.app AND l.anonymous_id = e.id OFFSET 0) l ON true
+            """, Key.parameters(TouchedPersons.sorted(groups))
         ).rows {
             let app = try row.decode(String.self, at: 0)
             members[Key(app: app, id: try row.decode(String.self, at: 2)), default: []].insert(unit(of: try row.decode(String.self, at: 1)))
         }
-        return (units, members.mapValues { $0.sorted() })
+        return members.mapValues { $0.sorted() }
     }
 }

@@ -39,9 +39,9 @@ struct IncrementalPlan: ProjectionPlan {
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, activityDays: run.analyses.reduce(into: Set()) { $0.formUnion($1.activityDays) },
             activitySpan: day.activitySpan, scanShare: run.options.lookupScanShare)
-        let groupApps = Set(run.configuration.funnels.filter { $0.aggregateBy == .group }.map(\.app))
         start = try IncrementalStart.collect(
-            c, day: day, groupApps: groupApps, lookup: lookup, reader: run.reader, lane: run.readerLane)
+            c, day: day, groupFunnels: run.configuration.funnels.filter { $0.aggregateBy == .group }, lookup: lookup,
+            reader: run.reader, lane: run.readerLane)
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.
         let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1
@@ -133,12 +133,12 @@ struct IncrementalStart: Sendable {
     var personCount: Int { touched.values.reduce(0) { $0 + $1.count } }
 
     /// Updates the links from the day's events and collects the touched
-    /// persons (and groups, of `groupApps`' funnels counting them), with
+    /// persons (and groups, of `groupFunnels`, those counting them), with
     /// their keys on `reader`: enough to start reading their histories.
     /// Meanwhile the reader looks up the stored outcomes of the day's active
     /// keys (`NewEvents.activityKeys`).
     static func collect(
-        _ c: Connection, day: NewEvents, groupApps: Set<String>, lookup: PersonActivity.Lookup, reader: Connection,
+        _ c: Connection, day: NewEvents, groupFunnels: [Funnel], lookup: PersonActivity.Lookup, reader: Connection,
         lane: Background
     ) throws -> IncrementalStart {
         var start = IncrementalStart()
@@ -149,7 +149,7 @@ struct IncrementalStart: Sendable {
         let relinks = try IdentityLinker.update(
             c, newLinks: day.links, byScan: lookup.byScan(links: day.links.values.reduce(0) { $0 + $1.count }))
         (start.touched, start.identities, start.activity) = try TouchedPersons.collect(
-            c, day: day, relinks: relinks, groupApps: groupApps, lookup: lookup, reader: reader, prefetched: prefetch)
+            c, day: day, relinks: relinks, groupFunnels: groupFunnels, lookup: lookup, reader: reader, prefetched: prefetch)
         return start
     }
 

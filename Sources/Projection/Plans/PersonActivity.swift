@@ -35,6 +35,12 @@ struct PersonActivity: Sendable {
 
     typealias Found = [NewEvents.Key: [Start]]
 
+    /// Whether any of `events` falls in the window a stored fact of `starts`
+    /// looks at: then the person (or group) is recomputed, not updated.
+    static func fallsInWindow(_ events: [NewEvents.Activity], of starts: [Start]) -> Bool {
+        starts.contains { start in events.contains { $0.timestamp >= start.start && $0.timestamp <= start.windowEnd } }
+    }
+
     /// How a run looks up keys in a stored table: key by key, one index probe
     /// each, whatever the history's size, which keeps the run's cost
     /// following the day; or by one scan of the table joined to the keys by

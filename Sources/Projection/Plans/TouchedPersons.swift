@@ -7,9 +7,12 @@ import LibPQ
 /// session, for the deletes (and on the reader's, for what it reads of their
 /// stored rows), and `touched_keys(app, id)` on the reader's, for the
 /// history reads: every user id and anonymous id whose events belong to a
-/// touched person. The person an anonymous id's events belong to (its link's
-/// user, or itself) is returned (`owners`): the reader sees neither the run's
-/// new links nor its temp tables, hence the persons resolved here.
+/// touched person, or to a member of a touched group (`GroupMembership`):
+/// a group is recomputed from its members' events, the members themselves
+/// only if touched. The person an id's events belong to (its link's person,
+/// or itself), and each member's groups, are returned (`identities`): the
+/// reader sees neither the run's new links nor its temp tables, hence the
+/// persons resolved here.
 ///
 /// Built in SQL, the tables would cost B-tree inserts and `ON CONFLICT`
 /// checks into temp tables kept unique by index.
@@ -31,13 +34,13 @@ enum TouchedPersons {
         """ + (returning.map { "\nRETURNING " + $0 } ?? "")
     }
 
-    /// The persons (and groups of `groupApps`, `GroupMembership`) to
-    /// recompute, by app; by app, the ids among their keys whose events
+    /// The persons (and groups of `groupFunnels`, those counting groups:
+    /// `GroupMembership`) to recompute, by app; by app, the ids among their keys whose events
     /// belong to another person (id -> person) and the groups each member
     /// is recomputed for; and those whose new events are activity only
     /// (`PersonActivity`), their stored outcomes looked up as `lookup` says.
     static func collect(
-        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], groupApps: Set<String>, lookup: PersonActivity.Lookup,
+        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], groupFunnels: [Funnel], lookup: PersonActivity.Lookup,
         reader: Connection, prefetched: Pending<PersonActivity.Found>?
     ) throws -> (touched: [String: Set<String>], identities: [String: PersonHistoryReader.Identities], activity: [PersonActivity]) {
         // Persons with new events that may change an outcome (identity
@@ -80,9 +83,9 @@ enum TouchedPersons {
         for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
-        let (units, members) = try groups(c, day: day, relinks: relinks, apps: groupApps)
-        persons.formUnion(members.keys)
-        let activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, prefetched: prefetched)
+        var activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, prefetched: prefetched)
+        let (units, members, groupActivity) = try groups(c, day: day, relinks: relinks, funnels: groupFunnels, lookup: lookup)
+        activity += groupActivity
 
         // Each person is a key of its own (its events go to the person its
         // link names, if it has one: that person is recomputed too), and so
@@ -98,11 +101,13 @@ enum TouchedPersons {
             }
             unresolved = Self.sorted(next)
         }
+        // A touched group's members are read, not recomputed: each is a person already.
+        for member in members.keys where keys[member] == nil { keys[member] = member.id }
         for row in try c.query(
             """
             SELECT l.app, l.anonymous_id, l.person_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
             CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person OFFSET 0) l
-            """, Key.parameters(Self.sorted(persons))
+            """, Key.parameters(Self.sorted(persons.union(members.keys)))
         ).rows {
             keys[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))] = try row.decode(String.self, at: 2)
         }
@@ -128,23 +133,55 @@ enum TouchedPersons {
         return (result, identities, activity)
     }
 
-    /// The groups to recompute (`GroupMembership.touched`) of the funnels
-    /// counting groups of `apps`: those of every person with a new event,
-    /// outcome or activity, or whose ids changed hands; with, per member,
-    /// the groups it is recomputed for.
+    /// What the day changes of the groups of `funnels` (those counting
+    /// groups, `GroupMembership`): the groups to recompute (as units) —
+    /// those of every person with a new event that may change an outcome or
+    /// whose ids changed hands, after an erasure every group of the app, and
+    /// those whose members' activity falls in a stored window —, per member
+    /// of them the units it is read for, and the other groups' activity,
+    /// their members' together, as a person's (`PersonActivity`).
     private static func groups(
-        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], apps: Set<String>
-    ) throws -> (units: Set<Key>, members: [Key: [String]]) {
-        guard !apps.isEmpty else { return ([], [:]) }
-        let ids = Self.sorted(
-            day.users.union(day.anonymous).union(day.userActivity.keys).union(day.anonymousActivity.keys).filter { apps.contains($0.app) })
-        var persons = Set<Key>()
-        for (key, person) in zip(ids, try linkedPersons(c, of: ids)) { persons.insert(Key(app: key.app, id: person ?? key.id)) }
+        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], funnels: [Funnel], lookup: PersonActivity.Lookup
+    ) throws -> (units: Set<Key>, members: [Key: [String]], activity: [PersonActivity]) {
+        let apps = Set(funnels.map(\.app))
+        guard !apps.isEmpty else { return ([], [:], []) }
+        // The persons whose events may change a group's outcome, and each active person's activity.
+        let changedIds = Self.sorted(day.users.union(day.anonymous).filter { apps.contains($0.app) })
+        var changed = Set<Key>()
+        for (key, person) in zip(changedIds, try linkedPersons(c, of: changedIds)) { changed.insert(Key(app: key.app, id: person ?? key.id)) }
         for relink in relinks where apps.contains(relink.app) {
-            persons.insert(Key(app: relink.app, id: relink.person))
-            persons.insert(Key(app: relink.app, id: relink.previousPerson))
+            changed.insert(Key(app: relink.app, id: relink.person))
+            changed.insert(Key(app: relink.app, id: relink.previousPerson))
         }
-        return try GroupMembership.touched(c, persons: Self.sorted(persons), everyGroup: day.erasedApps.intersection(apps))
+        var active: [Key: [NewEvents.Activity]] = [:]
+        for events in [day.userActivity, day.anonymousActivity] {
+            let ids = Self.sorted(events.keys.filter { apps.contains($0.app) })
+            for (key, person) in zip(ids, try linkedPersons(c, of: ids)) {
+                active[Key(app: key.app, id: person ?? key.id), default: []] += events[key] ?? []
+            }
+        }
+        let groupsOf = try GroupMembership.groups(c, of: Self.sorted(changed.union(active.keys)))
+        var recomputed = try GroupMembership.every(c, of: funnels.filter { day.erasedApps.contains($0.app) })
+        for person in changed { for group in groupsOf[person] ?? [] { recomputed.insert(Key(app: person.app, id: group)) } }
+        // The other groups' activity, where they have stored rows it can matter to.
+        var groupEvents: [Key: [NewEvents.Activity]] = [:]
+        for (person, events) in active {
+            for group in groupsOf[person] ?? [] where !recomputed.contains(Key(app: person.app, id: group)) {
+                groupEvents[Key(app: person.app, id: GroupMembership.unit(of: group)), default: []] += events
+            }
+        }
+        let (keys, byScan) = lookup.ordered(groupEvents.keys)
+        var activity: [PersonActivity] = []
+        for (unit, starts) in try PersonActivity.starts(c, of: keys[...], lookup: lookup, byScan: byScan) {
+            guard let events = groupEvents[unit] else { continue }
+            if PersonActivity.fallsInWindow(events, of: starts) {
+                recomputed.insert(Key(app: unit.app, id: String(unit.id.dropFirst())))
+            } else {
+                activity.append(PersonActivity(app: unit.app, person: unit.id, events: events, starts: starts))
+            }
+        }
+        let units = Set(recomputed.map { Key(app: $0.app, id: GroupMembership.unit(of: $0.id)) })
+        return (units, try GroupMembership.members(c, of: recomputed), activity)
     }
 
     /// The persons of the day's activity not already `recomputed`: those
@@ -187,10 +224,7 @@ enum TouchedPersons {
             let userEvents = day.userActivity[person], linkedEvents = anonymousEvents[person]
             guard userEvents != nil || linkedEvents != nil else { return }
             let personEvents = linkedEvents.map { (userEvents ?? []) + $0 } ?? userEvents ?? []
-            let inWindow = starts.contains { start in
-                personEvents.contains { $0.timestamp >= start.start && $0.timestamp <= start.windowEnd }
-            }
-            if inWindow {
+            if PersonActivity.fallsInWindow(personEvents, of: starts) {
                 recomputed.insert(person)
             } else {
                 activity.append(PersonActivity(app: person.app, person: person.id, events: personEvents, starts: starts))
