@@ -97,7 +97,7 @@ public struct AlertBenchmark: Sendable {
         var tallies: [String: [String: FunnelTally]] = [:]
         HistoryGenerator.devices(
             count: devices, from: now.addingTimeInterval(-42 * 86_400), to: now.addingTimeInterval(-2 * 86_400), seed: seed,
-            plants: plants, stories: false, laterUse: LaterUse(scale: 0)  // the funnels' persons only
+            plants: plants, stories: false, laterUse: LaterUse(scale: 0), groupCalls: false  // the funnels' persons only
         ) { device in
             let events = EngineBenchmark.funnelEvents(of: device, paths: paths)
             for funnel in byApp[device.app] ?? [] {

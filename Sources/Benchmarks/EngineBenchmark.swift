@@ -71,7 +71,7 @@ public struct EngineBenchmark: Sendable {
         let now = Date()
         var persons: [(app: String, events: [FunnelEvent])] = []
         let produced = HistoryGenerator.devices(
-            count: events, from: now.addingTimeInterval(-30 * 86_400), to: now, seed: 7
+            count: events, from: now.addingTimeInterval(-30 * 86_400), to: now, seed: 7, groupCalls: false
         ) { device in persons.append((device.app, Self.funnelEvents(of: device, paths: paths))) }
         let clock = Int64(now.timeIntervalSince1970 * 1_000_000)
         let byApp = Dictionary(grouping: configuration.funnels, by: \.app)

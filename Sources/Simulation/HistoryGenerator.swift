@@ -75,13 +75,21 @@ public enum HistoryGenerator {
         }
     }
 
-    /// The same history as `generate`, a device at a time, unencoded.
+    /// The same history as `generate`, a device at a time, unencoded;
+    /// without `groupCalls`, ops' companies send none (`Companies`), for a
+    /// pipeline that counts persons only, in one pass.
     @discardableResult
     public static func devices(
         count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String = "dev", apps: Set<String>? = nil,
-        plants: [PlantedRegression] = [], stories: Bool = true, laterUse: LaterUse = LaterUse(),
+        plants: [PlantedRegression] = [], stories: Bool = true, laterUse: LaterUse = LaterUse(), groupCalls: Bool = true,
         _ body: (SimulatedDevice) throws -> Void
     ) rethrows -> Int {
+        guard groupCalls else {
+            return try walk(
+                count: count, from: from, to: to, seed: seed, devicePrefix: devicePrefix, apps: apps, plants: plants, stories: stories,
+                laterUse: laterUse, companies: nil
+            ) { device, _, _ in try body(device) }
+        }
         // The companies first, so that an employee joins one set up before
         // them whichever device was drawn first (`Companies`): from a first
         // pass whose employees name no company of the history, so it sends
@@ -104,10 +112,10 @@ public enum HistoryGenerator {
     }
 
     /// The devices in the order they are drawn, each with its journey and
-    /// start, their group calls naming `companies`' companies.
+    /// start, their group calls naming `companies`' companies (none without).
     private static func walk(
         count: Int, from: Date, to: Date, seed: UInt64, devicePrefix: String, apps: Set<String>?, plants: [PlantedRegression],
-        stories: Bool, laterUse: LaterUse, companies: Companies, _ body: (SimulatedDevice, Journey, Date) throws -> Void
+        stories: Bool, laterUse: LaterUse, companies: Companies?, _ body: (SimulatedDevice, Journey, Date) throws -> Void
     ) rethrows -> Int {
         var rng = SeededRandom(seed: seed)
         var produced = 0
@@ -122,8 +130,8 @@ public enum HistoryGenerator {
             var userId: String?
             var events: [SimulatedDevice.Event] = []
             var later = LaterUse.random(seed: seed, device: device)
-            let called = companies.withGroupCall(journey, start: start, device: anonymousId, draw: Companies.draw(seed: seed, device: device))
-            let actions = called.actions + laterUse.actions(after: journey, rng: &later)
+            let called = companies?.withGroupCall(journey, start: start, device: anonymousId, draw: Companies.draw(seed: seed, device: device))
+            let actions = (called ?? journey).actions + laterUse.actions(after: journey, rng: &later)
             for action in actions.sorted(by: { $0.at < $1.at }) {
                 let time = start.addingTimeInterval(action.at)
                 guard time < to, produced < count else { break }
