@@ -5,13 +5,13 @@
 /// advance or exclude anyone, and counts for retention (docs/funnels.md, "Retention") through a
 /// compact per-person record, so a person's everyday use of the app does not
 /// make every nightly run recompute their funnels from their whole history.
-///
-/// A `group` call can change a funnel counting groups: it makes its sender a
-/// member, whose every event joins the group (docs/funnels.md, "Counting groups").
 public struct OutcomeEvents: Sendable {
     private var trackNames = Set<String>()
     private var screenNames = Set<String>()
-    private var countsGroups = false
+    /// Whether a funnel counts groups: then a `group` call that makes its
+    /// sender a new member changes that group (docs/funnels.md, "Counting
+    /// groups"); the job tells a new membership from a repeated call.
+    public private(set) var countsGroups = false
 
     public init(funnels: [Funnel]) {
         for funnel in funnels {
@@ -29,7 +29,6 @@ public struct OutcomeEvents: Sendable {
 
     /// Whether an event of `kind` named `name` may change a stored outcome.
     public func mayChangeOutcome(kind: EventKind, name: String?) -> Bool {
-        if kind == .group { return countsGroups }
         guard let name else { return false }
         switch kind {
         case .track: return trackNames.contains(name)

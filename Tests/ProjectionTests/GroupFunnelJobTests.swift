@@ -131,4 +131,43 @@ struct GroupFunnelJobTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test("a group call repeated at each sign-in is everyday use: it recomputes nobody; a person's first call naming a group recomputes that group; each night equals a rebuild")
+    func repeatedGroupCalls() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        var configuration = try FunnelConfiguration.default()
+        configuration.funnels = [CompanyLog.funnel]
+        let job = ProjectionJob(configuration: configuration, showProgress: false)
+        let day: Int64 = 86_400_000_000
+        let start = (Timestamps.microseconds(Date()) / day - 6) * day
+        func screen(_ name: String, _ anonymous: String?, _ user: String?, _ t: Int64) -> SeedEvent {
+            SeedEvent(app: "ops", type: "screen", event: name, anonymousId: anonymous, userId: user, timestamp: t)
+        }
+        func group(_ id: String, _ user: String, _ t: Int64) -> SeedEvent {
+            SeedEvent(app: "ops", type: "group", userId: user, timestamp: t, groupId: id)
+        }
+        let nights: [[SeedEvent]] = [
+            [screen("companySetup", "d-ann", nil, start), SeedEvent(app: "ops", type: "identify", anonymousId: "d-ann", userId: "ann", timestamp: start + 60_000_000),
+             group("acme", "ann", start + 120_000_000), group("acme", "bob", start + 3_600_000_000), screen("welcome", nil, "bob", start + 3_700_000_000)],
+            [group("acme", "bob", start + 2 * day), group("acme", "ann", start + 2 * day + 1_000_000)],
+            [group("beta", "bob", start + 3 * day)],
+        ]
+        var recomputed: [Int] = []
+        for (n, night) in nights.enumerated() {
+            try await pool.withConnection { c in try EventSeeder.insert(c, night) }
+            let clock = start + Int64(n + 4) * day
+            recomputed.append(try await pool.withConnection { c in try job.run(c, mode: .incremental, now: clock) }.personsRecomputed)
+            let incremental = try await pool.withConnection { try TableDump.dump($0) }
+            _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: clock) }
+            #expect(try await pool.withConnection { try TableDump.dump($0) } == incremental, "night \(n + 1)")
+        }
+        #expect(recomputed[1] == 0, "repeated calls are everyday use")
+        #expect(recomputed[2] == 1, "bob's first call naming beta recomputes beta")
+        #expect(try await pool.query("SELECT group_id || ':' || level FROM analytics.funnel_persons ORDER BY 1").rows.map {
+            try $0.decode(String.self, at: 0)
+        } == ["acme:2"])  // bob set nothing up: beta has no first step
+        await pool.close()
+        try await db.drop()
+    }
 }

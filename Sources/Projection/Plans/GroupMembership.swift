@@ -51,24 +51,39 @@ enum GroupMembership {
     }
 
     /// The groups each of `persons` sent a group call naming, by any of
-    /// their ids: person -> group ids. One index probe per id of each person
-    /// (`events_group_sender`), its ids found by their links (`identity_links_person`).
-    static func groups(_ c: Connection, of persons: [Key]) throws -> [Key: [String]] {
-        var groups: [Key: [String]] = [:]
+    /// their ids, with how many calls: person -> group id -> calls. One
+    /// index probe per id of each person (`events_group_sender`), its ids
+    /// found by their links (`identity_links_person`).
+    static func groups(_ c: Connection, of persons: [Key]) throws -> [Key: [String: Int]] {
+        var groups: [Key: [String: Int]] = [:]
         guard !persons.isEmpty else { return groups }
         for row in try c.query(
             """
-            SELECT DISTINCT t.app, t.person, g.group_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
+            SELECT t.app, t.person, g.group_id, count(*) FROM unnest($1::text[], $2::text[]) AS t(app, person)
             CROSS JOIN LATERAL (
                 SELECT t.person AS id
                 UNION SELECT l.anonymous_id FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person) i
             CROSS JOIN LATERAL (
                 SELECT e.group_id FROM events e
                 WHERE e.app = t.app AND \(sender) = i.id AND e.group_id IS NOT NULL AND e.type = 'group' OFFSET 0) g
+            GROUP BY 1, 2, 3
             """, Key.parameters(persons)
         ).rows {
-            groups[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)), default: []]
-                .append(try row.decode(String.self, at: 2))
+            groups[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)), default: [:]][
+                try row.decode(String.self, at: 2)] = try row.decode(Int.self, at: 3)
+        }
+        return groups
+    }
+
+    /// The groups of `funnels` stored in progress without the end of their
+    /// window (rows from before it was stored): the clock alone may change them.
+    static func openWithoutEnd(_ c: Connection, of funnels: [Funnel]) throws -> Set<Key> {
+        var groups = Set<Key>()
+        for row in try c.query(
+            "SELECT DISTINCT app, substr(person_id, 2) FROM funnel_persons WHERE funnel = ANY($1::text[]) AND in_progress AND open_until IS NULL",
+            [.textArray(funnels.map(\.name))]
+        ).rows {
+            groups.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
         return groups
     }

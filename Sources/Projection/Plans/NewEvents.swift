@@ -43,6 +43,9 @@ struct NewEvents: Sendable {
     /// Activity by user id, and by anonymous id for events without one.
     var userActivity: [Key: [Activity]] = [:]
     var anonymousActivity: [Key: [Activity]] = [:]
+    /// Group calls of the apps with a funnel counting groups, by sender (its
+    /// user id, else its anonymous id): group id -> calls.
+    var groupCalls: [Key: [String: Int]] = [:]
     /// Apps with persons erased since the last run (`ErasedPersons`), who are among `users`.
     var erasedApps = Set<String>()
     /// The earliest and latest timestamp of the activity (nil without any):
@@ -76,12 +79,12 @@ struct NewEvents: Sendable {
         var earliest = Int64.max, latest = Int64.min
         try c.copyOut(
             """
-            COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event, e.previous_id FROM events e
+            COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event, e.previous_id, e.group_id FROM events e
                   WHERE \(Checkpoint.newEventsCondition)) TO STDOUT (FORMAT binary)
             """
         ) { message in
             guard try row.read(message) else { return }
-            guard row.count == 7, let appField = row.bytes(0) else {
+            guard row.count == 8, let appField = row.bytes(0) else {
                 throw PostgresError(.unexpectedResult, message: "unreadable new event: \(row.count) fields")
             }
             guard let index = appBytes.firstIndex(where: { $0.elementsEqual(appField) }) else { return }
@@ -96,6 +99,9 @@ struct NewEvents: Sendable {
             if activity != nil {
                 earliest = min(earliest, timestamp)
                 latest = max(latest, timestamp)
+            }
+            if kind == .group, relevance.countsGroups, let group = row.text(7), let sender = row.text(2) ?? row.text(1) {
+                day.groupCalls[Key(app: app, id: sender), default: [:]][group, default: 0] += 1
             }
             if let user = row.text(2) {
                 let key = Key(app: app, id: user)

@@ -80,7 +80,10 @@ enum TouchedPersons {
         // (rows from before migration 006): their state may have changed with
         // the clock alone. The others' windows are closed in place
         // (`OutcomeStore.closeWindows`).
-        for row in try c.query("SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL").rows {
+        // (Groups' likewise, in `groups`, their members read.)
+        for row in try c.query(
+            "SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL AND NOT starts_with(person_id, chr(31))"
+        ).rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
         var activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, prefetched: prefetched)
@@ -136,8 +139,9 @@ enum TouchedPersons {
     /// What the day changes of the groups of `funnels` (those counting
     /// groups, `GroupMembership`): the groups to recompute (as units) —
     /// those of every person with a new event that may change an outcome or
-    /// whose ids changed hands, after an erasure every group of the app, and
-    /// those whose members' activity falls in a stored window —, per member
+    /// whose ids changed hands, those a person named for the first time,
+    /// after an erasure every group of the app, and those whose members'
+    /// activity falls in a stored window —, per member
     /// of them the units it is read for, and the other groups' activity,
     /// their members' together, as a person's (`PersonActivity`).
     private static func groups(
@@ -160,13 +164,25 @@ enum TouchedPersons {
                 active[Key(app: key.app, id: person ?? key.id), default: []] += events[key] ?? []
             }
         }
-        let groupsOf = try GroupMembership.groups(c, of: Self.sorted(changed.union(active.keys)))
+        // Each sender's calls tonight, by person: a group call is activity,
+        // unless it is the person's first naming the group (all the calls
+        // naming it are tonight's): then it makes them a member.
+        let senders = Self.sorted(day.groupCalls.keys.filter { apps.contains($0.app) })
+        var calls: [Key: [String: Int]] = [:]
+        for (key, person) in zip(senders, try linkedPersons(c, of: senders)) {
+            for (group, count) in day.groupCalls[key] ?? [:] { calls[Key(app: key.app, id: person ?? key.id), default: [:]][group, default: 0] += count }
+        }
+        let groupsOf = try GroupMembership.groups(c, of: Self.sorted(changed.union(active.keys).union(calls.keys)))
         var recomputed = try GroupMembership.every(c, of: funnels.filter { day.erasedApps.contains($0.app) })
-        for person in changed { for group in groupsOf[person] ?? [] { recomputed.insert(Key(app: person.app, id: group)) } }
+        recomputed.formUnion(try GroupMembership.openWithoutEnd(c, of: funnels))
+        for person in changed { for group in (groupsOf[person] ?? [:]).keys { recomputed.insert(Key(app: person.app, id: group)) } }
+        for (person, tonight) in calls {
+            for (group, count) in tonight where (groupsOf[person]?[group] ?? 0) <= count { recomputed.insert(Key(app: person.app, id: group)) }
+        }
         // The other groups' activity, where they have stored rows it can matter to.
         var groupEvents: [Key: [NewEvents.Activity]] = [:]
         for (person, events) in active {
-            for group in groupsOf[person] ?? [] where !recomputed.contains(Key(app: person.app, id: group)) {
+            for group in (groupsOf[person] ?? [:]).keys where !recomputed.contains(Key(app: person.app, id: group)) {
                 groupEvents[Key(app: person.app, id: GroupMembership.unit(of: group)), default: []] += events
             }
         }
