@@ -105,8 +105,13 @@ def build(url, scenario_path, screenshot):
         result["state"] = outcome
         result["error"] = driver.find_element(By.ID, "error").text
         driver.save_screenshot(screenshot)
-        driver.find_element(By.ID, "copy-yaml").click()
-        result["yaml"] = driver.find_element(By.ID, "yaml").text
+        # A run still debounced from the typing clears the YAML when it
+        # starts: on a loaded machine it may come after the click, so click
+        # until the YAML stays.
+        def copied_yaml(d):
+            d.find_element(By.ID, "copy-yaml").click()
+            return d.find_element(By.ID, "yaml").text
+        result["yaml"] = WebDriverWait(driver, 30, poll_frequency=0.5).until(copied_yaml)
         result["link"] = driver.current_url
         # Errors the page's script logged (before the refused request below, which Chromium logs itself).
         result["console"] = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
