@@ -80,14 +80,14 @@ enum TouchedPersons {
         // (rows from before migration 006): their state may have changed with
         // the clock alone. The others' windows are closed in place
         // (`OutcomeStore.closeWindows`).
-        // (Groups' likewise, in `groups`, their members read.)
+        // (Groups' likewise, in `TouchedGroups`, their members read.)
         for row in try c.query(
             "SELECT DISTINCT app, person_id FROM funnel_persons WHERE in_progress AND open_until IS NULL AND NOT starts_with(person_id, chr(31))"
         ).rows {
             persons.insert(Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)))
         }
         var activity = try activityOnly(c, day: day, recomputed: &persons, lookup: lookup, prefetched: prefetched)
-        let (units, members, groupActivity) = try groups(c, day: day, relinks: relinks, funnels: groupFunnels, lookup: lookup)
+        let (units, members, groupActivity) = try TouchedGroups.collect(c, day: day, relinks: relinks, funnels: groupFunnels, lookup: lookup)
         activity += groupActivity
 
         // Each person is a key of its own (its events go to the person its
@@ -134,70 +134,6 @@ enum TouchedPersons {
         for (key, person) in keys where person != key.id { identities[key.app, default: .init()].owners[key.id] = person }
         for (member, units) in members { identities[member.app, default: .init()].groups[member.id] = units }
         return (result, identities, activity)
-    }
-
-    /// What the day changes of the groups of `funnels` (those counting
-    /// groups, `GroupMembership`): the groups to recompute (as units) —
-    /// those of every person with a new event that may change an outcome or
-    /// whose ids changed hands, those a person named for the first time,
-    /// after an erasure every group of the app, and those whose members'
-    /// activity falls in a stored window —, per member
-    /// of them the units it is read for, and the other groups' activity,
-    /// their members' together, as a person's (`PersonActivity`).
-    private static func groups(
-        _ c: Connection, day: NewEvents, relinks: [IdentityLinker.Relink], funnels: [Funnel], lookup: PersonActivity.Lookup
-    ) throws -> (units: Set<Key>, members: [Key: [String]], activity: [PersonActivity]) {
-        let apps = Set(funnels.map(\.app))
-        guard !apps.isEmpty else { return ([], [:], []) }
-        // The persons whose events may change a group's outcome, and each active person's activity.
-        let changedIds = Self.sorted(day.users.union(day.anonymous).filter { apps.contains($0.app) })
-        var changed = Set<Key>()
-        for (key, person) in zip(changedIds, try linkedPersons(c, of: changedIds)) { changed.insert(Key(app: key.app, id: person ?? key.id)) }
-        for relink in relinks where apps.contains(relink.app) {
-            changed.insert(Key(app: relink.app, id: relink.person))
-            changed.insert(Key(app: relink.app, id: relink.previousPerson))
-        }
-        var active: [Key: [NewEvents.Activity]] = [:]
-        for events in [day.userActivity, day.anonymousActivity] {
-            let ids = Self.sorted(events.keys.filter { apps.contains($0.app) })
-            for (key, person) in zip(ids, try linkedPersons(c, of: ids)) {
-                active[Key(app: key.app, id: person ?? key.id), default: []] += events[key] ?? []
-            }
-        }
-        // Each sender's calls tonight, by person: a group call is activity,
-        // unless it is the person's first naming the group (all the calls
-        // naming it are tonight's): then it makes them a member.
-        let senders = Self.sorted(day.groupCalls.keys.filter { apps.contains($0.app) })
-        var calls: [Key: [String: Int]] = [:]
-        for (key, person) in zip(senders, try linkedPersons(c, of: senders)) {
-            for (group, count) in day.groupCalls[key] ?? [:] { calls[Key(app: key.app, id: person ?? key.id), default: [:]][group, default: 0] += count }
-        }
-        let groupsOf = try GroupMembership.groups(c, of: Self.sorted(changed.union(active.keys).union(calls.keys)))
-        var recomputed = try GroupMembership.every(c, of: funnels.filter { day.erasedApps.contains($0.app) })
-        recomputed.formUnion(try GroupMembership.openWithoutEnd(c, of: funnels))
-        for person in changed { for group in (groupsOf[person] ?? [:]).keys { recomputed.insert(Key(app: person.app, id: group)) } }
-        for (person, tonight) in calls {
-            for (group, count) in tonight where (groupsOf[person]?[group] ?? 0) <= count { recomputed.insert(Key(app: person.app, id: group)) }
-        }
-        // The other groups' activity, where they have stored rows it can matter to.
-        var groupEvents: [Key: [NewEvents.Activity]] = [:]
-        for (person, events) in active {
-            for group in (groupsOf[person] ?? [:]).keys where !recomputed.contains(Key(app: person.app, id: group)) {
-                groupEvents[Key(app: person.app, id: GroupMembership.unit(of: group)), default: []] += events
-            }
-        }
-        let (keys, byScan) = lookup.ordered(groupEvents.keys)
-        var activity: [PersonActivity] = []
-        for (unit, starts) in try PersonActivity.starts(c, of: keys[...], lookup: lookup, byScan: byScan) {
-            guard let events = groupEvents[unit] else { continue }
-            if PersonActivity.fallsInWindow(events, of: starts) {
-                recomputed.insert(Key(app: unit.app, id: String(unit.id.dropFirst())))
-            } else {
-                activity.append(PersonActivity(app: unit.app, person: unit.id, events: events, starts: starts))
-            }
-        }
-        let units = Set(recomputed.map { Key(app: $0.app, id: GroupMembership.unit(of: $0.id)) })
-        return (units, try GroupMembership.members(c, of: recomputed), activity)
     }
 
     /// The persons of the day's activity not already `recomputed`: those
@@ -262,7 +198,7 @@ enum TouchedPersons {
     /// The person each key's link names, or nil when it has none, in order:
     /// one index lookup per key (LATERAL, kept apart by OFFSET 0, where the
     /// planner would otherwise hash every link of the table).
-    private static func linkedPersons(_ c: Connection, of keys: [Key]) throws -> [String?] {
+    static func linkedPersons(_ c: Connection, of keys: [Key]) throws -> [String?] {
         var users = [String?](repeating: nil, count: keys.count)
         guard !keys.isEmpty else { return users }
         for row in try c.query(
