@@ -13,6 +13,18 @@ import Testing
 /// persons), and the incremental runs against a rebuild.
 @Suite("the nightly job counting groups, on a real PostgreSQL")
 struct GroupFunnelJobTests {
+    /// Rebuilds at `now` and expects every table as `incremental` holds it, table by table.
+    static func expectRebuildGives(
+        _ incremental: [String: [String]], _ pool: ConnectionPool, _ job: ProjectionJob,
+        now: Int64 = Timestamps.microseconds(Date()), _ context: String = "", sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: now) }
+        let rebuilt = try await pool.withConnection { try TableDump.dump($0) }
+        for table in TableDump.queries.keys.sorted() {
+            #expect(rebuilt[table] == incremental[table], "\(context) \(table) differs after rebuild", sourceLocation: sourceLocation)
+        }
+    }
+
     @Test("a funnel by group, its members joining, signing in and aliased over three nights, equals window_funnel per group and a rebuild, beside the persons' funnels of the same app")
     func groupsIncrementallyAsOnRebuild() async throws {
         let db = try await TestDatabase.create()
@@ -49,11 +61,7 @@ struct GroupFunnelJobTests {
             "SELECT count(*) FROM analytics.funnel_persons WHERE (funnel = 'companies') <> (group_id IS NOT NULL)").scalar(Int.self)
         #expect(strays == 0)
 
-        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
-        let afterRebuild = try await pool.withConnection { try TableDump.dump($0) }
-        for table in TableDump.queries.keys.sorted() {
-            #expect(afterRebuild[table] == incremental[table], "\(table) differs after rebuild")
-        }
+        try await Self.expectRebuildGives(incremental, pool, job)
         await pool.close()
         try await db.drop()
     }
@@ -123,11 +131,7 @@ struct GroupFunnelJobTests {
         #expect(written == events.count)
         let incremental = try await pool.withConnection { try TableDump.dump($0) }
         #expect(try await pool.query("SELECT count(*) FROM funnel_person_retention WHERE starts_with(person_id, chr(31))").scalar(Int.self) > 10)
-        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: end) }
-        let afterRebuild = try await pool.withConnection { try TableDump.dump($0) }
-        for table in TableDump.queries.keys.sorted() {
-            #expect(afterRebuild[table] == incremental[table], "\(table) differs after rebuild")
-        }
+        try await Self.expectRebuildGives(incremental, pool, job, now: end)
         await pool.close()
         try await db.drop()
     }
@@ -159,8 +163,7 @@ struct GroupFunnelJobTests {
             let clock = start + Int64(n + 4) * day
             recomputed.append(try await pool.withConnection { c in try job.run(c, mode: .incremental, now: clock) }.personsRecomputed)
             let incremental = try await pool.withConnection { try TableDump.dump($0) }
-            _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: clock) }
-            #expect(try await pool.withConnection { try TableDump.dump($0) } == incremental, "night \(n + 1)")
+            try await Self.expectRebuildGives(incremental, pool, job, now: clock, "night \(n + 1)")
         }
         #expect(recomputed[1] == 0, "repeated calls are everyday use")
         #expect(recomputed[2] == 1, "bob's first call naming beta recomputes beta")
