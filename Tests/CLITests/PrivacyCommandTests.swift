@@ -11,27 +11,16 @@ import Testing
 /// `onramp privacy` as an operator runs it, beside two `onramp serve` writing as `onramp_writer`.
 @Suite("onramp privacy and onramp serve")
 struct PrivacyCommandTests {
-    /// A running `onramp serve` on `port`.
+    /// A running `onramp serve`, with the requests these tests make of it.
     final class Server {
-        let process = Process()
-        let base: URL
+        let serve: ServeProcess
+        var base: URL { serve.base }
 
-        init(databaseURL: String, port: Int) throws {
-            process.executableURL = OnrampBinary.url
-            process.arguments = ["serve", "--database-url", databaseURL, "--port", "\(port)"]
-            process.standardOutput = FileHandle.nullDevice
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            base = URL(string: "http://127.0.0.1:\(port)")!
+        init(databaseURL: String) async throws {
+            serve = try await ServeProcess.start(["--database-url", databaseURL])
         }
 
-        func stop() {
-            guard process.isRunning else { return }
-            process.terminate()
-            process.waitUntilExit()
-        }
-
-        deinit { stop() }
+        func stop() { serve.stop() }
 
         /// Posts one message of `user` on `device`; the status and the answer's counts.
         func post(key: String, messageId: String, user: String?, device: String) async throws -> (status: Int, body: [String: Any]) {
@@ -46,13 +35,13 @@ struct PrivacyCommandTests {
             return ((response as? HTTPURLResponse)?.statusCode ?? 0, (try? JSONSerialization.jsonObject(with: data)) as? [String: Any] ?? [:])
         }
 
-        /// Waits until the server answers: up to a minute, as one starting beside the whole suite can take.
+        /// Waits until the server stores a message with `key`: up to a minute, as one beside the whole suite can take.
         func ready(key: String) async throws {
             for attempt in 0..<600 {
                 if let (status, _) = try? await post(key: key, messageId: "ready-\(attempt)-\(UUID().uuidString)", user: nil, device: "probe"), status == 200 { return }
                 try await Task.sleep(for: .milliseconds(100))
             }
-            throw PostgresError(.connectionFailed, message: "onramp serve did not come up on \(base)")
+            throw ServeProcess.Failure(description: "onramp serve on \(base) did not answer 200 within a minute:\n\(serve.output)")
         }
 
         func metrics() async throws -> String {
@@ -67,8 +56,8 @@ struct PrivacyCommandTests {
         let key = try OnrampBinary.run(["keys", "create", "--app", "yoked", "--database-url", db.url]).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let writer = try db.url(as: "onramp_writer")
-        var first = try Server(databaseURL: writer, port: ServeAndKeysCommandTests.freePort())
-        let second = try Server(databaseURL: writer, port: ServeAndKeysCommandTests.freePort())
+        var first = try await Server(databaseURL: writer)
+        let second = try await Server(databaseURL: writer)
         try await first.ready(key: key)
         try await second.ready(key: key)
         // The server's own role is enough for it to say it is ready.
@@ -91,7 +80,7 @@ struct PrivacyCommandTests {
         let resent = try await second.post(key: key, messageId: "p1", user: nil, device: "another-device")
         #expect(resent.body["duplicates"] as? Int == 1)
         first.stop()
-        first = try Server(databaseURL: writer, port: ServeAndKeysCommandTests.freePort())
+        first = try await Server(databaseURL: writer)
         try await first.ready(key: key)
         let afterRestart = try await first.post(key: key, messageId: "p4", user: nil, device: "cli-device")
         #expect(afterRestart.status == 200)

@@ -31,7 +31,7 @@ struct SegmentPythonTests {
         let db = try await TestDatabase.create()
         let key = try OnrampBinary.run(["keys", "create", "--app", "yoked", "--database-url", db.url]).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        let server = try PrivacyCommandTests.Server(databaseURL: try db.url(as: "onramp_writer"), port: ServeAndKeysCommandTests.freePort())
+        let server = try await PrivacyCommandTests.Server(databaseURL: try db.url(as: "onramp_writer"))
         defer { server.stop() }
         try await server.ready(key: key)
 
@@ -85,7 +85,7 @@ struct SegmentPythonTests {
         let db = try await TestDatabase.create()
         let key = try OnrampBinary.run(["keys", "create", "--app", "ops", "--database-url", db.url]).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        let server = try PrivacyCommandTests.Server(databaseURL: try db.url(as: "onramp_writer"), port: ServeAndKeysCommandTests.freePort())
+        let server = try await PrivacyCommandTests.Server(databaseURL: try db.url(as: "onramp_writer"))
         defer { server.stop() }
         try await server.ready(key: key)
         let sent = try ChildProcess.run([python, Self.script, server.base.absoluteString, key, "py", "companies"])

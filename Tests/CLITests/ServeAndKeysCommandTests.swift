@@ -22,8 +22,6 @@ struct ServeAndKeysCommandTests {
         return (response as? HTTPURLResponse)?.statusCode ?? 0
     }
 
-    static func freePort() -> Int { Int.random(in: 20_000..<60_000) }
-
     @Test("keys create prints only the key; only a hash is stored; list shows it; revoke makes the server refuse it")
     func keysLifecycle() async throws {
         let db = try await TestDatabase.create()
@@ -38,15 +36,9 @@ struct ServeAndKeysCommandTests {
         #expect(list.stdout.contains("yoked"))
         #expect(!list.stdout.contains(key))
 
-        let port = Self.freePort()
-        let server = Process()
-        server.executableURL = OnrampBinary.url
-        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)", "--key-cache-seconds", "0.5"]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        defer { if server.isRunning { server.terminate() } }
-        let base = URL(string: "http://127.0.0.1:\(port)")!
+        let serve = try await ServeProcess.start(["--database-url", db.url, "--key-cache-seconds", "0.5"])
+        defer { serve.stop() }
+        let server = serve.process, base = serve.base
         var status = 0
         // Up to a minute: a server starting beside the whole suite can be slow to answer.
         for _ in 0..<600 where status != 200 {
@@ -128,14 +120,9 @@ struct ServeAndKeysCommandTests {
         let db = try await TestDatabase.create()
         let key = try OnrampBinary.run(["keys", "create", "--app", "ops", "--database-url", db.url]).stdout
             .trimmingCharacters(in: .whitespacesAndNewlines)
-        let port = Self.freePort()
-        let server = Process()
-        server.executableURL = OnrampBinary.url
-        server.arguments = ["serve", "--database-url", db.url, "--port", "\(port)", "--key-cache-seconds", "0.5"]
-        server.standardOutput = FileHandle.nullDevice
-        server.standardError = FileHandle.nullDevice
-        try server.run()
-        let base = URL(string: "http://127.0.0.1:\(port)")!
+        let serve = try await ServeProcess.start(["--database-url", db.url, "--key-cache-seconds", "0.5"])
+        defer { serve.stop() }
+        let server = serve.process, base = serve.base
         for _ in 0..<600 {
             if (try? await Self.post(base, key: key, ids: ["warm"])) == 200 { break }
             try await Task.sleep(for: .milliseconds(100))
