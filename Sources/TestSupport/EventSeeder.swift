@@ -204,6 +204,8 @@ public enum TableDump {
         "funnel_driver_counts": "SELECT * FROM funnel_driver_counts ORDER BY funnel, cohort_day, from_index, kind, dimension, value",
         "funnel_person_retention": "SELECT * FROM funnel_person_retention ORDER BY app, person_id, funnel",
         "funnel_retention_starts": "SELECT * FROM funnel_retention_starts ORDER BY funnel, cohort_day, completed, day_n",
+        "event_catalog_days": "SELECT * FROM event_catalog_days ORDER BY app, type, event, day, app_version, os_name",
+        "event_catalog_properties": "SELECT * FROM event_catalog_properties ORDER BY app, type, event, app_version, path, json_type",
     ]
 
     /// `funnel_retention`, which is not in `queries`: its counts are the

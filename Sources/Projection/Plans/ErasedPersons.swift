@@ -15,6 +15,11 @@ enum ErasedPersons {
         return keys
     }
 
+    /// The apps with pending persons: their counts of events are out of date.
+    static func apps(_ c: Connection) throws -> [String] {
+        try c.query("SELECT DISTINCT app FROM privacy_pending ORDER BY app").rows.map { try $0.decode(String.self, at: 0) }
+    }
+
     /// Forgets the pending persons the run saw (a rebuild recomputed
     /// everyone), their requests complete: an erasure cut short before its
     /// run is finished by the next.

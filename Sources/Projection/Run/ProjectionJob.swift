@@ -120,6 +120,9 @@ public struct ProjectionJob: Sendable {
         }
         let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
         announce(definitions)
+        // Which days of the event catalogue to count again: decided before the run stores new links.
+        let catalog = EventCatalog(configuration: configuration)
+        let catalogWork = try catalog.prepare(c, rebuild: mode == .rebuild || previous == .start, since: previous)
         // A rebuild empties the other tables itself; the regressions found
         // under a stale definition go either way (the report writes them again).
         try DefinitionChanges.removeRows(
@@ -142,6 +145,7 @@ public struct ProjectionJob: Sendable {
                 summary.cohortDaysRewritten += recompute.cohortDaysRewritten
             }
         }
+        try catalog.update(c, work: catalogWork, since: previous, erased: try ErasedPersons.apps(c))
         try TargetTable.write(c, configuration: configuration)
         try DefinitionChanges.record(
             c, configuration: configuration, timeZone: zone,

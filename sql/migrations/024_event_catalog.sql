@@ -1,0 +1,68 @@
+-- 024: the event catalogue (docs/tracking-health.md): what each app sends,
+-- kept by the nightly job. Every message type counts (track events and
+-- screens by name, identify, group and alias as themselves, under an empty
+-- name), in the day its timestamp falls on in the app's time zone.
+
+-- Per label, day, app version and OS: events, persons, first and last seen.
+-- A day is counted again whenever a run finds new events on it.
+CREATE TABLE event_catalog_days (
+    app         text        NOT NULL,
+    type        text        NOT NULL,
+    event       text        NOT NULL,   -- '' for identify, group and alias
+    day         date        NOT NULL,
+    app_version text        NOT NULL,   -- context.app.version, '' without one
+    os_name     text        NOT NULL,   -- context.os.name, '' without one
+    events      bigint      NOT NULL,
+    persons     bigint      NOT NULL,   -- as analytics.events.person_id resolves them when the day was counted
+    first_seen  timestamptz NOT NULL,
+    last_seen   timestamptz NOT NULL,
+    PRIMARY KEY (app, type, event, day, app_version, os_name)
+);
+
+-- Per label and app version: every path under `properties` (nested objects
+-- followed four levels down), with each JSON type it was seen with. Summed
+-- over the events of each run.
+CREATE TABLE event_catalog_properties (
+    app         text        NOT NULL,
+    type        text        NOT NULL,
+    event       text        NOT NULL,
+    app_version text        NOT NULL,
+    path        text        NOT NULL,   -- e.g. properties.flow, properties.plan.tier
+    json_type   text        NOT NULL,   -- jsonb_typeof: string, number, boolean, object, array, null
+    events      bigint      NOT NULL,
+    first_seen  timestamptz NOT NULL,
+    last_seen   timestamptz NOT NULL,
+    PRIMARY KEY (app, type, event, app_version, path, json_type)
+);
+
+-- How the catalogue's days were cut (each app's time zone): another cut is counted again whole.
+CREATE TABLE event_catalog_state (
+    only_row    boolean     PRIMARY KEY DEFAULT true CHECK (only_row),
+    zones       text        NOT NULL
+);
+
+-- The label as a funnel step names it: `event: X`, `screen: X`, `page: X`, or the type.
+CREATE FUNCTION onramp_event_label(type text, event text) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT CASE WHEN event = '' THEN type WHEN type = 'track' THEN 'event: ' || event ELSE type || ': ' || event END
+$$;
+
+CREATE VIEW analytics.event_catalog AS
+SELECT app, onramp_event_label(type, event) AS label, type, NULLIF(event, '') AS event, day,
+       NULLIF(app_version, '') AS app_version, NULLIF(os_name, '') AS os_name,
+       events, persons, first_seen, last_seen
+FROM event_catalog_days;
+
+-- Share: of the label's events in that app version, those carrying the path with that type.
+CREATE VIEW analytics.event_properties AS
+SELECT p.app, onramp_event_label(p.type, p.event) AS label, p.type, NULLIF(p.event, '') AS event,
+       NULLIF(p.app_version, '') AS app_version, p.path, p.json_type, p.events,
+       round(p.events::numeric / NULLIF(t.events, 0), 4) AS share, p.first_seen, p.last_seen
+FROM event_catalog_properties p
+LEFT JOIN (
+    SELECT app, type, event, app_version, sum(events) AS events
+    FROM event_catalog_days GROUP BY app, type, event, app_version
+) t USING (app, type, event, app_version);
+
+GRANT SELECT ON analytics.event_catalog, analytics.event_properties TO onramp_analyst, onramp_operator;
+GRANT EXECUTE ON FUNCTION onramp_event_label(text, text) TO onramp_analyst, onramp_operator;
