@@ -81,6 +81,8 @@ public struct FunnelReport: Sendable, Hashable {
     /// The period and version comparisons (docs/funnels.md, "Regressions and alerts"); set by the caller, who
     /// has the tallies by cohort day.
     public var regressions = RegressionFindings()
+    /// Signs of broken tracking, found beside the regressions (docs/tracking-health.md).
+    public var instrumentation: [InstrumentationFinding] = []
     /// Retention of completers and non-completers (docs/funnels.md, "Retention"), when the stored retention was read.
     public var retention: RetentionReport?
     /// Set when the run behind the report computed this funnel from the

@@ -57,6 +57,9 @@ public struct MetricChange: Sendable, Hashable {
     public var difference: Double
     public var pValue: Double
     public var qValue = 1.0
+    /// When the change is likely the app's tracking rather than its users:
+    /// the instrumentation finding at its step (docs/tracking-health.md).
+    public var likelyInstrumentation: String?
 
     /// Whether a higher value is worse (times) or better (rates).
     var higherIsWorse: Bool { metric == .medianSecondsToComplete }

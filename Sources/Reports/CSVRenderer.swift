@@ -5,7 +5,7 @@ import Funnels
 struct CSVRenderer {
     func render(_ reports: [FunnelReport]) -> String {
         // Regressions, then improvements, first; then each section after a blank line with its own header:
-        // steps, the drop-off diagnostics' two, retention.
+        // steps, the drop-off diagnostics' two, retention, instrumentation findings (when there are any).
         var out = "direction,funnel,kind,metric,step,baseline_label,baseline_value,baseline_persons,baseline_ci_low,baseline_ci_high,recent_label,recent_value,recent_persons,recent_ci_low,recent_ci_high,difference,p_value,q_value\n"
         let (regressions, improvements) = RegressionText.all(reports)
         for (direction, changes) in [("regression", regressions), ("improvement", improvements)] {
@@ -48,6 +48,15 @@ struct CSVRenderer {
                         }
                     }
                 }
+            }
+        }
+        let findings = InstrumentationText.all(reports)
+        if !findings.isEmpty {
+            out += "\nfunnel,instrumentation,step,events,path,platform,baseline,recent,baseline_events,recent_events,recent_starters,baseline_type,recent_type\n"
+            for f in findings {
+                let fields = [f.funnel, f.kind.rawValue, f.step, f.labels.joined(separator: " | "), f.path ?? "", f.platform ?? "", f.baseline,
+                              f.recent, "\(f.baselineEvents)", "\(f.recentEvents)", "\(f.recentStarters)", f.baselineType ?? "", f.recentType ?? ""]
+                out += fields.map(quote).joined(separator: ",") + "\n"
             }
         }
         return out

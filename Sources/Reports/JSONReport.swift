@@ -10,6 +10,7 @@ enum JSONReport {
             ("range", .object([("from", range.from.map(JSON.string) ?? .null), ("to", range.to.map(JSON.string) ?? .null)])),
             ("regressions", .array(regressions.map(change))),
             ("improvements", .array(improvements.map(change))),
+            ("instrumentation", .array(InstrumentationText.all(reports).map(InstrumentationText.json))),
             ("funnels", .array(reports.map(funnel))),
         ])
         return document.serialized() + "\n"
@@ -27,6 +28,7 @@ enum JSONReport {
             ("funnel", .string(c.funnel)), ("kind", .string(c.kind.rawValue)), ("metric", .string(c.metric.rawValue)),
             ("step", c.step.map(JSON.string) ?? .null), ("baseline", side(c.baseline)), ("recent", side(c.recent)),
             ("difference", .number(c.difference)), ("p_value", .number(c.pValue)), ("q_value", .number(c.qValue)),
+            ("likely_instrumentation", c.likelyInstrumentation.map(JSON.string) ?? .null),
         ])
     }
 

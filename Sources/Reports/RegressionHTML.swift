@@ -21,7 +21,7 @@ enum RegressionHTML {
         if !improvements.isEmpty {
             out += "<h3>\(improvements.count) \(improvements.count == 1 ? "improvement" : "improvements")</h3>" + list(improvements, direction: "improvement", pages: pages)
         }
-        return out + "</section>"
+        return out + InstrumentationText.html(reports) + "</section>"
     }
 
     private static func list(_ changes: [MetricChange], direction: String, pages: [String: String]?) -> String {

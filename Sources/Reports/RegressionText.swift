@@ -36,17 +36,19 @@ enum RegressionText {
     static func line(_ c: MetricChange) -> String {
         "\(c.funnel): \(metric(c)) \(value(c.baseline, of: c)) → \(value(c.recent, of: c)) (\(difference(c))), "
             + "\(comparison(c)), \(c.baseline.persons) vs \(c.recent.persons) persons, q \(DiagnosticsText.pValue(c.qValue))"
+            + (c.likelyInstrumentation == nil ? "" : " (likely instrumentation)")
     }
 
-    /// The block every text output opens with: regressions, then improvements.
+    /// The block every text output opens with: regressions, then improvements, then instrumentation findings.
     static func block(_ reports: [FunnelReport], bullet: String, heading: (String) -> String) -> String {
         let (regressions, improvements) = all(reports)
-        guard !regressions.isEmpty || !improvements.isEmpty else { return heading("Regressions: none found") + "\n" }
+        let instrumentation = InstrumentationText.block(reports, bullet: bullet, heading: heading)
+        guard !regressions.isEmpty || !improvements.isEmpty else { return heading("Regressions: none found") + "\n" + instrumentation }
         var out = ""
         for (title, changes) in [("Regressions", regressions), ("Improvements", improvements)] where !changes.isEmpty {
             out += heading("\(title) (\(changes.count))") + "\n" + changes.map { bullet + line($0) + "\n" }.joined()
         }
-        return out
+        return out + instrumentation
     }
 
     /// Every report's regressions, then every report's improvements.

@@ -11,6 +11,9 @@ public struct ReportWriter: Sendable {
     public static let regressionExitStatus: Int32 = 4
     /// … whose notification could not be delivered (the report is written all the same).
     public static let undeliveredNotificationExitStatus: Int32 = 5
+    /// … that found broken instrumentation, when asked to fail on it (after 5 and 3, before 4:
+    /// a regression it explains is the tracking's, not the users').
+    public static let instrumentationExitStatus: Int32 = 6
 
     public var format: ReportFormat
     /// Also write every format and the dashboard here (created if missing).
@@ -31,7 +34,11 @@ public struct ReportWriter: Sendable {
         public var missedTargets: [String]
         /// One line per regression found, most significant first.
         public var regressions: [String]
-        /// What `--notify` posts, when there is a regression or a missed target.
+        /// Those no instrumentation finding explains: users leaving (what `--fail-on-regression` counts).
+        public var userRegressions: [String]
+        /// One line per instrumentation finding.
+        public var instrumentation: [String]
+        /// What `--notify` posts, when there is a regression, an instrumentation finding or a missed target.
         public var notification: String?
     }
 
@@ -54,6 +61,8 @@ public struct ReportWriter: Sendable {
         return Written(
             text: format.render(reports, range: range), files: files, missedTargets: missed,
             regressions: RegressionText.all(reports).regressions.map(RegressionText.line),
+            userRegressions: RegressionText.all(reports).regressions.filter { $0.likelyInstrumentation == nil }.map(RegressionText.line),
+            instrumentation: InstrumentationText.all(reports).map(\.sentence),
             notification: AlertNotification.render(reports, range: range))
     }
 }

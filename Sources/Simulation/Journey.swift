@@ -65,12 +65,18 @@ enum JourneyModel {
             if let days = plant.days, age >= Double(days) { plant.points = 0 }
             return plant
         }
+        var journey: Journey
         switch app {
-        case "yoked": return yoked(&rng, plants: plants, stories: stories)
-        case "ops": return ops(&rng, plants: plants)
-        case "umuve": return umuve(&rng, plants: plants)
-        default: return forma(&rng, plants: plants)
+        case "yoked": journey = yoked(&rng, plants: plants, stories: stories)
+        case "ops": journey = ops(&rng, plants: plants)
+        case "umuve": journey = umuve(&rng, plants: plants)
+        default: journey = forma(&rng, plants: plants)
         }
+        // A broken release: its devices do everything as before, but never send the event.
+        for plant in plants where plant.stopsSending && journey.context["app"] == ["version": .string(plant.version)] {
+            journey.actions.removeAll { ($0.kind == .track || $0.kind == .screen) && $0.name == plant.step }
+        }
+        return journey
     }
 
     /// A device's context; planted versions the app lacks join `versions` as

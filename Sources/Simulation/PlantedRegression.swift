@@ -14,6 +14,10 @@ public struct PlantedRegression: Sendable, Hashable {
     public var points: Double
     /// Only devices starting within this many days of the end of the history; nil: all.
     public var days: Int?
+    /// A broken release rather than a worse one (`onramp simulate --break
+    /// yoked:2.4.0:otp_verified`): devices on the version do everything as
+    /// before but never send the event or screen named `step`.
+    public var stopsSending = false
 
     public init(app: String, version: String, step: String, points: Double, days: Int? = nil) {
         self.app = app
@@ -21,6 +25,20 @@ public struct PlantedRegression: Sendable, Hashable {
         self.step = step
         self.points = points
         self.days = days
+    }
+
+    /// Parses `app:version:event`, a broken release; nil with the reason when it is not one.
+    public static func parseBreak(_ text: String) -> Result<PlantedRegression, SimulationError> {
+        let parts = text.split(separator: ":", omittingEmptySubsequences: false).map(String.init)
+        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty, parts[1] != "*", !parts[2].isEmpty else {
+            return .failure(SimulationError("--break must be app:version:event, e.g. yoked:2.4.0:otp_verified (got '\(text)')"))
+        }
+        guard JourneyModel.apps.contains(parts[0]) else {
+            return .failure(SimulationError("--break: unknown app '\(parts[0])' (simulated: \(JourneyModel.apps.joined(separator: ", ")))"))
+        }
+        var plant = PlantedRegression(app: parts[0], version: parts[1], step: parts[2], points: 0)
+        plant.stopsSending = true
+        return .success(plant)
     }
 
     /// Parses `app:version:step:points`; nil with the reason when it is not one.

@@ -29,11 +29,14 @@ struct ReportOptions: ParsableArguments {
     @Flag(help: "Exit with status 3 when a configured target is missed.")
     var failOnMissedTargets = false
 
-    @Flag(help: "Exit with status 4 when a regression is found (3 wins when a target is missed too).")
+    @Flag(help: "Exit with status 4 when a regression not explained by broken instrumentation is found (3 and 6 win).")
     var failOnRegression = false
 
+    @Flag(help: "Exit with status 6 when the report finds broken instrumentation (after 3, before 4).")
+    var failOnInstrumentation = false
+
     @Option(help: ArgumentHelp(
-        "POST one JSON message (`text` for Slack/Mattermost, plus the lists) here when a regression or a missed target is found (default: $ONRAMP_NOTIFY_URL).",
+        "POST one JSON message (`text` for Slack/Mattermost, plus the lists) here when a regression, broken instrumentation or a missed target is found (default: $ONRAMP_NOTIFY_URL).",
         discussion: "Retried with backoff; when it cannot be delivered the report is still written and the exit status is 5. Logs show only its scheme and host: a webhook's path is its secret, so prefer the environment variable to the command line."))
     var notify: String?
 
@@ -87,6 +90,9 @@ struct ReportOptions: ParsableArguments {
         if !written.regressions.isEmpty {
             Console.info("regressions:\n" + written.regressions.map { "  " + $0 }.joined(separator: "\n"))
         }
+        if !written.instrumentation.isEmpty {
+            Console.info("instrumentation:\n" + written.instrumentation.map { "  " + $0 }.joined(separator: "\n"))
+        }
         if let notify = notifyURL, let message = written.notification {
             var notifier = Notifier(url: notify)
             notifier.attempts = max(1, notifyAttempts)
@@ -102,7 +108,10 @@ struct ReportOptions: ParsableArguments {
             Console.info("missed targets: \(written.missedTargets.joined(separator: ", "))")
             throw ExitCode(ReportWriter.missedTargetsExitStatus)
         }
-        if failOnRegression, !written.regressions.isEmpty {
+        if failOnInstrumentation, !written.instrumentation.isEmpty {
+            throw ExitCode(ReportWriter.instrumentationExitStatus)
+        }
+        if failOnRegression, !written.userRegressions.isEmpty {
             throw ExitCode(ReportWriter.regressionExitStatus)
         }
     }

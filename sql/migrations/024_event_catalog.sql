@@ -66,3 +66,42 @@ LEFT JOIN (
 
 GRANT SELECT ON analytics.event_catalog, analytics.event_properties TO onramp_analyst, onramp_operator;
 GRANT EXECUTE ON FUNCTION onramp_event_label(text, text) TO onramp_analyst, onramp_operator;
+
+-- What the last report over every cohort day found of each funnel's
+-- instrumentation, beside funnel_regressions (and replaced with it).
+CREATE TABLE funnel_instrumentation (
+    funnel          text        NOT NULL,
+    app             text        NOT NULL,
+    checked_at      timestamptz NOT NULL,
+    kind            text        NOT NULL CHECK (kind IN ('event_vanished', 'event_vanished_on_platform', 'step_unmatched',
+                                                         'property_vanished', 'property_type_changed')),
+    step            text        NOT NULL,
+    events          text[]      NOT NULL,   -- the labels the step matches
+    path            text,                   -- property findings
+    platform        text,                   -- event_vanished_on_platform
+    baseline        text        NOT NULL,   -- the version before, or the day last seen
+    recent          text        NOT NULL,   -- the newest version, or the closed days without
+    baseline_events bigint      NOT NULL,
+    recent_events   bigint      NOT NULL,
+    recent_starters bigint      NOT NULL,
+    baseline_type   text,
+    recent_type     text,
+    description     text        NOT NULL
+);
+CREATE INDEX funnel_instrumentation_funnel ON funnel_instrumentation (funnel);
+
+CREATE VIEW analytics.funnel_instrumentation AS
+SELECT funnel, app, checked_at, kind, step, events, path, platform, baseline, recent, baseline_events, recent_events,
+       recent_starters, baseline_type, recent_type, description
+FROM funnel_instrumentation;
+
+-- A regression an instrumentation finding likely explains says which.
+ALTER TABLE funnel_regressions ADD COLUMN likely_instrumentation text;
+CREATE OR REPLACE VIEW analytics.funnel_regressions AS
+SELECT funnel, app, checked_at, direction, kind, metric, step,
+       baseline_label, baseline_value, baseline_persons, baseline_ci_low, baseline_ci_high,
+       recent_label, recent_value, recent_persons, recent_ci_low, recent_ci_high,
+       difference, p_value, q_value, likely_instrumentation
+FROM funnel_regressions;
+
+GRANT SELECT ON analytics.funnel_instrumentation TO onramp_analyst, onramp_operator;

@@ -48,7 +48,34 @@ public struct ReportQuery: Sendable {
         // One night's alerts, tested together (docs/funnels.md, "Regressions and alerts").
         let together = Regressions.acrossReport(results.map(\.report.regressions), settings: selected.map(\.alerts))
         for index in results.indices { results[index].report.regressions = together[index] }
+        try checkInstrumentation(c, &results, funnels: selected, now: now)
         return results
+    }
+
+    /// Each report's instrumentation findings from the event catalogue, at
+    /// the versions its regressions compare, and the regressions they
+    /// likely explain labelled (docs/tracking-health.md).
+    private func checkInstrumentation(_ c: Connection, _ results: inout [FunnelResult], funnels: [Funnel], now: Int64) throws {
+        var catalogs: [String: EventCatalogCounts] = [:]
+        for (index, funnel) in zip(results.indices, funnels) {
+            let zone = TimeZone(identifier: results[index].report.timeZone) ?? .gmt
+            var newest = CohortCalendar.text(ofDay: CohortCalendar.dayNumber(of: now, in: zone) - 1)
+            if let to, to < newest { newest = to }
+            let recentFrom = CohortCalendar.dayNumber(ofText: newest).map {
+                CohortCalendar.text(ofDay: $0 - Int64(InstrumentationCheck.unmatchedDays) + 1)
+            }
+            let key = "\(funnel.app)\u{1F}\(newest)"
+            if catalogs[key] == nil {
+                catalogs[key] = try EventCatalogRead.counts(c, app: funnel.app, from: from, through: newest, recentFrom: recentFrom)
+            }
+            let version = results[index].report.regressions.tested.first { $0.kind == .version }
+            let findings = InstrumentationCheck.findings(
+                funnel: funnel, catalog: catalogs[key] ?? EventCatalogCounts(),
+                versions: version.map { (older: $0.baseline.label, newest: $0.recent.label) }, newestClosedDay: newest,
+                minPersons: funnel.alerts.minPersons)
+            results[index].report.instrumentation = findings
+            InstrumentationCheck.label(&results[index].report.regressions, with: findings)
+        }
     }
 
     /// The time zone each of `funnels` is reported in.
