@@ -71,6 +71,60 @@ import Testing
         }
         try await db.drop()
     }
+
+    @Test("a broken release: --fail-on-instrumentation exits 6, the drop it explains alone does not fail --fail-on-regression, the message and every format name it, and onramp events shows the event gone from the version")
+    func brokenRelease() async throws {
+        let db = try await TestDatabase.create()
+        let events = SimulatedHistory.events(
+            count: 40_000, from: 40, seed: 13, apps: ["yoked"], plants: [try PlantedRegression.parseBreak("yoked:2.4.0:otp_verified").get()])
+        let pool = db.pool(maxConnections: 1)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        await pool.close()
+        try await WebhookReceiver.with { hook in
+            let base = ["report", "--database-url", db.url, "--quiet", "--funnel", "yoked_onboarding"]
+            let out = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-broken-\(UUID().uuidString)")
+            let first = try await OnrampBinary.runOffPool(
+                base + ["--fail-on-instrumentation", "--fail-on-regression", "--notify", hook.url, "--format", "json", "--out", out.path])
+            #expect(first.status == 6, "\(first.stderr)")
+            #expect(first.stderr.contains("instrumentation:\n  yoked_onboarding: step otp_verified: 2.4.0 never sent event: otp_verified"), "\(first.stderr)")
+            let report = try #require(try JSONSerialization.jsonObject(with: Data(first.stdout.utf8)) as? [String: Any])
+            let findings = try #require(report["instrumentation"] as? [[String: Any]])
+            #expect(findings.first?["kind"] as? String == "event_vanished" && findings.first?["recent"] as? String == "2.4.0")
+            let regressions = try #require(report["regressions"] as? [[String: Any]])
+            #expect(!regressions.isEmpty && regressions.allSatisfy { $0["likely_instrumentation"] is String }, "\(regressions)")
+            let message = try #require(hook.received.first.flatMap { try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any] })
+            let text = try #require(message["text"] as? String)
+            #expect(text.contains("1 instrumentation finding") && text.contains("instrumentation: yoked_onboarding: step otp_verified"), "\(text)")
+            #expect(text.contains("(likely instrumentation)"))
+            let csv = try String(contentsOf: out.appendingPathComponent("report.csv"), encoding: .utf8)
+            #expect(csv.contains("\nfunnel,instrumentation,step,") && csv.contains("yoked_onboarding,event_vanished,otp_verified,"))
+            let markdown = try String(contentsOf: out.appendingPathComponent("report.md"), encoding: .utf8)
+            #expect(markdown.contains("## Instrumentation (1)"))
+            let index = try String(contentsOf: out.appendingPathComponent("index.html"), encoding: .utf8)
+            #expect(index.contains("data-instrumentation=\"1\"") && index.contains("data-instrumentation-kind=\"event_vanished\""))
+            try? FileManager.default.removeItem(at: out)
+
+            // Without the instrumentation flag: the only regressions are the tracking's, so the run passes.
+            let second = try await OnrampBinary.runOffPool(base + ["--fail-on-regression"])
+            #expect(second.status == 0, "\(second.stderr)")
+            #expect(second.stdout.contains("Instrumentation (1): likely broken tracking, not users leaving\n  yoked_onboarding: step otp_verified"))
+
+            // The catalogue shows the version that stopped sending it.
+            let listing = try await OnrampBinary.runOffPool(["events", "--app", "yoked", "--database-url", db.url])
+            #expect(listing.status == 0, "\(listing.stderr)")
+            let line = try #require(listing.stdout.split(separator: "\n").first { $0.hasPrefix("event: otp_verified ") })
+            #expect(line.contains("2.3.0") && !line.contains("2.4.0"), "\(line)")
+            #expect(listing.stdout.split(separator: "\n").contains { $0.hasPrefix("event: onboarding_started ") && $0.contains("2.4.0") })
+            let json = try await OnrampBinary.runOffPool(["events", "--app", "yoked", "--format", "json", "--database-url", db.url])
+            let listed = try #require(try JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [String: Any])
+            let labels = try #require(listed["labels"] as? [[String: Any]])
+            let otp = try #require(labels.first { $0["label"] as? String == "event: otp_verified" })
+            let sql = try await db.pool(maxConnections: 1).query(
+                "SELECT count(*) FROM analytics.events WHERE app = 'yoked' AND event = 'otp_verified'").scalar(Int.self)
+            #expect(otp["events"] as? Int == sql)
+        }
+        try await db.drop()
+    }
 }
 
 extension OnrampBinary {
