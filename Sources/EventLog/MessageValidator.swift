@@ -201,6 +201,12 @@ public enum MessageValidator {
             return .failure(Failure("timestamp_too_old", "\"timestamp\" is older than the accepted horizon of \(policy.horizonSeconds / 86_400) days"))
         }
 
+        // The app's tracking plan, on the properties as sent (before PII is removed).
+        if let rules = policy.enforcedPlans[app], type == .track || type == .screen, let name,
+           let problem = rules.problem(app: app, type: type.rawValue, name: name, properties: properties) {
+            return .failure(Failure("tracking_plan", problem))
+        }
+
         // PII.
         properties = scrub(properties, pii)
         traits = traits.map { scrub($0, pii) }

@@ -143,7 +143,58 @@ struct ConfigurationParser {
             try checkTimeZone(identifier, reader: reader, field: "time_zone")
             app.timeZone = identifier
         }
+        if let node = entries["tracking_plan"], !YAMLReader.isNull(node) {
+            app.trackingPlan = try parseTrackingPlan(node, reader: reader)
+        }
         return app
+    }
+
+    /// `tracking_plan: {enforce: false, events: [{event: NAME, properties: {PATH: TYPE}}, {screen: NAME}]}`.
+    private func parseTrackingPlan(_ node: Node, reader: YAMLReader) throws -> TrackingPlan {
+        let fields = Dictionary(try reader.mapping(node, "tracking_plan"), uniquingKeysWith: { first, _ in first })
+        for key in fields.keys where !["enforce", "events"].contains(key) {
+            throw reader.error("tracking_plan.\(key)", "unknown field (expected enforce, events)")
+        }
+        var plan = TrackingPlan(entries: [])
+        if let node = fields["enforce"], !YAMLReader.isNull(node) { plan.enforce = try reader.bool(node, "tracking_plan.enforce") }
+        guard let events = fields["events"], !YAMLReader.isNull(events) else {
+            throw reader.error("tracking_plan.events", "missing: list the events and screens the app sends")
+        }
+        for (index, item) in try reader.sequence(events, "tracking_plan.events").enumerated() {
+            let field = "tracking_plan.events[\(index)]"
+            let entry = Dictionary(try reader.mapping(item, field), uniquingKeysWith: { first, _ in first })
+            for key in entry.keys where !["event", "screen", "properties"].contains(key) {
+                throw reader.error("\(field).\(key)", "unknown field (expected event or screen, and properties)")
+            }
+            let kind: EventMatcher.Kind
+            let name: String
+            switch (entry["event"], entry["screen"]) {
+            case (let node?, nil): (kind, name) = (.event, try reader.nonEmptyString(node, "\(field).event"))
+            case (nil, let node?): (kind, name) = (.screen, try reader.nonEmptyString(node, "\(field).screen"))
+            default: throw reader.error(field, "expected exactly one of 'event' or 'screen'")
+            }
+            guard !plan.entries.contains(where: { $0.kind == kind && $0.name == name }) else {
+                throw reader.error(field, "\(kind == .event ? "event" : "screen") '\(name)' is planned twice")
+            }
+            var properties: [String: TrackingPlan.JSONType] = [:]
+            if let node = entry["properties"], !YAMLReader.isNull(node) {
+                for (path, typeNode) in try reader.mapping(node, "\(field).properties") {
+                    let text = try reader.scalar(typeNode, "\(field).properties.\(path)")
+                    guard let type = TrackingPlan.JSONType(rawValue: text) else {
+                        let known = TrackingPlan.JSONType.allCases.map(\.rawValue).joined(separator: ", ")
+                        throw reader.error("\(field).properties.\(path)", "expected a JSON type (\(known)), got '\(text)'")
+                    }
+                    let bare = path.hasPrefix("properties.") ? String(path.dropFirst("properties.".count)) : path
+                    let keys = bare.split(separator: ".", omittingEmptySubsequences: false)
+                    guard !bare.isEmpty, !keys.contains(""), keys.count <= 4 else {
+                        throw reader.error("\(field).properties.\(path)", "expected a property path at most four keys deep, such as plan.tier")
+                    }
+                    properties[bare] = type
+                }
+            }
+            plan.entries.append(TrackingPlan.Entry(kind: kind, name: name, properties: properties))
+        }
+        return plan
     }
 
     // MARK: Funnels

@@ -297,6 +297,8 @@ public struct AppConfiguration: Sendable, Hashable {
     /// The app's report time zone when set explicitly; `nil` means "use the
     /// global `report_time_zone`, else UTC" (see `FunnelConfiguration.timeZoneIdentifier(for:)`).
     public var timeZone: String?
+    /// What the app promises to send, when it says (docs/tracking-health.md).
+    public var trackingPlan: TrackingPlan?
 
     public init(
         name: String,

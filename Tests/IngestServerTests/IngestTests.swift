@@ -2,6 +2,7 @@ import AsyncHTTPClient
 import CompressNIO
 import EventLog
 import Foundation
+import Funnels
 import IngestServer
 import NIOHTTP1
 import LibPQ
@@ -287,6 +288,56 @@ import Testing
             #expect(!yoked.contains("email") && !yoked.contains("phone") && yoked.contains("pro"))
             let ops = try await h.pool.query("SELECT properties->>'email' FROM events WHERE app = 'ops'").scalar(String.self)
             #expect(ops.hasPrefix("sha256:"))
+        }
+    }
+
+    @Test("an app enforcing its tracking plan: a message that keeps it is stored; an unplanned event, a missing or mistyped property are quarantined naming the rule; another app is untouched")
+    func trackingPlanEnforced() async throws {
+        let configuration = try FunnelConfiguration.parse(yaml: """
+            apps:
+              - name: yoked
+                tracking_plan:
+                  enforce: true
+                  events:
+                    - event: otp_verified
+                      properties: {method: string, attempt: number}
+                    - screen: welcome
+              - name: ops
+                tracking_plan:
+                  events: [{event: signup}]
+            funnels:
+              - {name: f, app: yoked, steps: [{event: otp_verified}, {screen: welcome}]}
+            """, source: "plan.yaml")
+        try await withServer(configure: { $0.policy = IngestPolicy(funnels: configuration) }) { h in
+            func message(_ id: String, _ body: String) -> String { #"{"messageId":"\#(id)","anonymousId":"d",\#(body)}"# }
+            let reply = try await h.post(json: Fixtures.batch([
+                message("keeps", #""type":"track","event":"otp_verified","properties":{"method":"sms","attempt":1}"#),
+                message("screen", #""type":"screen","name":"welcome""#),
+                message("identify", #""type":"identify","userId":"u1""#),
+                message("unplanned", #""type":"track","event":"otp_verifed","properties":{"method":"sms","attempt":1}"#),
+                message("missing", #""type":"track","event":"otp_verified","properties":{"attempt":1}"#),
+                message("null", #""type":"track","event":"otp_verified","properties":{"method":null,"attempt":1}"#),
+                message("mistyped", #""type":"track","event":"otp_verified","properties":{"method":"sms","attempt":"1"}"#),
+            ]))
+            #expect(reply.status == 200)
+            #expect(reply.json?["accepted"] as? Int == 3)
+            let stored = try await h.pool.query("SELECT message_id FROM events ORDER BY message_id").rows.map { $0.text(at: 0) ?? "" }
+            #expect(stored == ["identify", "keeps", "screen"])
+            var reasons: [String: String] = [:]
+            for row in try await h.pool.query("SELECT reason_code, reason FROM quarantine WHERE app = 'yoked'").rows {
+                #expect(row.text(at: 0) == "tracking_plan")
+                let detail = row.text(at: 1) ?? ""
+                reasons[detail] = detail
+            }
+            #expect(Set(reasons.keys) == [
+                #"event "otp_verifed" is not in yoked's tracking plan"#,
+                #"event "otp_verified" needs properties.method (string) by yoked's tracking plan"#,
+                #"properties.attempt of event "otp_verified" is string; yoked's tracking plan says number"#,
+            ], "\(reasons.keys.sorted())")
+            #expect(try await h.count("SELECT count(*) FROM quarantine WHERE app = 'yoked'") == 4)
+            // ops has a plan but does not enforce it: stored, counted at night.
+            let opsKey = try await WriteKeyStore(pool: h.pool).create(app: "ops")
+            #expect(try await h.post(json: Fixtures.batch([message("ops-1", #""type":"track","event":"anything""#)]), key: opsKey).json?["accepted"] as? Int == 1)
         }
     }
 

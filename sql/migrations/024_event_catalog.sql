@@ -105,3 +105,56 @@ SELECT funnel, app, checked_at, direction, kind, metric, step,
 FROM funnel_regressions;
 
 GRANT SELECT ON analytics.funnel_instrumentation TO onramp_analyst, onramp_operator;
+
+-- The apps' tracking plans, as configured (written by every run), and what
+-- the catalogue holds against them: nothing is refused for it unless the
+-- app enforces its plan, when ingestion quarantines the message instead.
+CREATE TABLE tracking_plan_events (
+    app     text    NOT NULL,
+    type    text    NOT NULL,   -- track or screen
+    event   text    NOT NULL,
+    enforce boolean NOT NULL,
+    PRIMARY KEY (app, type, event)
+);
+CREATE TABLE tracking_plan_properties (
+    app       text NOT NULL,
+    type      text NOT NULL,
+    event     text NOT NULL,
+    path      text NOT NULL,    -- properties.method
+    json_type text NOT NULL,
+    PRIMARY KEY (app, type, event, path)
+);
+
+-- One row per rule broken, label and app version: events the plan does not
+-- name (of apps with a plan), planned events without a required property
+-- (or with it null), and required properties of another JSON type.
+CREATE VIEW analytics.tracking_violations AS
+SELECT d.app, onramp_event_label(d.type, d.event) AS label, NULLIF(d.app_version, '') AS app_version,
+       'unplanned_event'::text AS rule, NULL::text AS property, NULL::text AS expected_type, NULL::text AS seen_type,
+       sum(d.events)::bigint AS events, min(d.first_seen) AS first_seen, max(d.last_seen) AS last_seen
+FROM event_catalog_days d
+WHERE d.type IN ('track', 'screen')
+  AND EXISTS (SELECT 1 FROM tracking_plan_events a WHERE a.app = d.app)
+  AND NOT EXISTS (SELECT 1 FROM tracking_plan_events p WHERE p.app = d.app AND p.type = d.type AND p.event = d.event)
+GROUP BY d.app, d.type, d.event, d.app_version
+UNION ALL
+SELECT r.app, onramp_event_label(r.type, r.event), NULLIF(t.app_version, ''), 'missing_property', r.path, r.json_type, NULL,
+       t.events - COALESCE(c.events, 0), t.first_seen, t.last_seen
+FROM tracking_plan_properties r
+JOIN (
+    SELECT app, type, event, app_version, sum(events)::bigint AS events, min(first_seen) AS first_seen, max(last_seen) AS last_seen
+    FROM event_catalog_days GROUP BY app, type, event, app_version
+) t ON t.app = r.app AND t.type = r.type AND t.event = r.event
+LEFT JOIN (
+    SELECT app, type, event, app_version, path, sum(events)::bigint AS events
+    FROM event_catalog_properties WHERE json_type <> 'null' GROUP BY app, type, event, app_version, path
+) c ON c.app = r.app AND c.type = r.type AND c.event = r.event AND c.app_version = t.app_version AND c.path = r.path
+WHERE t.events > COALESCE(c.events, 0)
+UNION ALL
+SELECT r.app, onramp_event_label(r.type, r.event), NULLIF(p.app_version, ''), 'wrong_type', r.path, r.json_type, p.json_type,
+       p.events, p.first_seen, p.last_seen
+FROM tracking_plan_properties r
+JOIN event_catalog_properties p
+  ON p.app = r.app AND p.type = r.type AND p.event = r.event AND p.path = r.path AND p.json_type NOT IN (r.json_type, 'null');
+
+GRANT SELECT ON analytics.tracking_violations TO onramp_analyst, onramp_operator;

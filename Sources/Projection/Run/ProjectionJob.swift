@@ -147,6 +147,7 @@ public struct ProjectionJob: Sendable {
         }
         try catalog.update(c, work: catalogWork, since: previous, erased: try ErasedPersons.apps(c))
         try TargetTable.write(c, configuration: configuration)
+        try TrackingPlanTable.write(c, configuration: configuration)
         try DefinitionChanges.record(
             c, configuration: configuration, timeZone: zone,
             built: rebuildAll ? Set(configuration.funnels.map(\.name)) : recomputed, now: now)
