@@ -35,6 +35,9 @@ struct Demo: AsyncParsableCommand {
     @Option(name: .customLong("regress"), help: "Plant a regression, app:version:step:points[:days] (repeatable; see `onramp simulate`).")
     var regressions: [String] = []
 
+    @Option(name: .customLong("break"), help: "Plant a broken release, app:version:event (repeatable; see `onramp simulate`).")
+    var breaks: [String] = []
+
     @Option(help: "Directory for the report files and the HTML dashboard.")
     var out: String = "onramp-demo"
 
@@ -43,6 +46,9 @@ struct Demo: AsyncParsableCommand {
     func validate() throws {
         for text in regressions {
             if case .failure(let error) = PlantedRegression.parse(text) { throw ValidationError(error.description) }
+        }
+        for text in breaks {
+            if case .failure(let error) = PlantedRegression.parseBreak(text) { throw ValidationError(error.description) }
         }
     }
 
@@ -102,7 +108,7 @@ struct Demo: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         let devices = self.devices, days = self.days
         let seed = self.seed ?? UInt64(Date().timeIntervalSince1970)
-        let plants = try regressions.map { try PlantedRegression.parse($0).get() }
+        let plants = try regressions.map { try PlantedRegression.parse($0).get() } + breaks.map { try PlantedRegression.parseBreak($0).get() }
         let summary: Simulator.Summary = try await withThrowingTaskGroup(of: Simulator.Summary?.self) { tasks in
             tasks.addTask {
                 try await group.run()
@@ -135,6 +141,7 @@ struct Demo: AsyncParsableCommand {
         let written = try writer.write(run, from: nil, to: nil)
         print(written.text, terminator: "")
         for line in written.regressions { Console.info("demo: regression: \(line)") }
+        for line in written.instrumentation { Console.info("demo: instrumentation: \(line)") }
         let index = URL(fileURLWithPath: out).appendingPathComponent("index.html").standardizedFileURL.path
         Console.info("demo: wrote \(written.files.count) report files; the HTML dashboard is at \(index)")
     }
