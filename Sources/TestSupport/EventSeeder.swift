@@ -206,6 +206,7 @@ public enum TableDump {
         "funnel_retention_starts": "SELECT * FROM funnel_retention_starts ORDER BY funnel, cohort_day, completed, day_n",
         "event_catalog_days": "SELECT * FROM event_catalog_days ORDER BY app, type, event, day, app_version, os_name",
         "event_catalog_properties": "SELECT * FROM event_catalog_properties ORDER BY app, type, event, app_version, path, json_type",
+        "event_catalog_senders": "SELECT * FROM event_catalog_senders ORDER BY app, day, sender",
     ]
 
     /// `funnel_retention`, which is not in `queries`: its counts are the

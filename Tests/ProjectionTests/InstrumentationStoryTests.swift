@@ -51,7 +51,7 @@ import Testing
         #expect(vanished.recentStarters == (try await scalar(
             """
             SELECT sum(n)::int8 FROM (
-                SELECT count(DISTINCT person_id) AS n FROM analytics.events
+                SELECT count(DISTINCT COALESCE(user_id, anonymous_id)) AS n FROM analytics.events
                 WHERE app = 'yoked' AND event = 'onboarding_started' AND app_version = '2.4.0'
                 GROUP BY ("timestamp" AT TIME ZONE 'UTC')::date, os_name) x
             """)))

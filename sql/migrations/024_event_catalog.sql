@@ -4,7 +4,7 @@
 -- name), in the day its timestamp falls on in the app's time zone.
 
 -- Per label, day, app version and OS: events, persons, first and last seen.
--- A day is counted again whenever a run finds new events on it.
+-- Each run adds its new events.
 CREATE TABLE event_catalog_days (
     app         text        NOT NULL,
     type        text        NOT NULL,
@@ -13,7 +13,7 @@ CREATE TABLE event_catalog_days (
     app_version text        NOT NULL,   -- context.app.version, '' without one
     os_name     text        NOT NULL,   -- context.os.name, '' without one
     events      bigint      NOT NULL,
-    persons     bigint      NOT NULL,   -- as analytics.events.person_id resolves them when the day was counted
+    persons     bigint      NOT NULL,   -- ids that sent them: the user id, else the anonymous id
     first_seen  timestamptz NOT NULL,
     last_seen   timestamptz NOT NULL,
     PRIMARY KEY (app, type, event, day, app_version, os_name)
@@ -33,6 +33,17 @@ CREATE TABLE event_catalog_properties (
     first_seen  timestamptz NOT NULL,
     last_seen   timestamptz NOT NULL,
     PRIMARY KEY (app, type, event, app_version, path, json_type)
+);
+
+-- Per app, day and sender (a hash of the user id, else the anonymous id):
+-- the keys (label, version, OS, hashed) it was counted under that day, so a
+-- run counts a sender once per key without reading older events.
+CREATE TABLE event_catalog_senders (
+    app    text    NOT NULL,
+    day    date    NOT NULL,
+    sender bigint  NOT NULL,
+    keys   bigint[] NOT NULL,
+    PRIMARY KEY (app, day, sender)
 );
 
 -- How the catalogue's days were cut (each app's time zone): another cut is counted again whole.

@@ -120,9 +120,6 @@ public struct ProjectionJob: Sendable {
         }
         let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
         announce(definitions)
-        // Which days of the event catalogue to count again: decided before the run stores new links.
-        let catalog = EventCatalog(configuration: configuration)
-        let catalogWork = try catalog.prepare(c, rebuild: mode == .rebuild || previous == .start, since: previous)
         // A rebuild empties the other tables itself; the regressions found
         // under a stale definition go either way (the report writes them again).
         try DefinitionChanges.removeRows(
@@ -145,7 +142,9 @@ public struct ProjectionJob: Sendable {
                 summary.cohortDaysRewritten += recompute.cohortDaysRewritten
             }
         }
-        try catalog.update(c, work: catalogWork, since: previous, erased: try ErasedPersons.apps(c))
+        // The catalogue follows the log, not the funnels: a rebuild adds what came since the last run too.
+        try EventCatalog(configuration: configuration).update(
+            c, since: mode == .rebuild ? try Checkpoint.load(c) : previous, erased: try ErasedPersons.apps(c))
         try TargetTable.write(c, configuration: configuration)
         try TrackingPlanTable.write(c, configuration: configuration)
         try DefinitionChanges.record(

@@ -5,154 +5,153 @@ import LibPQ
 /// docs/tracking-health.md): what every app sends, by label, day, app
 /// version and OS, and the property paths each label carries.
 ///
-/// A night's work follows the day: the days its new events fall on are
-/// counted again from the events received since the earliest of them (an
-/// event is stamped at most a day after it is received, and at most the
-/// ingestion horizon before), and the new events' property paths are added
-/// to the stored counts. A rebuild, a change of time zone, or an erasure in
-/// an app (for that app) counts everything again.
+/// Everything in it adds up, so a night adds its new events and reads
+/// nothing older: counts and first and last seen by key, property paths by
+/// label and version, and persons through `event_catalog_senders`, which
+/// holds, per app, day and sender (a hash of the user id, else the anonymous
+/// id), the keys that sender was already counted under. The catalogue
+/// follows the log, not the funnels: a rebuild carries it on from the last
+/// run like a night; it is counted whole when first built, when an app's
+/// time zone changes, and for an app that had an erasure.
 struct EventCatalog {
     /// The run's zone per app, the rest in `fallback`: the days are cut where the funnels' are.
     let zones: [String: String]
     let fallback: String
-    /// Apps whose links the job keeps (those with funnels): a new link moves
-    /// the id's earlier events to another person, so their days are counted again.
-    let linkedApps: [String]
 
     init(configuration: FunnelConfiguration) {
         var zones: [String: String] = [:]
         for app in configuration.apps { zones[app.name] = app.timeZone ?? configuration.reportTimeZone ?? "UTC" }
         self.zones = zones
         fallback = configuration.reportTimeZone ?? "UTC"
-        linkedApps = Array(Set(configuration.funnels.map(\.app))).sorted()
     }
 
     /// How the days are cut, as stored in `event_catalog_state`.
     var cut: String { (zones.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" } + ["*=\(fallback)"]).joined(separator: ";") }
 
-    private var zoneParameters: [PostgresValue] {
-        let sorted = zones.sorted { $0.key < $1.key }
-        return [.textArray(sorted.map(\.key)), .textArray(sorted.map(\.value)), .text(fallback)]
-    }
+    private static let tables = "event_catalog_days, event_catalog_properties, event_catalog_senders"
 
-    /// The day of `e."timestamp"` in its app's zone, given `zones` joined as `z`.
-    private static let day = #"(e."timestamp" AT TIME ZONE COALESCE(z.zone, $3))::date"#
-    private static let zonesJoin = "LEFT JOIN unnest($1::text[], $2::text[]) AS z(app, zone) ON z.app = e.app"
-
-    /// What a run does, decided before its links change.
-    enum Work {
-        case everything
-        /// The days to count again are in the temporary table `catalog_touched`.
-        case days
-    }
-
-    /// Decides the run's work, and for an incremental one finds the days its
-    /// new events (`checkpoint` on) fall on, and those of the earlier events
-    /// of ids they link for the first time: before the run stores the links.
-    func prepare(_ c: Connection, rebuild: Bool, since checkpoint: Checkpoint) throws -> Work {
+    /// Adds the events written since `checkpoint` (the last run's, whatever
+    /// this run's mode), or counts everything when the catalogue was never
+    /// built or its days were cut in other zones; the apps in `erased` lost
+    /// events to an erasure and are counted again whole.
+    func update(_ c: Connection, since checkpoint: Checkpoint, erased: [String]) throws {
         let stored = try c.query("SELECT zones FROM event_catalog_state").rows.first.map { try $0.decode(String.self, at: 0) }
-        if rebuild || stored != cut { return .everything }
-        try checkpoint.bind(c)
-        try c.query(
-            """
-            CREATE TEMP TABLE catalog_touched ON COMMIT DROP AS
-            WITH new AS (
-                SELECT e.app, e.anonymous_id, e.user_id, e.previous_id, e."timestamp" FROM events e WHERE \(Checkpoint.newEventsCondition)
-            ), moved AS (
-                SELECT DISTINCT n.app, n.anonymous_id AS id FROM new n
-                WHERE n.user_id IS NOT NULL AND n.anonymous_id IS NOT NULL AND n.app = ANY($4::text[])
-                  AND NOT EXISTS (SELECT 1 FROM identity_links l WHERE l.app = n.app AND l.anonymous_id = n.anonymous_id)
-                UNION
-                SELECT DISTINCT n.app, n.previous_id FROM new n WHERE n.previous_id IS NOT NULL AND n.app = ANY($4::text[])
-            ), stamps AS (
-                SELECT app, "timestamp" FROM new
-                UNION ALL
-                SELECT o.app, o."timestamp" FROM moved m JOIN events o ON o.app = m.app AND o.anonymous_id = m.id AND o.user_id IS NULL
-                UNION ALL
-                SELECT o.app, o."timestamp" FROM moved m JOIN events o ON o.app = m.app AND o.user_id = m.id
-            )
-            SELECT DISTINCT e.app, \(Self.day) AS day FROM stamps e \(Self.zonesJoin)
-            """, zoneParameters + [.textArray(linkedApps)])
-        return .days
-    }
-
-    /// Counts again what `work` says, after the run stored its links; the
-    /// apps in `erased` lost events to an erasure and are counted again whole.
-    func update(_ c: Connection, work: Work, since checkpoint: Checkpoint, erased: [String]) throws {
-        switch work {
-        case .everything:
-            try c.executeScript("TRUNCATE event_catalog_days, event_catalog_properties")
-            try countDays(c, where: "true", [])
-            try addProperties(c, where: "true", [])
-        case .days:
+        if stored != cut {
+            try c.executeScript("TRUNCATE \(Self.tables)")
+            try add(c, where: "true", [], everything: true)
+        } else {
             if !erased.isEmpty {
-                try c.query("DELETE FROM event_catalog_days WHERE app = ANY($1::text[])", [.textArray(erased)])
-                try c.query("DELETE FROM event_catalog_properties WHERE app = ANY($1::text[])", [.textArray(erased)])
-                try c.query("DELETE FROM catalog_touched WHERE app = ANY($1::text[])", [.textArray(erased)])
-                try countDays(c, where: "e.app = ANY($4::text[])", [.textArray(erased)])
-                try addProperties(c, where: "e.app = ANY($1::text[])", [.textArray(erased)])
-            }
-            try c.query("DELETE FROM event_catalog_days d USING catalog_touched t WHERE d.app = t.app AND d.day = t.day")
-            // The earliest event of a touched day was received at most a day
-            // before it was stamped (docs/ingestion.md), and a zone is at most
-            // 14 hours from UTC: two days before the day's date is early enough.
-            let earliest = try c.query(
-                "SELECT (extract(epoch FROM (min(day) - 2)::timestamp AT TIME ZONE 'UTC') * 1000000)::int8 FROM catalog_touched"
-            ).scalar(Int64?.self)
-            if let earliest {
-                try countDays(
-                    c,
-                    where: "e.received_at >= $4 AND EXISTS (SELECT 1 FROM catalog_touched t WHERE t.app = e.app AND t.day = \(Self.day))",
-                    [.microseconds(earliest)])
+                for table in Self.tables.split(separator: ",") {
+                    try c.query("DELETE FROM \(table) WHERE app = ANY($1::text[])", [.textArray(erased)])
+                }
+                try add(c, where: "e.app = ANY($1::text[])", [.textArray(erased)], everything: true)
             }
             try checkpoint.bind(c)
-            try addProperties(
-                c, where: "\(Checkpoint.newEventsCondition) AND NOT e.app = ANY($1::text[])", [.textArray(erased)])
+            try add(c, where: "\(Checkpoint.newEventsCondition) AND NOT e.app = ANY($1::text[])", [.textArray(erased)])
         }
         try c.query(
             "INSERT INTO event_catalog_state (zones) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET zones = excluded.zones", [.text(cut)])
     }
 
-    /// Counts the days of the events `condition` selects (over `e`, `z` and
-    /// `$4` on in `extra`), each label's day by app version and OS.
-    private func countDays(_ c: Connection, where condition: String, _ extra: [PostgresValue]) throws {
+    /// Adds the events `condition` selects (over `e`, with `parameters` as
+    /// `$1` on) to the catalogue.
+    /// `everything`: the tables hold nothing of these events' apps yet.
+    private func add(_ c: Connection, where condition: String, _ parameters: [PostgresValue], everything: Bool = false) throws {
+        let sorted = zones.sorted { $0.key < $1.key }
+        let zoneParameters: [PostgresValue] = [.textArray(sorted.map(\.key)), .textArray(sorted.map(\.value)), .text(fallback)]
+        let first = parameters.count + 1
+        // The events once, as the catalogue keys them: every later step reads this.
         try c.query(
             """
-            INSERT INTO event_catalog_days (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen)
-            SELECT e.app, e.type, COALESCE(e.event, ''), \(Self.day), COALESCE(e.context #>> '{app,version}', ''),
-                   COALESCE(e.context #>> '{os,name}', ''), count(*), count(DISTINCT COALESCE(l.person_id, e.user_id, e.anonymous_id)),
-                   min(e."timestamp"), max(e."timestamp")
-            FROM events e \(Self.zonesJoin)
-            LEFT JOIN identity_links l ON l.app = e.app AND l.anonymous_id = COALESCE(e.user_id, e.anonymous_id)
-            WHERE \(condition)
-            GROUP BY 1, 2, 3, 4, 5, 6
-            """, zoneParameters + extra)
-    }
-
-    /// Adds the property paths of the events `condition` selects (over `e`,
-    /// `$1` on in `parameters`) to the stored counts.
-    private func addProperties(_ c: Connection, where condition: String, _ parameters: [PostgresValue]) throws {
+            CREATE TEMP TABLE catalog_new ON COMMIT DROP AS
+            SELECT app, type, event, day, app_version, os_name, sender, "timestamp", properties,
+                   hashtextextended(type || chr(31) || event || chr(31) || app_version || chr(31) || os_name, 0) AS key
+            FROM (
+                SELECT e.app, e.type, COALESCE(e.event, '') AS event,
+                       (e."timestamp" AT TIME ZONE COALESCE(z.zone, $\(first + 2)))::date AS day,
+                       COALESCE(e.context #>> '{app,version}', '') AS app_version, COALESCE(e.context #>> '{os,name}', '') AS os_name,
+                       hashtextextended(COALESCE(e.user_id, e.anonymous_id), 0) AS sender, e."timestamp", e.properties
+                FROM events e LEFT JOIN unnest($\(first)::text[], $\(first + 1)::text[]) AS z(app, zone) ON z.app = e.app
+                WHERE \(condition)
+            ) e
+            """, parameters + zoneParameters)
+        if everything {
+            // Nothing stored to add to: each key's senders counted at once.
+            try c.query(
+                """
+                INSERT INTO event_catalog_days (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen)
+                SELECT app, type, event, day, app_version, os_name, count(*), count(DISTINCT sender), min("timestamp"), max("timestamp")
+                FROM catalog_new GROUP BY app, type, event, day, app_version, os_name
+                """)
+            try c.query(
+                """
+                INSERT INTO event_catalog_senders (app, day, sender, keys)
+                SELECT app, day, sender, array_agg(DISTINCT key ORDER BY key) FROM catalog_new GROUP BY app, day, sender
+                """)
+        } else {
+            try c.query(
+                """
+                INSERT INTO event_catalog_days AS d (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen)
+                SELECT app, type, event, day, app_version, os_name, count(*), 0, min("timestamp"), max("timestamp")
+                FROM catalog_new GROUP BY app, type, event, day, app_version, os_name
+                ON CONFLICT (app, type, event, day, app_version, os_name) DO UPDATE
+                SET events = d.events + excluded.events, first_seen = least(d.first_seen, excluded.first_seen),
+                    last_seen = greatest(d.last_seen, excluded.last_seen)
+                """)
+            // A sender counts once per key and day: those not counted under the
+            // key yet. What each sender of the day was counted under is looked up
+            // by its key (LATERAL, kept apart by OFFSET 0), not by a scan of
+            // every day's; the labels join back by key at the end.
+            try c.query(
+                """
+                WITH pairs AS (
+                    SELECT DISTINCT app, day, sender, key FROM catalog_new
+                ), known AS (
+                    SELECT n.app, n.day, n.sender, s.keys
+                    FROM (SELECT DISTINCT app, day, sender FROM pairs) n
+                    CROSS JOIN LATERAL (
+                        SELECT keys FROM event_catalog_senders s WHERE s.app = n.app AND s.day = n.day AND s.sender = n.sender OFFSET 0) s
+                ), fresh AS (
+                    SELECT p.* FROM pairs p LEFT JOIN known k ON k.app = p.app AND k.day = p.day AND k.sender = p.sender
+                    WHERE k.keys IS NULL OR NOT p.key = ANY(k.keys)
+                ), labels AS (
+                    SELECT DISTINCT app, day, key, type, event, app_version, os_name FROM catalog_new
+                ), counted AS (
+                    UPDATE event_catalog_days d SET persons = d.persons + f.n
+                    FROM (SELECT l.app, l.type, l.event, l.day, l.app_version, l.os_name, f.n
+                          FROM (SELECT app, day, key, count(*) AS n FROM fresh GROUP BY app, day, key) f
+                          JOIN labels l ON l.app = f.app AND l.day = f.day AND l.key = f.key) f
+                    WHERE d.app = f.app AND d.type = f.type AND d.event = f.event AND d.day = f.day AND d.app_version = f.app_version
+                      AND d.os_name = f.os_name
+                )
+                INSERT INTO event_catalog_senders AS s (app, day, sender, keys)
+                SELECT app, day, sender, array_agg(key ORDER BY key) FROM fresh GROUP BY app, day, sender
+                ON CONFLICT (app, day, sender) DO UPDATE SET keys = ARRAY(SELECT unnest(s.keys || excluded.keys) AS k ORDER BY k)
+                """)
+        }
+        // Paths are walked once per distinct properties object of a label and
+        // version (most events of a step carry the same few), weighted by its events.
         try c.query(
             """
             INSERT INTO event_catalog_properties AS p (app, type, event, app_version, path, json_type, events, first_seen, last_seen)
-            WITH RECURSIVE new AS (
-                SELECT e.app, e.type, COALESCE(e.event, '') AS event, COALESCE(e.context #>> '{app,version}', '') AS app_version,
-                       e."timestamp", e.properties
-                FROM events e
-                WHERE \(condition) AND jsonb_typeof(e.properties) = 'object'
+            WITH RECURSIVE shapes AS (
+                SELECT app, type, event, app_version, properties, count(*) AS n, min("timestamp") AS first_seen, max("timestamp") AS last_seen
+                FROM catalog_new WHERE properties <> '{}'::jsonb AND jsonb_typeof(properties) = 'object'
+                GROUP BY app, type, event, app_version, properties
             ), paths AS (
-                SELECT n.app, n.type, n.event, n.app_version, n."timestamp", 'properties.' || j.key AS path, j.value, 1 AS depth
-                FROM new n, jsonb_each(n.properties) AS j
+                SELECT s.app, s.type, s.event, s.app_version, s.n, s.first_seen, s.last_seen, 'properties.' || j.key AS path, j.value, 1 AS depth
+                FROM shapes s, jsonb_each(s.properties) AS j
                 UNION ALL
-                SELECT p.app, p.type, p.event, p.app_version, p."timestamp", p.path || '.' || j.key, j.value, p.depth + 1
+                SELECT p.app, p.type, p.event, p.app_version, p.n, p.first_seen, p.last_seen, p.path || '.' || j.key, j.value, p.depth + 1
                 FROM paths p, jsonb_each(p.value) AS j
                 WHERE jsonb_typeof(p.value) = 'object' AND p.depth < 4
             )
-            SELECT app, type, event, app_version, path, jsonb_typeof(value), count(*), min("timestamp"), max("timestamp")
+            SELECT app, type, event, app_version, path, jsonb_typeof(value), sum(n), min(first_seen), max(last_seen)
             FROM paths GROUP BY 1, 2, 3, 4, 5, 6
             ON CONFLICT (app, type, event, app_version, path, json_type) DO UPDATE
             SET events = p.events + excluded.events, first_seen = least(p.first_seen, excluded.first_seen),
                 last_seen = greatest(p.last_seen, excluded.last_seen)
-            """, parameters)
+            """)
+        try c.executeScript("DROP TABLE catalog_new")
     }
 }
