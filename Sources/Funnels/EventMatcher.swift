@@ -9,6 +9,9 @@ public struct EventMatcher: Sendable, Hashable {
         case event
         /// A `screen` message whose `name` equals the name.
         case screen
+
+        /// The Segment message type it looks at.
+        public var messageType: EventKind { self == .event ? .track : .screen }
     }
 
     public var kind: Kind
@@ -33,13 +36,7 @@ public struct EventMatcher: Sendable, Hashable {
     }
 
     public func matches(_ event: FunnelEvent) -> Bool {
-        switch (kind, event.kind) {
-        case (.event, .track), (.screen, .screen):
-            break
-        default:
-            return false
-        }
-        guard event.name == name else { return false }
+        guard event.kind == kind.messageType, event.name == name else { return false }
         for (path, value) in conditions where event.attributes[path] != value {
             return false
         }

@@ -163,10 +163,10 @@ public enum InstrumentationCheck {
         let steps = funnel.requiredStepIndices.map { (funnel.rowName($0), funnel.steps[$0]) }
         guard let first = steps.first else { return [] }
         func keys(_ step: FunnelStep) -> Set<String> {
-            Set(step.matchers.map { ($0.kind == .event ? "track" : "screen") + "\u{1F}" + $0.name })
+            Set(step.matchers.map { $0.kind.messageType.rawValue + "\u{1F}" + $0.name })
         }
         func labels(_ step: FunnelStep) -> [String] {
-            step.matchers.map { EventCatalogCounts.label(type: $0.kind == .event ? "track" : "screen", event: $0.name) }
+            step.matchers.map { EventCatalogCounts.label(type: $0.kind.messageType.rawValue, event: $0.name) }
         }
         func rows(_ step: FunnelStep) -> [EventCatalogCounts.Total] {
             let wanted = keys(step)
@@ -183,23 +183,25 @@ public enum InstrumentationCheck {
                 baselineType: types?.0, recentType: types?.1))
         }
         let starting = rows(first.1)
+        /// `rows`' events (or `persons` of the first step: its starters) in `version`, on `os` when given.
+        func sum(_ rows: [EventCatalogCounts.Total], in version: String, on os: String? = nil, persons: Bool = false) -> Int {
+            rows.reduce(0) { $1.version == version && (os == nil || $1.os == os) ? $0 + (persons ? $1.personDays : $1.events) : $0 }
+        }
 
         if let versions {
-            let starters = starting.filter { $0.version == versions.newest }.reduce(0) { $0 + $1.personDays }
+            let starters = sum(starting, in: versions.newest, persons: true)
             for (name, step) in steps.dropFirst() {
                 let stepRows = rows(step)
-                let before = stepRows.filter { $0.version == versions.older }.reduce(0) { $0 + $1.events }
-                let now = stepRows.filter { $0.version == versions.newest }.reduce(0) { $0 + $1.events }
+                let before = sum(stepRows, in: versions.older), now = sum(stepRows, in: versions.newest)
                 if before > 0, now == 0 {
                     finding(.eventVanished, name, step, baseline: versions.older, recent: versions.newest, baselineEvents: before,
                             recentEvents: 0, starters: starters)
                     continue
                 }
                 for os in Set(starting.filter { $0.version == versions.newest }.map(\.os)).sorted() {
-                    let platformStarters = starting.filter { $0.version == versions.newest && $0.os == os }.reduce(0) { $0 + $1.personDays }
+                    let platformStarters = sum(starting, in: versions.newest, on: os, persons: true)
                     guard platformStarters >= minPersons else { continue }
-                    let before = stepRows.filter { $0.version == versions.older && $0.os == os }.reduce(0) { $0 + $1.events }
-                    let now = stepRows.filter { $0.version == versions.newest && $0.os == os }.reduce(0) { $0 + $1.events }
+                    let before = sum(stepRows, in: versions.older, on: os), now = sum(stepRows, in: versions.newest, on: os)
                     if before > 0, now == 0 {
                         finding(.eventVanishedOnPlatform, name, step, baseline: versions.older, recent: versions.newest,
                                 baselineEvents: before, recentEvents: 0, starters: platformStarters, platform: os)
@@ -219,13 +221,13 @@ public enum InstrumentationCheck {
                 let wanted = keys(step)
                 let carrying = catalog.paths.filter { $0.path == path && wanted.contains($0.type + "\u{1F}" + $0.event) }
                 let stepRows = rows(step)
-                func total(_ version: String) -> Int { stepRows.filter { $0.version == version }.reduce(0) { $0 + $1.events } }
                 func byType(_ version: String) -> [String: Int] {
                     carrying.filter { $0.version == version }.reduce(into: [:]) { $0[$1.jsonType, default: 0] += $1.events }
                 }
                 let before = byType(versions.older), now = byType(versions.newest)
-                let beforeCarried = before.values.reduce(0, +), nowTotal = total(versions.newest)
-                guard nowTotal > 0, Double(beforeCarried) >= carriedShare * Double(max(1, total(versions.older))) else { continue }
+                let beforeCarried = before.values.reduce(0, +)
+                guard sum(stepRows, in: versions.newest) > 0,
+                      Double(beforeCarried) >= carriedShare * Double(max(1, sum(stepRows, in: versions.older))) else { continue }
                 if now.isEmpty {
                     finding(.propertyVanished, name, step, baseline: versions.older, recent: versions.newest, baselineEvents: beforeCarried,
                             recentEvents: 0, starters: starters, path: path)

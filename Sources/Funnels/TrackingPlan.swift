@@ -25,7 +25,7 @@ public struct TrackingPlan: Sendable, Hashable {
         }
 
         /// The Segment message type it plans: `track` or `screen`.
-        public var type: String { kind == .event ? "track" : "screen" }
+        public var type: String { kind.messageType.rawValue }
     }
 
     public var entries: [Entry]
