@@ -58,10 +58,11 @@ public struct ReportWriter: Sendable {
             }
         }
         let missed = reports.flatMap { r in r.targets.filter { !$0.met }.map { "\(r.funnel).\($0.name)" } }
+        let regressions = RegressionText.all(reports).regressions
         return Written(
             text: format.render(reports, range: range), files: files, missedTargets: missed,
-            regressions: RegressionText.all(reports).regressions.map(RegressionText.line),
-            userRegressions: RegressionText.all(reports).regressions.filter { $0.likelyInstrumentation == nil }.map(RegressionText.line),
+            regressions: regressions.map(RegressionText.line),
+            userRegressions: regressions.filter { $0.likelyInstrumentation == nil }.map(RegressionText.line),
             instrumentation: InstrumentationText.all(reports).map(\.sentence),
             notification: AlertNotification.render(reports, range: range))
     }

@@ -33,9 +33,7 @@ public struct PlantedRegression: Sendable, Hashable {
         guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty, parts[1] != "*", !parts[2].isEmpty else {
             return .failure(SimulationError("--break must be app:version:event, e.g. yoked:2.4.0:otp_verified (got '\(text)')"))
         }
-        guard JourneyModel.apps.contains(parts[0]) else {
-            return .failure(SimulationError("--break: unknown app '\(parts[0])' (simulated: \(JourneyModel.apps.joined(separator: ", ")))"))
-        }
+        if let unknown = unknownApp(parts[0], option: "--break") { return .failure(unknown) }
         var plant = PlantedRegression(app: parts[0], version: parts[1], step: parts[2], points: 0)
         plant.stopsSending = true
         return .success(plant)
@@ -55,12 +53,16 @@ public struct PlantedRegression: Sendable, Hashable {
             }
             days = value
         }
-        guard JourneyModel.apps.contains(parts[0]) else {
-            return .failure(SimulationError("--regress: unknown app '\(parts[0])' (simulated: \(JourneyModel.apps.joined(separator: ", ")))"))
-        }
+        if let unknown = unknownApp(parts[0], option: "--regress") { return .failure(unknown) }
         guard let points = Double(parts[3]), points.isFinite, abs(points) <= 100 else {
             return .failure(SimulationError("--regress: points must be a number from -100 to 100 (got '\(parts[3])')"))
         }
         return .success(PlantedRegression(app: parts[0], version: parts[1], step: parts[2], points: points, days: days))
+    }
+
+    /// The error for an app the simulator does not simulate, naming `option`; nil for one it does.
+    private static func unknownApp(_ app: String, option: String) -> SimulationError? {
+        JourneyModel.apps.contains(app)
+            ? nil : SimulationError("\(option): unknown app '\(app)' (simulated: \(JourneyModel.apps.joined(separator: ", ")))")
     }
 }

@@ -32,25 +32,12 @@ struct Demo: AsyncParsableCommand {
     @Option(help: "Random seed (default: from the clock, so a second run adds new devices).")
     var seed: UInt64?
 
-    @Option(name: .customLong("regress"), help: "Plant a regression, app:version:step:points[:days] (repeatable; see `onramp simulate`).")
-    var regressions: [String] = []
-
-    @Option(name: .customLong("break"), help: "Plant a broken release, app:version:event (repeatable; see `onramp simulate`).")
-    var breaks: [String] = []
+    @OptionGroup var planted: PlantOptions
 
     @Option(help: "Directory for the report files and the HTML dashboard.")
     var out: String = "onramp-demo"
 
     @OptionGroup var funnels: ConfigurationOptions
-
-    func validate() throws {
-        for text in regressions {
-            if case .failure(let error) = PlantedRegression.parse(text) { throw ValidationError(error.description) }
-        }
-        for text in breaks {
-            if case .failure(let error) = PlantedRegression.parseBreak(text) { throw ValidationError(error.description) }
-        }
-    }
 
     func run() async throws {
         let given = databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"].flatMap { $0.isEmpty ? nil : $0 }
@@ -108,7 +95,7 @@ struct Demo: AsyncParsableCommand {
         let group = ServiceGroup(configuration: .init(services: [app], logger: logger))
         let devices = self.devices, days = self.days
         let seed = self.seed ?? UInt64(Date().timeIntervalSince1970)
-        let plants = try regressions.map { try PlantedRegression.parse($0).get() } + breaks.map { try PlantedRegression.parseBreak($0).get() }
+        let plants = try planted.plants()
         let summary: Simulator.Summary = try await withThrowingTaskGroup(of: Simulator.Summary?.self) { tasks in
             tasks.addTask {
                 try await group.run()

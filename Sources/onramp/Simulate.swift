@@ -30,24 +30,7 @@ struct Simulate: AsyncParsableCommand {
     @Option(help: "Devices sending at once.")
     var concurrency: Int = 16
 
-    @Option(name: .customLong("regress"), help: ArgumentHelp(
-        "Plant a regression: app:version:step:points[:days] (repeatable), e.g. yoked:2.4.0:profile_created:8.",
-        discussion: "Devices on that version (* for every version) continue past the step that many percentage points less often; a new version is released as the app's newest. With days, only devices starting in the last that many days: a bad week instead of a bad release."))
-    var regressions: [String] = []
-
-    @Option(name: .customLong("break"), help: ArgumentHelp(
-        "Plant a broken release: app:version:event (repeatable), e.g. yoked:2.4.0:otp_verified.",
-        discussion: "Devices on that version do everything as before but never send the event or screen; a new version is released as the app's newest."))
-    var breaks: [String] = []
-
-    func validate() throws {
-        for text in regressions {
-            if case .failure(let error) = PlantedRegression.parse(text) { throw ValidationError(error.description) }
-        }
-        for text in breaks {
-            if case .failure(let error) = PlantedRegression.parseBreak(text) { throw ValidationError(error.description) }
-        }
-    }
+    @OptionGroup var planted: PlantOptions
 
     func run() async throws {
         guard let host = URL(string: server), host.scheme != nil else {
@@ -68,7 +51,7 @@ struct Simulate: AsyncParsableCommand {
         options.days = days
         options.seed = seed
         options.concurrency = concurrency
-        options.plants = try regressions.map { try PlantedRegression.parse($0).get() } + breaks.map { try PlantedRegression.parseBreak($0).get() }
+        options.plants = try planted.plants()
         options.progress = { done, total in Console.info("simulate: \(done)/\(total) devices") }
         let summary = try await Simulator.run(options)
         Console.info(

@@ -28,7 +28,7 @@ struct EventCatalog {
     /// How the days are cut, as stored in `event_catalog_state`.
     var cut: String { (zones.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" } + ["*=\(fallback)"]).joined(separator: ";") }
 
-    private static let tables = "event_catalog_days, event_catalog_properties, event_catalog_senders"
+    private static let tables = ["event_catalog_days", "event_catalog_properties", "event_catalog_senders"]
 
     /// Adds the events written since `checkpoint` (the last run's, whatever
     /// this run's mode), or counts everything when the catalogue was never
@@ -37,11 +37,11 @@ struct EventCatalog {
     func update(_ c: Connection, since checkpoint: Checkpoint, erased: [String]) throws {
         let stored = try c.query("SELECT zones FROM event_catalog_state").rows.first.map { try $0.decode(String.self, at: 0) }
         if stored != cut {
-            try c.executeScript("TRUNCATE \(Self.tables)")
+            try c.executeScript("TRUNCATE " + Self.tables.joined(separator: ", "))
             try add(c, where: "true", [], everything: true)
         } else {
             if !erased.isEmpty {
-                for table in Self.tables.split(separator: ",") {
+                for table in Self.tables {
                     try c.query("DELETE FROM \(table) WHERE app = ANY($1::text[])", [.textArray(erased)])
                 }
                 try add(c, where: "e.app = ANY($1::text[])", [.textArray(erased)], everything: true)
