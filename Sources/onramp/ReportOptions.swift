@@ -80,7 +80,8 @@ struct ReportOptions: ParsableArguments {
             (run.summary, try writer.write(run, from: from, to: to))
         }
         Console.info(
-            "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons recomputed, "
+            "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons "
+                + (summary.groupsRecomputed > 0 ? "and \(summary.groupsRecomputed) groups " : "") + "recomputed, "
                 + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
         print(written.text, terminator: "")
         if let directory = writer.directory {

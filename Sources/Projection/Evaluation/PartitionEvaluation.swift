@@ -15,6 +15,8 @@ struct PartitionEvaluation: Sendable {
         var tallies: [String: [String: FunnelTally]] = [:]
         var affected = Set<FunnelDay>()
         var persons = 0
+        /// Groups evaluated for the funnels counting groups (`GroupMembership`), apart from persons.
+        var groups = 0
         var events = 0
         /// Analysis (by its table) -> funnel day -> what it counted.
         var analysisTallies: [String: [FunnelDay: any AnalysisTally]] = [:]
@@ -36,6 +38,7 @@ struct PartitionEvaluation: Sendable {
             }
             affected.formUnion(other.affected)
             persons += other.persons
+            groups += other.groups
             events += other.events
         }
     }
@@ -104,9 +107,9 @@ struct PartitionEvaluation: Sendable {
         totals: inout Totals
     ) throws {
         if let persons, !persons.contains(person) { return }
-        totals.persons += 1
         // A group (`GroupMembership`) is evaluated by the funnels counting groups only, a person by the others.
         let aggregation: Funnel.Aggregation = GroupMembership.isGroup(person) ? .group : .person
+        if aggregation == .group { totals.groups += 1 } else { totals.persons += 1 }
         for (index, funnel) in funnels.enumerated() where funnel.aggregateBy == aggregation {
             // Distinct by messageId: the event_ids ledger stores each id once per app.
             let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: now)

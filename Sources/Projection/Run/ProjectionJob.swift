@@ -33,6 +33,8 @@ public struct ProjectionJob: Sendable {
         /// Events read to recompute the touched persons.
         public var eventsRead: Int
         public var personsRecomputed: Int
+        /// Groups recomputed for the funnels counting groups (`aggregate_by: group`).
+        public var groupsRecomputed = 0
         /// Outcomes whose window closed since the last run, closed in place.
         public var windowsClosed: Int
         public var cohortDaysRewritten: Int
@@ -139,6 +141,7 @@ public struct ProjectionJob: Sendable {
                     RebuildPlan(only: recomputed, counted: counted), configuration.funnels.filter { recomputed.contains($0.name) })
                 summary.eventsRead += recompute.eventsRead
                 summary.personsRecomputed += recompute.personsRecomputed
+                summary.groupsRecomputed += recompute.groupsRecomputed
                 summary.cohortDaysRewritten += recompute.cohortDaysRewritten
             }
         }
@@ -242,10 +245,11 @@ public struct ProjectionJob: Sendable {
             }
         }
         try writes.write(run.session)
-        let summary = Summary(
+        var summary = Summary(
             mode: plan.mode, previousHorizon: previous.horizon, horizon: current.horizon,
             newEvents: run.reading.newEvents.values.reduce(0, +), eventsRead: totals.events, personsRecomputed: totals.persons,
             windowsClosed: plan.windowsClosed, cohortDaysRewritten: days.count)
+        summary.groupsRecomputed = totals.groups
         return summary
     }
 
