@@ -94,7 +94,7 @@ struct StoredDayChange: Sendable {
 /// it finds whatever the window's state, and its readers take
 /// `funnel_persons.in_progress` as the truth about the window.
 protocol PersonAnalysis: Sendable {
-    /// Its table; it has `app` and `person_id` columns.
+    /// Its table; it has `app`, `person_id` and `funnel` columns.
     var table: String { get }
     /// `COPY table (…) FROM STDIN (FORMAT binary)` for the rows `append` writes.
     var copyStatement: String { get }

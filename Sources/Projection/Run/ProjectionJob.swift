@@ -132,8 +132,16 @@ public struct ProjectionJob: Sendable {
             // A rebuild rewrites every table: their statistics, taken now, are
             // what the next night's statements are planned with. Without them
             // its per-person lookups were planned blind, until autovacuum came.
-            let tables = ["identity_links"] + DefinitionChanges.funnelTables(analyses: analyses).filter { $0 != "funnel_regressions" }
-            try c.executeScript("ANALYZE " + tables.joined(separator: ", "))
+            // The per-person tables only on the columns those lookups filter
+            // on: their arrays and breakdowns cost most of the sampling and
+            // are never filtered on.
+            let keys = "(app, person_id, funnel)"
+            let perPerson = ["funnel_persons (app, person_id, funnel, cohort_day, in_progress, open_until)"]
+                + analyses.map { "\($0.table) \(keys)" }
+            let days = DefinitionChanges.funnelTables(analyses: analyses).filter {
+                $0 != "funnel_regressions" && $0 != "funnel_persons" && !analyses.map(\.table).contains($0)
+            }
+            try c.executeScript("ANALYZE " + (["identity_links"] + perPerson + days).joined(separator: ", "))
         } else {
             summary = try pass(IncrementalPlan(since: previous), configuration.funnels.filter { !recomputed.contains($0.name) })
             if !recomputed.isEmpty {
