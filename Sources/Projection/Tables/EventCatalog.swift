@@ -86,48 +86,60 @@ struct EventCatalog {
             try c.query(
                 """
                 INSERT INTO event_catalog_senders (app, day, sender, keys)
-                SELECT app, day, sender, array_agg(DISTINCT key ORDER BY key) FROM catalog_new GROUP BY app, day, sender
+                SELECT app, day, sender, array_agg(DISTINCT key ORDER BY key) FROM catalog_new GROUP BY sender, day, app
                 """)
         } else {
+            // Each key's events once: the days' counts and the labels the senders' counts join back to.
+            try c.query(
+                """
+                CREATE TEMP TABLE catalog_keys ON COMMIT DROP AS
+                SELECT app, type, event, day, app_version, os_name, key, count(*) AS events, min("timestamp") AS first_seen,
+                       max("timestamp") AS last_seen
+                FROM catalog_new GROUP BY app, type, event, day, app_version, os_name, key
+                """)
             try c.query(
                 """
                 INSERT INTO event_catalog_days AS d (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen)
-                SELECT app, type, event, day, app_version, os_name, count(*), 0, min("timestamp"), max("timestamp")
-                FROM catalog_new GROUP BY app, type, event, day, app_version, os_name
+                SELECT app, type, event, day, app_version, os_name, events, 0, first_seen, last_seen FROM catalog_keys
                 ON CONFLICT (app, type, event, day, app_version, os_name) DO UPDATE
                 SET events = d.events + excluded.events, first_seen = least(d.first_seen, excluded.first_seen),
                     last_seen = greatest(d.last_seen, excluded.last_seen)
                 """)
-            // A sender counts once per key and day: those not counted under the
-            // key yet. What each sender of the day was counted under is looked up
-            // by its key (LATERAL, kept apart by OFFSET 0), not by a scan of
-            // every day's; the labels join back by key at the end.
+            // A sender counts once per key and day: under the keys it was not
+            // counted under yet. Each sender of the night is gathered with its
+            // keys once, and what it was counted under is looked up by its
+            // key (LATERAL, kept apart by OFFSET 0), not by a scan of every
+            // day's; a sender seen for the first time that day is a plain
+            // insert, one seen before has its keys merged. Grouped by the
+            // sender first, the sort compares 64-bit hashes, not the app's text.
             try c.query(
                 """
-                WITH pairs AS (
-                    SELECT DISTINCT app, day, sender, key FROM catalog_new
+                WITH sent AS (
+                    SELECT app, day, sender, array_agg(DISTINCT key ORDER BY key) AS keys FROM catalog_new GROUP BY sender, day, app
                 ), known AS (
-                    SELECT n.app, n.day, n.sender, s.keys
-                    FROM (SELECT DISTINCT app, day, sender FROM pairs) n
-                    CROSS JOIN LATERAL (
-                        SELECT keys FROM event_catalog_senders s WHERE s.app = n.app AND s.day = n.day AND s.sender = n.sender OFFSET 0) s
+                    SELECT n.app, n.day, n.sender, n.keys, s.keys AS counted
+                    FROM sent n LEFT JOIN LATERAL (
+                        SELECT keys FROM event_catalog_senders s WHERE s.app = n.app AND s.day = n.day AND s.sender = n.sender OFFSET 0
+                    ) s ON true
                 ), fresh AS (
-                    SELECT p.* FROM pairs p LEFT JOIN known k ON k.app = p.app AND k.day = p.day AND k.sender = p.sender
-                    WHERE k.keys IS NULL OR NOT p.key = ANY(k.keys)
-                ), labels AS (
-                    SELECT DISTINCT app, day, key, type, event, app_version, os_name FROM catalog_new
+                    SELECT app, day, key, count(*) AS n FROM known, unnest(keys) AS key
+                    WHERE counted IS NULL OR NOT key = ANY(counted)
+                    GROUP BY app, day, key
                 ), counted AS (
                     UPDATE event_catalog_days d SET persons = d.persons + f.n
-                    FROM (SELECT l.app, l.type, l.event, l.day, l.app_version, l.os_name, f.n
-                          FROM (SELECT app, day, key, count(*) AS n FROM fresh GROUP BY app, day, key) f
-                          JOIN labels l ON l.app = f.app AND l.day = f.day AND l.key = f.key) f
+                    FROM (SELECT k.app, k.type, k.event, k.day, k.app_version, k.os_name, f.n
+                          FROM fresh f JOIN catalog_keys k ON k.app = f.app AND k.day = f.day AND k.key = f.key OFFSET 0) f
                     WHERE d.app = f.app AND d.type = f.type AND d.event = f.event AND d.day = f.day AND d.app_version = f.app_version
                       AND d.os_name = f.os_name
+                ), added AS (
+                    INSERT INTO event_catalog_senders (app, day, sender, keys)
+                    SELECT app, day, sender, keys FROM known WHERE counted IS NULL
                 )
-                INSERT INTO event_catalog_senders AS s (app, day, sender, keys)
-                SELECT app, day, sender, array_agg(key ORDER BY key) FROM fresh GROUP BY app, day, sender
-                ON CONFLICT (app, day, sender) DO UPDATE SET keys = ARRAY(SELECT unnest(s.keys || excluded.keys) AS k ORDER BY k)
+                UPDATE event_catalog_senders s SET keys = ARRAY(SELECT DISTINCT k FROM unnest(s.keys || n.keys) AS k ORDER BY k)
+                FROM known n
+                WHERE n.counted IS NOT NULL AND NOT n.keys <@ n.counted AND s.app = n.app AND s.day = n.day AND s.sender = n.sender
                 """)
+            try c.executeScript("DROP TABLE catalog_keys")
         }
         // Paths are walked once per distinct properties object of a label and
         // version (most events of a step carry the same few), weighted by its events.
