@@ -135,11 +135,10 @@ public struct ProjectionJob: Sendable {
             // The per-person tables only on the columns those lookups filter
             // on: their arrays and breakdowns cost most of the sampling and
             // are never filtered on.
-            let keys = "(app, person_id, funnel)"
             let perPerson = ["funnel_persons (app, person_id, funnel, cohort_day, in_progress, open_until)"]
-                + analyses.map { "\($0.table) \(keys)" }
+                + personTables.map { "\($0) (app, person_id, funnel)" }
             let days = DefinitionChanges.funnelTables(analyses: analyses).filter {
-                $0 != "funnel_regressions" && $0 != "funnel_persons" && !analyses.map(\.table).contains($0)
+                $0 != "funnel_regressions" && $0 != "funnel_persons" && !personTables.contains($0)
             }
             try c.executeScript("ANALYZE " + (["identity_links"] + perPerson + days).joined(separator: ", "))
         } else {
@@ -253,12 +252,10 @@ public struct ProjectionJob: Sendable {
             }
         }
         try writes.write(run.session)
-        var summary = Summary(
+        return Summary(
             mode: plan.mode, previousHorizon: previous.horizon, horizon: current.horizon,
             newEvents: run.reading.newEvents.values.reduce(0, +), eventsRead: totals.events, personsRecomputed: totals.persons,
-            windowsClosed: plan.windowsClosed, cohortDaysRewritten: days.count)
-        summary.groupsRecomputed = totals.groups
-        return summary
+            groupsRecomputed: totals.groups, windowsClosed: plan.windowsClosed, cohortDaysRewritten: days.count)
     }
 
     /// The order apps go through the read-then-evaluate pipeline: the first
