@@ -2,7 +2,7 @@ import Foundation
 import Funnels
 import LibPQ
 import LocalPostgres
-import Projection
+@testable import Projection
 import Simulation
 import TestSupport
 import Testing
@@ -62,6 +62,12 @@ struct GroupFunnelJobTests {
         #expect(strays == 0)
 
         try await Self.expectRebuildGives(incremental, pool, job)
+        // Cut into many partitions, a member's rows and their groups' copies
+        // are placed apart from most persons (`PersonHistoryReader`): the same tables.
+        var fine = job
+        fine.options.eventsPerPartition = 40
+        fine.options.spillBuffer = 256
+        try await Self.expectRebuildGives(incremental, pool, fine, "tiny partitions:")
         await pool.close()
         try await db.drop()
     }

@@ -8,7 +8,8 @@ import LibPQ
 ///
 /// The rows come unsorted through `COPY (…) TO STDOUT`, and each line, as it
 /// arrives, is appended undecoded to one of `partitions` spill files chosen by
-/// a hash of its person. Then each file, a fraction of the log, is read back,
+/// a hash of its person (of a group's member: of their first group,
+/// `LinkedPersons`). Then each file, a fraction of the log, is read back,
 /// grouped by person and handed over. A person-order sort in the server took
 /// most of a rebuild's database time and, behind a cursor, ran on one core
 /// while the job waited; here the server only scans, and the job's spilling
@@ -61,8 +62,8 @@ struct PersonHistoryReader {
             case .all(let identities), .touched(let identities): persons = LinkedPersons(identities)
             }
             try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
-                try persons.forEachUnit(of: line) { person, rest in
-                    try spill.append(person, rest, partition: Self.partition(of: person, count: spill.count))
+                try persons.forEachUnit(of: line) { unit, rest, place in
+                    try spill.append(unit, rest, partition: Self.partition(of: place, count: spill.count))
                 }
             }
             return try spill.finish()
@@ -76,7 +77,8 @@ struct PersonHistoryReader {
     /// be read on several threads): hands over each unit's events (a
     /// person's, or a group's: `GroupMembership`), grouped,
     /// in no particular order; returns the partition's event count (its
-    /// persons': a group's are their copies).
+    /// persons': a group's are their copies). A line holding a unit alone
+    /// gives it the event of the line before (`LinkedPersons`), decoded once.
     func forEachPerson(in partition: SpilledHistory.Partition, _ body: (String, [FunnelEvent]) throws -> Void) throws -> Int {
         let lines = try partition.load()
         var fields: [String?] = []
@@ -91,7 +93,12 @@ struct PersonHistoryReader {
                 while end < bytes.count && bytes[end] != 10 { end += 1 }
                 CopyText.fields(of: UnsafeRawBufferPointer(rebasing: bytes[start..<end]), into: &fields)
                 start = end + 1
-                let (person, event) = try decode(fields)
+                let (person, event): (String, FunnelEvent)
+                if fields.count == 1, let unit = fields[0], let previous = events.last {
+                    (person, event) = (unit, previous)
+                } else {
+                    (person, event) = try decode(fields)
+                }
                 if let index = personIndex[person] {
                     owners.append(index)
                 } else {
@@ -222,6 +229,12 @@ struct SpilledHistory: Sendable {
 /// person is a member of. Units stay in COPY's escaped form, and a linked
 /// person or a group is escaped as PostgreSQL escapes it, so all of one
 /// unit's rows carry the same bytes and land in the same partition.
+///
+/// A member's rows are placed by their first group, not by themselves: the
+/// group's copy then follows the member's row in the same partition, and is
+/// spilled as the unit alone, the event read and decoded once for both
+/// (a group's timeline holds every member's events: without this, a
+/// company-counting funnel spilled and decoded its app's history twice).
 private struct LinkedPersons {
     /// Id -> the person its events belong to, if not itself: the rebuild's
     /// (an app can have hundreds of thousands) or the incremental run's.
@@ -255,8 +268,12 @@ private struct LinkedPersons {
         return FNV1a.hash(bytes: escaped)
     }
 
+    /// Calls `body` with each unit of the row, the rest of the row (a
+    /// newline alone for "the event of the row before, in the same
+    /// partition"), and the bytes that place the line in a partition.
     mutating func forEachUnit(
-        of line: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+        of line: UnsafeRawBufferPointer,
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws {
         let userId = CopyText.firstField(of: line)
         let afterUser = UnsafeRawBufferPointer(rebasing: line[min(line.count, userId.count + 1)...])
@@ -276,14 +293,20 @@ private struct LinkedPersons {
     /// Hands the row to `person` (escaped; `decoded` when at hand) and to each of their groups.
     private func handOver(
         _ person: UnsafeRawBufferPointer, _ rest: UnsafeRawBufferPointer, _ decoded: String?,
-        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+        _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
     ) throws {
-        try body(person, rest)
         guard !groups.isEmpty, memberHashes.contains(FNV1a.hash(bytes: person)),
-              let key = decoded ?? CopyText.field(person), let units = groups[key]
-        else { return }
-        for unit in units { try unit.withUnsafeBytes { try body($0, rest) } }
+              let key = decoded ?? CopyText.field(person), let units = groups[key], let first = units.first
+        else { return try body(person, rest, person) }
+        try first.withUnsafeBytes { first in
+            try body(person, rest, first)
+            try Self.newline.withUnsafeBytes { try body(first, $0, first) }
+        }
+        for unit in units.dropFirst() { try unit.withUnsafeBytes { try body($0, rest, $0) } }
     }
+
+    /// The rest of a line that repeats the event of the line before.
+    private static let newline: [UInt8] = [10]
 
     private static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {
         field.count == 2 && field[0] == 92 && field[1] == 78
