@@ -142,6 +142,7 @@ public struct ReportBenchmark: Sendable {
         do {
             for round in 1...rounds {
                 log("round \(round)/\(rounds): raw scan (COPY (SELECT * FROM events) TO STDOUT), onramp rebuild, one-query SQL funnels, the nightly run …")
+                try await Self.settle(pool)
                 let (scanned, scan) = try await measure {
                     try await pool.withConnection { c in
                         try c.copyOut("COPY (SELECT * FROM events) TO STDOUT") { _ in }
@@ -149,6 +150,7 @@ public struct ReportBenchmark: Sendable {
                 }
                 bytes = scanned
                 scans.append(scan)
+                try await Self.settle(pool)
                 let rebuild = try ChildProcess.run(
                     [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
                 guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
@@ -194,6 +196,20 @@ public struct ReportBenchmark: Sendable {
             incrementalPeakRSSMegabytes: Double(incrementalRSS) / 1024,
             rounds: rounds, rawScanSamples: scans, rebuildSamples: rebuilds, sqlFunnelSamples: sqlTotals,
             incrementalSamples: incrementals)
+    }
+
+    /// Lets the server settle before a timed step: a checkpoint, so the
+    /// step does not write the dirty pages of the one before, and no
+    /// autovacuum at work (a rebuild's tables are vacuumed and analysed
+    /// after it commits). On two cores, either beside a step weighs on it.
+    private static func settle(_ pool: ConnectionPool) async throws {
+        try await pool.query("CHECKPOINT")
+        for _ in 0..<600 {
+            let busy = try await pool.query(
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'autovacuum worker'").scalar(Int.self)
+            if busy == 0 { return }
+            try await Task.sleep(nanoseconds: 500_000_000)
+        }
     }
 
     /// The round's timed `onramp report`. One report is one sample of a
