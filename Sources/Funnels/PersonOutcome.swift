@@ -36,10 +36,10 @@ public struct PersonOutcome: Sendable, Hashable {
     /// again. Nil once the window has closed.
     public var openUntil: Int64?
 
-    /// Whether the person's window has closed at the run (docs/funnels.md):
-    /// only then do the drop-off diagnostics and retention count them. A
-    /// completer is counted as completed at once (§4), but counted here only
-    /// with those who dropped in the same days: counted sooner, the latest
+    /// Whether the person's window has closed at the run (docs/funnels.md,
+    /// "Why they drop off"): only then do the drop-off diagnostics and
+    /// retention count them. A completer is counted as completed at once,
+    /// but counted here only with those who dropped in the same days: counted sooner, the latest
     /// days' fast converters would meet no drop-offs, and whatever they
     /// share (the newest app version) would look like a driver.
     public var windowClosed: Bool { !inProgress && openUntil == nil }
