@@ -46,7 +46,8 @@ struct PersonHistoryReader {
     var countsGroups = false
 
     /// Rows per spill file the job aims for: a partition's events are decoded
-    /// at once, so this bounds the reader's memory whatever the log's size.
+    /// at once, so this bounds the reader's memory whatever the log's size
+    /// (but for a large group, whose partition holds its members' events too).
     static let eventsPerPartition = 100_000
 
     /// Phase one: streams the app's events in `scope` into `partitions` spill
@@ -228,7 +229,8 @@ struct SpilledHistory: Sendable {
 /// anonymous id) belongs to, or the id itself, and one for each group that
 /// person is a member of. Units stay in COPY's escaped form, and a linked
 /// person or a group is escaped as PostgreSQL escapes it, so all of one
-/// unit's rows carry the same bytes and land in the same partition.
+/// unit's rows carry the same bytes and land in the same partition, placed
+/// by the unit's bytes but for a member's (below).
 ///
 /// A member's rows are placed by their first group, not by themselves: the
 /// group's copy then follows the member's row in the same partition, and is
@@ -332,7 +334,8 @@ private struct SpillFiles {
         handles = Array(repeating: nil, count: count)
     }
 
-    /// Appends one line given in two pieces (the person, then the rest).
+    /// Appends one line given in two pieces (the unit, then the rest, which
+    /// may be the newline alone).
     mutating func append(_ head: UnsafeRawBufferPointer, _ tail: UnsafeRawBufferPointer, partition: Int) throws {
         buffers[partition].append(contentsOf: head)
         buffers[partition].append(contentsOf: tail)
