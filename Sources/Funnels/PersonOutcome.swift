@@ -39,9 +39,10 @@ public struct PersonOutcome: Sendable, Hashable {
     /// Whether the person's window has closed at the run (docs/funnels.md,
     /// "Why they drop off"): only then do the drop-off diagnostics and
     /// retention count them. A completer is counted as completed at once,
-    /// but counted here only with those who dropped in the same days: counted sooner, the latest
-    /// days' fast converters would meet no drop-offs, and whatever they
-    /// share (the newest app version) would look like a driver.
+    /// but counted here only with those who dropped in the same days:
+    /// counted sooner, the latest days' fast converters would meet no
+    /// drop-offs, and whatever they share (the newest app version) would
+    /// look like a driver.
     public var windowClosed: Bool { !inProgress && openUntil == nil }
 
     public init(
