@@ -6,14 +6,37 @@ public import LibPQ
 /// file changed stops everything, because the database no longer matches the code.
 public struct Migrator: Sendable {
     public let files: [MigrationFile]
+    /// How the schema distributes on Citus (`sql/citus/distribute.sql`),
+    /// run after the migrations on a database with the citus extension.
+    public let citusLayout: String?
 
-    public init(files: [MigrationFile]) { self.files = files }
+    public init(files: [MigrationFile], citusLayout: String? = nil) {
+        self.files = files
+        self.citusLayout = citusLayout
+    }
 
-    public init(directory: URL) throws { self.files = try MigrationFile.load(from: directory) }
+    /// The migrations in `directory` (`sql/migrations`), and the Citus layout
+    /// beside it (`sql/citus/distribute.sql`) when there is one.
+    public init(directory: URL) throws {
+        let layout = directory.deletingLastPathComponent().appendingPathComponent("citus/distribute.sql")
+        self.init(
+            files: try MigrationFile.load(from: directory),
+            citusLayout: FileManager.default.fileExists(atPath: layout.path) ? try String(contentsOf: layout, encoding: .utf8) : nil)
+    }
 
     public struct Outcome: Sendable, Equatable {
         public var applied: [String]
         public var alreadyApplied: [String]
+        /// The database is a Citus coordinator, and its schema is distributed.
+        public var distributed = false
+    }
+
+    /// Whether to distribute the schema on Citus.
+    public enum Citus: Sendable {
+        /// When the database has the citus extension.
+        case detect
+        /// Always: a database without the extension is an error.
+        case required
     }
 
     /// Checksums an applied migration had before a change to its comments
@@ -32,7 +55,7 @@ public struct Migrator: Sendable {
     static let lockKey: Int64 = 0x6f6e_7261_6d70_01
 
     @discardableResult
-    public func migrate(_ connection: Connection) throws -> Outcome {
+    public func migrate(_ connection: Connection, citus: Citus = .detect) throws -> Outcome {
         try connection.query("SELECT pg_advisory_lock($1)", [.int(Self.lockKey)])
         defer { _ = try? connection.query("SELECT pg_advisory_unlock($1)", [.int(Self.lockKey)]) }
         try connection.executeScript(
@@ -46,6 +69,15 @@ public struct Migrator: Sendable {
             """)
         let recorded = try self.recorded(connection)
         try verify(recorded: recorded, connection: connection)
+        let onCitus = try connection.query("SELECT EXISTS (SELECT 1 FROM pg_extension WHERE extname = 'citus')").scalar(Bool.self)
+        if citus == .required, !onCitus {
+            throw MigrationError("--citus: the database has no citus extension (CREATE EXTENSION citus on the coordinator and its workers, and add the workers)")
+        }
+        if onCitus, citusLayout == nil { throw MigrationError("the database is a Citus coordinator, but sql/citus/distribute.sql was not found beside the migrations") }
+        // Before the schema is distributed, migrations create local objects on
+        // the coordinator alone (sql/citus/distribute.sql says why); after, Citus
+        // must carry every change to the shards.
+        let local = try onCitus && !Self.isDistributed(connection)
         var outcome = Outcome(applied: [], alreadyApplied: [])
         for file in files {
             if recorded[file.version] != nil {
@@ -55,6 +87,7 @@ public struct Migrator: Sendable {
             let checksum = try Self.checksum(file.sql, connection)
             try Self.retryingClusterRaces {
                 try connection.transaction { c in
+                    if local { try c.executeScript("SET LOCAL citus.enable_ddl_propagation = off") }
                     try c.executeScript(file.sql)
                     try c.query(
                         "INSERT INTO onramp_schema_migrations (version, name, checksum) VALUES ($1, $2, $3)",
@@ -63,7 +96,18 @@ public struct Migrator: Sendable {
             }
             outcome.applied.append(file.fileName)
         }
+        if onCitus, let citusLayout {
+            try connection.transaction { c in try c.executeScript(citusLayout) }
+            outcome.distributed = true
+        }
         return outcome
+    }
+
+    /// Whether the log is a Citus distributed table already.
+    static func isDistributed(_ connection: Connection) throws -> Bool {
+        try connection.query(
+            "SELECT to_regclass('events') IS NOT NULL AND EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = to_regclass('events'))"
+        ).scalar(Bool.self)
     }
 
     /// Runs `body` (one migration's transaction) again when it lost a race on

@@ -12,17 +12,21 @@ struct Migrate: AsyncParsableCommand {
     @Option(help: "Directory of NNN_name.sql files (default: found as the README describes).")
     var migrations: String?
 
+    @Flag(help: "Distribute the schema on Citus (docs/scaling.md); the default when the database has the citus extension, and an error when it has not.")
+    var citus = false
+
     func run() async throws {
         let directory = try MigrationFile.locateDirectory(explicit: migrations)
         let migrator = try Migrator(directory: directory)
         let outcome = try await ConnectionPool.using(url: try database.resolvedURL()) { pool in
-            try await pool.withConnection { try migrator.migrate($0) }
+            try await pool.withConnection { try migrator.migrate($0, citus: citus ? .required : .detect) }
         }
         for name in outcome.applied { Console.info("applied \(name)") }
         Console.info(
             outcome.applied.isEmpty
                 ? "schema is current (\(outcome.alreadyApplied.count) migrations already applied)"
                 : "applied \(outcome.applied.count) migration(s); \(outcome.alreadyApplied.count) already applied")
+        if outcome.distributed { Console.info("Citus: the schema is distributed (sql/citus/distribute.sql)") }
     }
 }
 

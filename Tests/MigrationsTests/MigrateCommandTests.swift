@@ -30,6 +30,19 @@ struct MigrateCommandTests {
         try await db.drop()
     }
 
+    @Test("migrate --citus on a database without Citus is refused, saying what to do, and nothing runs")
+    func citusWithoutTheExtension() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        let result = try OnrampBinary.run(["migrate", "--citus", "--database-url", db.url])
+        #expect(result.status != 0)
+        #expect(result.stderr.contains("no citus extension"), "\(result.stderr)")
+        #expect(result.stderr.contains("CREATE EXTENSION citus"), "\(result.stderr)")
+        let pool = db.pool(maxConnections: 1)
+        #expect(try await pool.query("SELECT to_regclass('events') IS NULL").scalar(Bool.self))
+        await pool.close()
+        try await db.drop()
+    }
+
     @Test("a changed applied migration is refused with a message naming the file, and nothing runs")
     func changedMigrationRefused() async throws {
         let db = try await TestDatabase.create(migrated: false)
