@@ -34,17 +34,19 @@ public enum AppendOutcome: Sendable, Hashable {
 public enum EventStore {
     /// For each input event, what became of it.
     public static func append(
-        _ events: [NewEvent], quarantine: [QuarantineEntry], on connection: Connection
+        _ events: [NewEvent], quarantine: [QuarantineEntry], layout: EventLogLayout = .single, on connection: Connection
     ) throws -> [AppendOutcome] {
         try connection.transaction { c in
             try insertQuarantine(quarantine, on: c)
-            return try insertEvents(events, on: c)
+            return try insertEvents(events, layout: layout, on: c)
         }
     }
 
     /// Same as `append`, but without opening a transaction: for callers that
     /// hold one already.
-    public static func insertEvents(_ events: [NewEvent], on connection: Connection) throws -> [AppendOutcome] {
+    public static func insertEvents(
+        _ events: [NewEvent], layout: EventLogLayout = .single, on connection: Connection
+    ) throws -> [AppendOutcome] {
         guard !events.isEmpty else { return [] }
         struct Key: Hashable {
             let app: String
@@ -69,7 +71,7 @@ public enum EventStore {
             column(\.properties), column(\.context), column { $0.traits ?? "" }, column { $0.previousID ?? "" },
             column { $0.groupID ?? "" },
         ]
-        let stored = try connection.query(appendSQL, parameters)
+        let stored = try connection.query(layout == .single ? appendSQL : distributedAppendSQL, parameters)
         var answered: [Key: AppendOutcome] = [:]
         for row in stored.rows {
             let key = Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))
@@ -128,7 +130,13 @@ public enum EventStore {
     /// the apps that have erased anyone; three probes a statement for the
     /// others). Returns the stored messages (false) and the suppressed ones
     /// (true).
-    static let appendSQL = """
+    static let appendSQL = appendSQL(distributed: false)
+    static let distributedAppendSQL = appendSQL(distributed: true)
+
+    /// On Citus the append also names each row's shard key (`person_key`, docs/scaling.md).
+    static func appendSQL(distributed: Bool) -> String {
+        let (keyColumn, keyValue) = distributed ? (", person_key", ", coalesce(NULLIF(i.anonymous_id, ''), NULLIF(i.user_id, ''))") : ("", "")
+        return """
         WITH input AS (
             SELECT * FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[],
                                  $8::text[], $9::text[], $10::text[], $11::text[], $12::text[], $13::text[], $14::text[],
@@ -146,11 +154,11 @@ public enum EventStore {
             RETURNING app, message_id, seq
         ), stored AS (
             INSERT INTO events (seq, app, type, message_id, event, anonymous_id, user_id, "timestamp",
-                                original_timestamp, sent_at, received_at, properties, context, traits, previous_id, group_id)
+                                original_timestamp, sent_at, received_at, properties, context, traits, previous_id, group_id\(keyColumn))
             SELECT a.seq, i.app, i.type, i.message_id, NULLIF(i.event, ''), NULLIF(i.anonymous_id, ''),
                    NULLIF(i.user_id, ''), i.ts::timestamptz, NULLIF(i.original_ts, '')::timestamptz,
                    NULLIF(i.sent_at, '')::timestamptz, i.received_at::timestamptz, i.properties::jsonb,
-                   i.context::jsonb, NULLIF(i.traits, '')::jsonb, NULLIF(i.previous_id, ''), NULLIF(i.group_id, '')
+                   i.context::jsonb, NULLIF(i.traits, '')::jsonb, NULLIF(i.previous_id, ''), NULLIF(i.group_id, '')\(keyValue)
             FROM accepted a JOIN checked i ON i.app = a.app AND i.message_id = a.message_id
             ORDER BY a.seq
             RETURNING app, message_id
@@ -159,4 +167,5 @@ public enum EventStore {
         UNION ALL
         SELECT app, message_id, true FROM checked WHERE suppressed
         """
+    }
 }

@@ -80,6 +80,9 @@ final class GroupCommitter: Service, Sendable {
         var queue: [Pending] = []
         var failingUntil: ContinuousClock.Instant?
         var closed = false
+        /// Read from the database at the first commit: whether rows carry a
+        /// Citus shard key. A log distributed later needs a server restart.
+        var layout: EventLogLayout?
     }
 
     // A pthread lock: ThreadSanitizer cannot see Synchronization.Mutex on Linux and reports false races.
@@ -182,8 +185,11 @@ final class GroupCommitter: Service, Sendable {
         let quarantine = group.flatMap(\.quarantine)
         let started = ContinuousClock.now
         do {
+            let known = state.withLockedValue(\.layout)
             let stored = try await pool.withConnection { connection in
-                try EventStore.append(events, quarantine: quarantine, on: connection)
+                let layout = try known ?? EventLogLayout.read(connection)
+                if known == nil { self.state.withLockedValue { $0.layout = layout } }
+                return try EventStore.append(events, quarantine: quarantine, layout: layout, on: connection)
             }
             metrics.commitLatency.recordNanoseconds((ContinuousClock.now - started).nanoseconds)
             metrics.groupSize.record(group.count)
