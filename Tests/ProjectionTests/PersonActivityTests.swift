@@ -128,7 +128,7 @@ struct PersonActivityTests {
             let found = try await pool.withConnection { c in
                 let lookup = try PersonActivity.Lookup(
                     c, windows: ["f": Self.window], activityDays: Set(activity.retentionDays), activitySpan: first...last,
-                    scanShare: byScan ? 0 : .infinity)
+                    scanShare: byScan ? 0 : .infinity, dialect: .postgres)
                 return try PersonActivity.starts(c, of: keys[...], lookup: lookup, byScan: byScan)
             }
             let returned = Set(found.keys.map(\.id))

@@ -50,7 +50,7 @@ import Testing
         }
 
         /// Those whose window closes in place join their days.
-        func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange {
+        func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity], dialect: SQLDialect) throws -> StoredDayChange {
             var change = StoredDayChange()
             try forEachCounted(c, from: "funnel_persons p", where: OutcomeStore.closingInPlace, [.microseconds(now)]) { day, events in
                 Tally.update(&change.added[day]) { $0.counts.merge(Counts(persons: 1, events: events)) }
@@ -58,9 +58,9 @@ import Testing
             return change
         }
 
-        func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
+        func touchedDayParts(_ c: Connection, dialect: SQLDialect) throws -> [FunnelDay: any AnalysisTally] {
             var parts: [FunnelDay: any AnalysisTally] = [:]
-            try forEachCounted(c, from: Self.touchedOutcomes, where: OutcomeStore.windowClosed, []) { day, events in
+            try forEachCounted(c, from: Self.touchedOutcomes(dialect), where: OutcomeStore.windowClosed, []) { day, events in
                 Tally.update(&parts[day]) { $0.counts.merge(Counts(persons: 1, events: events)) }
             }
             return parts

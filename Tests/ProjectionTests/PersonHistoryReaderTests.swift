@@ -133,7 +133,7 @@ struct PersonHistoryReaderTests {
                 day.anonymous = [.init(app: "ops", id: device), .init(app: "ops", id: "other\\device")]
                 let collected = try TouchedPersons.collect(
                     c, day: day, relinks: [], groupFunnels: [CompanyLog.funnel],
-                    lookup: try .init(c, windows: [:], activityDays: [], activitySpan: nil, scanShare: 1),
+                    lookup: try .init(c, windows: [:], activityDays: [], activitySpan: nil, scanShare: 1, dialect: .postgres),
                     reader: reads, prefetched: nil)
                 #expect(collected.touched == ["ops": [user, "other\\device", unit]])
                 #expect(collected.identities["ops"]?.owners == [device: user])

@@ -49,13 +49,13 @@ struct DropOffAnalysis: PersonAnalysis {
         }
     }
 
-    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
+    func touchedDayParts(_ c: Connection, dialect: SQLDialect) throws -> [FunnelDay: any AnalysisTally] {
         var parts: [FunnelDay: any AnalysisTally] = [:]
-        try Self.forEachCounted(c, from: Self.touchedOutcomes, where: OutcomeStore.windowClosed, [], shapes: shapes) { day, add in add(&parts[day]) }
+        try Self.forEachCounted(c, from: Self.touchedOutcomes(dialect), where: OutcomeStore.windowClosed, [], shapes: shapes) { day, add in add(&parts[day]) }
         return parts
     }
 
-    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange {
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity], dialect: SQLDialect) throws -> StoredDayChange {
         var change = StoredDayChange()
         // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
         try Self.forEachCounted(

@@ -115,13 +115,13 @@ protocol PersonAnalysis: Sendable {
     /// windows closing in place add to their days (`added`). `activity`
     /// holds the persons not recomputed whose new events are activity only:
     /// an analysis that reads events past the windows updates their rows here.
-    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity], dialect: SQLDialect) throws -> StoredDayChange
     /// Incremental runs: what the touched persons' stored rows counted in
     /// their days (`StoredDayChange.removed`), read on a session that sees
     /// them as the run found them and has them in a `touched` temp table:
     /// the snapshot reader, after the histories (its own work, while the
     /// run's session deletes), or the run's session before it deletes.
-    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally]
+    func touchedDayParts(_ c: Connection, dialect: SQLDialect) throws -> [FunnelDay: any AnalysisTally]
     /// Cohort days of `funnels` to rewrite although the run changed nothing
     /// in them (funnel -> days): what the clock alone changes.
     func daysDue(_ c: Connection, funnels: [Funnel], now: Int64) throws -> [String: Set<String>]
@@ -177,8 +177,10 @@ extension PersonAnalysis {
         [:]
     }
     func recountedReportPart(_ c: Connection, funnel: Funnel, range: CohortRange, now: Int64) throws -> (any ReportPart)? { nil }
-    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange { StoredDayChange() }
-    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] { [:] }
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity], dialect: SQLDialect) throws -> StoredDayChange {
+        StoredDayChange()
+    }
+    func touchedDayParts(_ c: Connection, dialect: SQLDialect) throws -> [FunnelDay: any AnalysisTally] { [:] }
     func daysDue(_ c: Connection, funnels: [Funnel], now: Int64) throws -> [String: Set<String>] { [:] }
     func storedDays(_ c: Connection, funnels: [Funnel], days: Set<FunnelDay>) throws -> [String: [String: any AnalysisTally]] { [:] }
     func rewriteDays(
@@ -211,10 +213,10 @@ extension PersonAnalysis {
     }
 
     /// The touched persons' `funnel_persons p` rows, found by key as they will be deleted.
-    static var touchedOutcomes: String {
+    static func touchedOutcomes(_ dialect: SQLDialect) -> String {
         """
         touched t
-        CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
+        CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person \(dialect.fence)) p
         """
     }
 
@@ -223,10 +225,10 @@ extension PersonAnalysis {
     /// analysis writes a person's row for a funnel only beside their
     /// `funnel_persons` row, so the others have none. Few touched persons
     /// have any, so probing the index for every one of them would be wasted.
-    func deleteRecomputed(_ c: Connection, hadOutcomes persons: [NewEvents.Key]) throws {
+    func deleteRecomputed(_ c: Connection, hadOutcomes persons: [NewEvents.Key], dialect: SQLDialect) throws {
         guard !persons.isEmpty else { return }
         try c.query(
-            TouchedPersons.deleteStatement(from: table, of: "unnest($1::text[], $2::text[]) AS t(app, person)"),
+            dialect.delete(from: table, of: "unnest($1::text[], $2::text[]) AS t(app, person)"),
             NewEvents.Key.parameters(persons))
     }
 }

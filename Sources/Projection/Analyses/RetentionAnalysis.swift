@@ -55,11 +55,11 @@ struct RetentionAnalysis: PersonAnalysis {
         }
     }
 
-    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity]) throws -> StoredDayChange {
+    func storedDayChange(_ c: Connection, now: Int64, activity: [PersonActivity], dialect: SQLDialect) throws -> StoredDayChange {
         var change = StoredDayChange()
         // First the activity, so that windows closing in place below count
         // their persons with it.
-        try record(c, activity: activity, change: &change)
+        try record(c, activity: activity, change: &change, dialect: dialect)
         // Those whose window closes in place (as `OutcomeStore.closeWindows` picks them) will count.
         try forEachCounted(
             c, from: "funnel_persons p",
@@ -72,9 +72,9 @@ struct RetentionAnalysis: PersonAnalysis {
 
     /// The touched persons are recomputed, so `record` never changes their
     /// records: read before or after it, they are as the run found them.
-    func touchedDayParts(_ c: Connection) throws -> [FunnelDay: any AnalysisTally] {
+    func touchedDayParts(_ c: Connection, dialect: SQLDialect) throws -> [FunnelDay: any AnalysisTally] {
         var parts: [FunnelDay: any AnalysisTally] = [:]
-        try forEachCounted(c, from: Self.touchedOutcomes, where: OutcomeStore.windowClosed, []) { day, start, completed, retained in
+        try forEachCounted(c, from: Self.touchedOutcomes(dialect), where: OutcomeStore.windowClosed, []) { day, start, completed, retained in
             Tally.update(&parts[day]) { $0.counts.add(start: start, completed: completed, retainedDays: retained) }
         }
         return parts
@@ -85,7 +85,7 @@ struct RetentionAnalysis: PersonAnalysis {
     /// days count is added to the day's retained of each new one. Only the
     /// records of starts some activity falls on a retention day of are read,
     /// key by key.
-    private func record(_ c: Connection, activity: [PersonActivity], change: inout StoredDayChange) throws {
+    private func record(_ c: Connection, activity: [PersonActivity], change: inout StoredDayChange, dialect: SQLDialect) throws {
         var candidates: [(key: PersonKey, start: PersonActivity.Start, days: [Int])] = []
         for person in activity {
             for start in person.starts where start.level >= 1 && !start.excluded {
@@ -112,7 +112,7 @@ struct RetentionAnalysis: PersonAnalysis {
             FROM unnest($1::text[], $2::text[], $3::text[]) WITH ORDINALITY AS t(app, person, funnel, n)
             CROSS JOIN LATERAL (
                 SELECT retained_days FROM funnel_person_retention r
-                WHERE r.app = t.app AND r.person_id = t.person AND r.funnel = t.funnel OFFSET 0) r
+                WHERE r.app = t.app AND r.person_id = t.person AND r.funnel = t.funnel \(dialect.fence)) r
             """,
             [.textArray(candidates.map(\.key.app)), .textArray(candidates.map(\.key.person)), .textArray(candidates.map(\.key.funnel))]
         ) { row in

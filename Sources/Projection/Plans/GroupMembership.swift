@@ -54,21 +54,37 @@ enum GroupMembership {
     /// their ids, with how many calls: person -> group id -> calls. One
     /// index probe per id of each person (`events_group_sender`), its ids
     /// found by their links (`identity_links_person`).
-    static func groups(_ c: Connection, of persons: [Key]) throws -> [Key: [String: Int]] {
+    static func groups(_ c: Connection, of persons: [Key], dialect: SQLDialect) throws -> [Key: [String: Int]] {
         var groups: [Key: [String: Int]] = [:]
         guard !persons.isEmpty else { return groups }
-        for row in try c.query(
-            """
-            SELECT t.app, t.person, g.group_id, count(*) FROM unnest($1::text[], $2::text[]) AS t(app, person)
-            CROSS JOIN LATERAL (
-                SELECT t.person AS id
-                UNION SELECT l.anonymous_id FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person) i
-            CROSS JOIN LATERAL (
-                SELECT e.group_id FROM events e
-                WHERE e.app = t.app AND \(sender) = i.id AND e.group_id IS NOT NULL AND e.type = 'group' OFFSET 0) g
-            GROUP BY 1, 2, 3
-            """, Key.parameters(persons)
-        ).rows {
+        // On Citus the links (by device) and the log (by `person_key`) are
+        // not joined on their distribution columns: the ids come first, as an
+        // intermediate result, and each shard joins its calls to them.
+        let query =
+            switch dialect {
+            case .postgres:
+                """
+                SELECT t.app, t.person, g.group_id, count(*) FROM unnest($1::text[], $2::text[]) AS t(app, person)
+                CROSS JOIN LATERAL (
+                    SELECT t.person AS id
+                    UNION SELECT l.anonymous_id FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person) i
+                CROSS JOIN LATERAL (
+                    SELECT e.group_id FROM events e
+                    WHERE e.app = t.app AND \(sender) = i.id AND e.group_id IS NOT NULL AND e.type = 'group' OFFSET 0) g
+                GROUP BY 1, 2, 3
+                """
+            case .citus:
+                """
+                WITH ids AS MATERIALIZED (
+                    SELECT t.app, t.person, t.person AS id FROM unnest($1::text[], $2::text[]) AS t(app, person)
+                    UNION SELECT t.app, t.person, l.anonymous_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
+                    JOIN identity_links l ON l.app = t.app AND l.person_id = t.person)
+                SELECT i.app, i.person, e.group_id, count(*) FROM ids i
+                JOIN events e ON e.app = i.app AND \(sender) = i.id AND e.group_id IS NOT NULL AND e.type = 'group'
+                GROUP BY 1, 2, 3
+                """
+            }
+        for row in try c.query(query, Key.parameters(persons)).rows {
             groups[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)), default: [:]][
                 try row.decode(String.self, at: 2)] = try row.decode(Int.self, at: 3)
         }
@@ -109,19 +125,31 @@ enum GroupMembership {
 
     /// The members of `groups` (app, group id), each call's sender taken to
     /// its person: person -> the units of those of the groups it is in.
-    static func members(_ c: Connection, of groups: Set<Key>) throws -> [Key: [String]] {
+    static func members(_ c: Connection, of groups: Set<Key>, dialect: SQLDialect) throws -> [Key: [String]] {
         var members: [Key: Set<String>] = [:]
         guard !groups.isEmpty else { return [:] }
-        for row in try c.query(
-            """
-            SELECT DISTINCT g.app, g.group_id, COALESCE(l.person_id, e.id) FROM unnest($1::text[], $2::text[]) AS g(app, group_id)
-            CROSS JOIN LATERAL (
-                SELECT \(sender) AS id FROM events e
-                WHERE e.app = g.app AND e.group_id = g.group_id AND e.type = 'group' OFFSET 0) e
-            LEFT JOIN LATERAL (
-                SELECT l.person_id FROM identity_links l WHERE l.app = g.app AND l.anonymous_id = e.id OFFSET 0) l ON true
-            """, Key.parameters(TouchedPersons.sorted(groups))
-        ).rows {
+        // On Citus, as in `groups`: the senders first, then their links.
+        let query =
+            switch dialect {
+            case .postgres:
+                """
+                SELECT DISTINCT g.app, g.group_id, COALESCE(l.person_id, e.id) FROM unnest($1::text[], $2::text[]) AS g(app, group_id)
+                CROSS JOIN LATERAL (
+                    SELECT \(sender) AS id FROM events e
+                    WHERE e.app = g.app AND e.group_id = g.group_id AND e.type = 'group' OFFSET 0) e
+                LEFT JOIN LATERAL (
+                    SELECT l.person_id FROM identity_links l WHERE l.app = g.app AND l.anonymous_id = e.id OFFSET 0) l ON true
+                """
+            case .citus:
+                """
+                WITH senders AS MATERIALIZED (
+                    SELECT DISTINCT g.app, g.group_id, \(sender) AS id FROM unnest($1::text[], $2::text[]) AS g(app, group_id)
+                    JOIN events e ON e.app = g.app AND e.group_id = g.group_id AND e.type = 'group')
+                SELECT DISTINCT s.app, s.group_id, COALESCE(l.person_id, s.id) FROM senders s
+                LEFT JOIN identity_links l ON l.app = s.app AND l.anonymous_id = s.id
+                """
+            }
+        for row in try c.query(query, Key.parameters(TouchedPersons.sorted(groups))).rows {
             let app = try row.decode(String.self, at: 0)
             members[Key(app: app, id: try row.decode(String.self, at: 2)), default: []].insert(unit(of: try row.decode(String.self, at: 1)))
         }

@@ -33,7 +33,9 @@ enum IdentityLinker {
     /// link is looked up by its key, so the cost follows the day and not all
     /// the links of the history, or, when the candidates are many against
     /// the stored links, by one scan of them (`PersonActivity.Lookup`).
-    static func update(_ c: Connection, newLinks: [String: [String: IdentityLink]], byScan: Bool) throws -> [Relink] {
+    static func update(
+        _ c: Connection, newLinks: [String: [String: IdentityLink]], byScan: Bool, dialect: SQLDialect
+    ) throws -> [Relink] {
         try c.executeScript(
             "CREATE TEMP TABLE link_candidates (app text, anonymous_id text, user_id text, first_seen timestamptz) ON COMMIT DROP")
         try c.copyIn("COPY link_candidates FROM STDIN") { writer in
@@ -44,16 +46,16 @@ enum IdentityLinker {
                 }
             }
         }
-        // By key: LATERAL, kept apart by OFFSET 0, one probe per candidate.
-        // By scan: the links fenced off by OFFSET 0, so nothing can probe them.
+        // By key: LATERAL, kept apart by the fence, one probe per candidate.
+        // By scan: the links fenced off, so nothing can probe them.
         let stored = byScan
             ? """
-              LEFT JOIN (SELECT app, anonymous_id, user_id, first_seen, person_id FROM identity_links OFFSET 0) l
+              LEFT JOIN (SELECT app, anonymous_id, user_id, first_seen, person_id FROM identity_links \(dialect.fence)) l
                 ON l.app = c.app AND l.anonymous_id = c.anonymous_id
               """
             : """
               LEFT JOIN LATERAL (
-                  SELECT * FROM identity_links l WHERE l.app = c.app AND l.anonymous_id = c.anonymous_id OFFSET 0) l ON true
+                  SELECT * FROM identity_links l WHERE l.app = c.app AND l.anonymous_id = c.anonymous_id \(dialect.fence)) l ON true
               """
         // A new id's person is found below; until then, its user.
         let changed = try c.query(
@@ -86,7 +88,7 @@ enum IdentityLinker {
         var frontier = affected
         while !frontier.isEmpty {
             var next: [NewEvents.Key] = []
-            for (key, row) in try links(c, where: "l.user_id = k.id", of: frontier) where rows[key] == nil {
+            for (key, row) in try links(c, where: "l.user_id = k.id", of: frontier, dialect: dialect) where rows[key] == nil {
                 rows[key] = row
                 affected.append(key)
                 next.append(key)
@@ -98,7 +100,7 @@ enum IdentityLinker {
         var loaded = Set(frontier)
         while !frontier.isEmpty {
             var next: [NewEvents.Key] = []
-            for (key, row) in try links(c, where: "l.anonymous_id = k.id", of: frontier) where rows[key] == nil {
+            for (key, row) in try links(c, where: "l.anonymous_id = k.id", of: frontier, dialect: dialect) where rows[key] == nil {
                 rows[key] = row
                 let user = NewEvents.Key(app: key.app, id: row.link.userId)
                 if rows[user] == nil, loaded.insert(user).inserted { next.append(user) }
@@ -130,12 +132,14 @@ enum IdentityLinker {
     }
 
     /// The stored links of `keys` (found by `condition` on `l` and `k`, the code's own SQL), by id.
-    private static func links(_ c: Connection, where condition: String, of keys: [NewEvents.Key]) throws -> [(NewEvents.Key, Row)] {
+    private static func links(
+        _ c: Connection, where condition: String, of keys: [NewEvents.Key], dialect: SQLDialect
+    ) throws -> [(NewEvents.Key, Row)] {
         try c.query(
             """
             SELECT l.app, l.anonymous_id, l.user_id, (extract(epoch FROM l.first_seen) * 1000000)::int8, l.person_id
             FROM unnest($1::text[], $2::text[]) AS k(app, id)
-            CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = k.app AND \(condition) OFFSET 0) l
+            CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = k.app AND \(condition) \(dialect.fence)) l
             """, NewEvents.Key.parameters(TouchedPersons.sorted(keys))
         ).rows.map { row in
             (NewEvents.Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1)),

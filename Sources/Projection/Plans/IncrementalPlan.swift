@@ -38,7 +38,7 @@ struct IncrementalPlan: ProjectionPlan {
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, activityDays: run.analyses.reduce(into: Set()) { $0.formUnion($1.activityDays) },
-            activitySpan: day.activitySpan, scanShare: run.options.lookupScanShare)
+            activitySpan: day.activitySpan, scanShare: run.options.lookupScanShare, dialect: run.dialect)
         start = try IncrementalStart.collect(
             c, day: day, groupFunnels: run.configuration.funnels.filter { $0.aggregateBy == .group }, lookup: lookup,
             reader: run.reader, lane: run.readerLane)
@@ -50,22 +50,23 @@ struct IncrementalPlan: ProjectionPlan {
         // their histories, while this session deletes them: it sees them as
         // the run found them. On this session, the deletes and these reads
         // together would outlast the histories on the reader.
-        let analyses = run.analyses, secondSession = run.reader !== c
+        let analyses = run.analyses, secondSession = run.reader !== c, dialect = run.dialect
         let prefetch = HistoryPrefetch(
             readers, identities: start.identities, on: run.reader, lane: run.readerLane, partitions: partitions,
             spillBuffer: run.options.spillBuffer
         ) { reader -> [String: [FunnelDay: any AnalysisTally]]? in
             guard secondSession else { return nil }
-            return try Dictionary(analyses.map { ($0.table, try $0.touchedDayParts(reader)) }) { first, _ in first }
+            return try Dictionary(analyses.map { ($0.table, try $0.touchedDayParts(reader, dialect: dialect)) }) { first, _ in first }
         }
         run.onClose { prefetch.close() }
         self.prefetch = prefetch
         for analysis in run.analyses {
-            dayChanges[analysis.table] = try analysis.storedDayChange(c, now: run.now, activity: start.activity)
-            if !secondSession { dayChanges[analysis.table]?.removed = try analysis.touchedDayParts(c) }
+            dayChanges[analysis.table] = try analysis.storedDayChange(c, now: run.now, activity: start.activity, dialect: run.dialect)
+            if !secondSession { dayChanges[analysis.table]?.removed = try analysis.touchedDayParts(c, dialect: run.dialect) }
         }
-        let hadOutcomes = try start.removeStoredOutcomes(c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:))
-        for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: hadOutcomes) }
+        let hadOutcomes = try start.removeStoredOutcomes(
+            c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:), dialect: run.dialect)
+        for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: hadOutcomes, dialect: run.dialect) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
     }
 
@@ -147,7 +148,7 @@ struct IncrementalStart: Sendable {
         defer { _ = try? prefetch?.wait() }
         // Every relink is needed up front to know whom to recompute.
         let relinks = try IdentityLinker.update(
-            c, newLinks: day.links, byScan: lookup.byScan(links: day.links.values.reduce(0) { $0 + $1.count }))
+            c, newLinks: day.links, byScan: lookup.byScan(links: day.links.values.reduce(0) { $0 + $1.count }), dialect: lookup.dialect)
         (start.touched, start.identities, start.activity) = try TouchedPersons.collect(
             c, day: day, relinks: relinks, groupFunnels: groupFunnels, lookup: lookup, reader: reader, prefetched: prefetch)
         return start
@@ -158,7 +159,7 @@ struct IncrementalStart: Sendable {
     /// other session; `timeZone` is the job's zone for a funnel's cohort days.
     /// Returns the touched persons who had stored outcomes.
     mutating func removeStoredOutcomes(
-        _ c: Connection, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone
+        _ c: Connection, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone, dialect: SQLDialect
     ) throws -> [NewEvents.Key] {
         let funnels = Dictionary(configured.map { ($0.name, $0) }) { first, _ in first }
         let shapes = funnels.mapValues(FunnelTally.Shape.init)
@@ -167,7 +168,7 @@ struct IncrementalStart: Sendable {
             tallies[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
                 .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(funnel))
         }
-        let hadOutcomes = try OutcomeStore.deleteTouched(c) { name, cohortDay, outcome in
+        let hadOutcomes = try OutcomeStore.deleteTouched(c, dialect: dialect) { name, cohortDay, outcome in
             affected.insert(FunnelDay(funnel: name, day: cohortDay))
             tally(&removed, name, cohortDay, outcome)
         }

@@ -62,12 +62,15 @@ struct PersonActivity: Sendable {
 
         /// Which stored rows the day's activity can matter to.
         let relevance: Relevance
+        /// How a lookup by key is written.
+        let dialect: SQLDialect
 
         init(
             _ c: Connection, windows: [String: Int64], activityDays: Set<Int>, activitySpan: ClosedRange<Int64>?,
-            scanShare: Double
+            scanShare: Double, dialect: SQLDialect
         ) throws {
             self.windows = windows
+            self.dialect = dialect
             relevance = Relevance(longestWindow: windows.values.max() ?? 0, activityDays: activityDays, span: activitySpan)
             self.scanShare = scanShare
             let counts = try c.query(
@@ -197,12 +200,12 @@ struct PersonActivity: Sendable {
         let joins = byScan
             ? """
               JOIN (SELECT app, person_id, funnel, cohort_day, start_time, chain_start_time, open_until, completed, in_progress,
-                           excluded, level FROM funnel_persons p WHERE \(Relevance.condition) OFFSET 0) p
+                           excluded, level FROM funnel_persons p WHERE \(Relevance.condition) \(lookup.dialect.fence)) p
                 ON p.app = t.app AND p.person_id = t.person
               """
             : """
               CROSS JOIN LATERAL (
-                SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person AND \(Relevance.condition) OFFSET 0) p
+                SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person AND \(Relevance.condition) \(lookup.dialect.fence)) p
               """
         // Each row names its key by its position in the arrays (a number, where
         // the key's text would be one more string to make per row); in

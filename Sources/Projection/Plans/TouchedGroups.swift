@@ -24,7 +24,7 @@ enum TouchedGroups {
         // The persons whose events may change a group's outcome, and each active person's activity.
         let changedIds = TouchedPersons.sorted(day.users.union(day.anonymous).filter { apps.contains($0.app) })
         var changed = Set<Key>()
-        for (key, person) in zip(changedIds, try TouchedPersons.linkedPersons(c, of: changedIds)) {
+        for (key, person) in zip(changedIds, try TouchedPersons.linkedPersons(c, of: changedIds, dialect: lookup.dialect)) {
             changed.insert(Key(app: key.app, id: person ?? key.id))
         }
         for relink in relinks where apps.contains(relink.app) {
@@ -34,7 +34,7 @@ enum TouchedGroups {
         var active: [Key: [NewEvents.Activity]] = [:]
         for events in [day.userActivity, day.anonymousActivity] {
             let ids = TouchedPersons.sorted(events.keys.filter { apps.contains($0.app) })
-            for (key, person) in zip(ids, try TouchedPersons.linkedPersons(c, of: ids)) {
+            for (key, person) in zip(ids, try TouchedPersons.linkedPersons(c, of: ids, dialect: lookup.dialect)) {
                 active[Key(app: key.app, id: person ?? key.id), default: []] += events[key] ?? []
             }
         }
@@ -43,12 +43,13 @@ enum TouchedGroups {
         // naming it are tonight's): then it makes them a member.
         let senders = TouchedPersons.sorted(day.groupCalls.keys.filter { apps.contains($0.app) })
         var calls: [Key: [String: Int]] = [:]
-        for (key, person) in zip(senders, try TouchedPersons.linkedPersons(c, of: senders)) {
+        for (key, person) in zip(senders, try TouchedPersons.linkedPersons(c, of: senders, dialect: lookup.dialect)) {
             for (group, count) in day.groupCalls[key] ?? [:] {
                 calls[Key(app: key.app, id: person ?? key.id), default: [:]][group, default: 0] += count
             }
         }
-        let groupsOf = try GroupMembership.groups(c, of: TouchedPersons.sorted(changed.union(active.keys).union(calls.keys)))
+        let groupsOf = try GroupMembership.groups(
+            c, of: TouchedPersons.sorted(changed.union(active.keys).union(calls.keys)), dialect: lookup.dialect)
         var recomputed = try GroupMembership.every(c, of: funnels.filter { day.erasedApps.contains($0.app) })
         recomputed.formUnion(try GroupMembership.openWithoutEnd(c, of: funnels))
         for person in changed { for group in (groupsOf[person] ?? [:]).keys { recomputed.insert(Key(app: person.app, id: group)) } }
@@ -75,6 +76,6 @@ enum TouchedGroups {
             }
         }
         let units = Set(recomputed.map { Key(app: $0.app, id: GroupMembership.unit(of: $0.id)) })
-        return (units, try GroupMembership.members(c, of: recomputed), activity)
+        return (units, try GroupMembership.members(c, of: recomputed, dialect: lookup.dialect), activity)
     }
 }

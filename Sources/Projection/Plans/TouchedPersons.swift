@@ -19,21 +19,6 @@ import LibPQ
 enum TouchedPersons {
     typealias Key = NewEvents.Key
 
-    /// Deletes the rows of `table` (which has `app` and `person_id`),
-    /// aliased `f`, of `persons` (a relation `t(app, person)`; by default
-    /// the run's `touched` temp table); `returning` lists what comes back. Each
-    /// person's rows are found in the index and deleted by their row address:
-    /// left to itself the planner hashes the touched persons and scans the
-    /// whole table, which grows with the history, not the day. `table` and
-    /// `persons` are the code's own SQL, never input.
-    static func deleteStatement(from table: String, of persons: String = "touched t", returning: String? = nil) -> String {
-        """
-        DELETE FROM \(table) f USING \(persons)
-        CROSS JOIN LATERAL (SELECT p.ctid FROM \(table) p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
-        WHERE f.ctid = p.ctid
-        """ + (returning.map { "\nRETURNING " + $0 } ?? "")
-    }
-
     /// The persons (and groups of `groupFunnels`, those counting groups:
     /// `GroupMembership`) to recompute, by app; by app, the ids among their keys whose events
     /// belong to another person (id -> person) and the groups each member
@@ -51,7 +36,7 @@ enum TouchedPersons {
         var persons = Set<Key>()
         let aliasedActivity = Set(day.userActivity.keys).subtracting(day.users)
         let ids = Self.sorted(day.users.union(day.anonymous).union(aliasedActivity))
-        for (key, person) in zip(ids, try linkedPersons(c, of: ids)) {
+        for (key, person) in zip(ids, try linkedPersons(c, of: ids, dialect: lookup.dialect)) {
             if day.users.contains(key) || day.anonymous.contains(key) {
                 persons.insert(Key(app: key.app, id: person ?? key.id))
             } else if let person, person != key.id {
@@ -65,11 +50,18 @@ enum TouchedPersons {
         // funnel. Most relinks are a new device's first sign-in, whose
         // anonymous self never had any. One index probe per relink, as in
         // `linkedPersons`: as EXISTS, the planner hashed every stored outcome.
+        // Citus refuses the LIMIT there, and plans the join shard by shard.
         if !relinks.isEmpty {
+            let probe =
+                switch lookup.dialect {
+                case .postgres:
+                    "CROSS JOIN LATERAL (SELECT 1 FROM funnel_persons f WHERE f.app = r.app AND f.person_id = r.person LIMIT 1) f"
+                case .citus: "JOIN funnel_persons f ON f.app = r.app AND f.person_id = r.person"
+                }
             for row in try c.query(
                 """
                 SELECT r.app, r.person FROM unnest($1::text[], $2::text[]) AS r(app, person)
-                CROSS JOIN LATERAL (SELECT 1 FROM funnel_persons f WHERE f.app = r.app AND f.person_id = r.person LIMIT 1) f
+                \(probe)
                 """,
                 [.textArray(relinks.map(\.app)), .textArray(relinks.map(\.previousPerson))]
             ).rows {
@@ -97,7 +89,7 @@ enum TouchedPersons {
         var unresolved = Self.sorted(persons)
         while !unresolved.isEmpty {
             var next: [Key] = []
-            for (key, person) in zip(unresolved, try linkedPersons(c, of: unresolved)) {
+            for (key, person) in zip(unresolved, try linkedPersons(c, of: unresolved, dialect: lookup.dialect)) {
                 keys[key] = person ?? key.id
                 let owner = Key(app: key.app, id: person ?? key.id)
                 if persons.insert(owner).inserted { next.append(owner) }
@@ -109,7 +101,7 @@ enum TouchedPersons {
         for row in try c.query(
             """
             SELECT l.app, l.anonymous_id, l.person_id FROM unnest($1::text[], $2::text[]) AS t(app, person)
-            CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person OFFSET 0) l
+            CROSS JOIN LATERAL (SELECT * FROM identity_links l WHERE l.app = t.app AND l.person_id = t.person \(lookup.dialect.fence)) l
             """, Key.parameters(Self.sorted(persons.union(members.keys)))
         ).rows {
             keys[Key(app: try row.decode(String.self, at: 0), id: try row.decode(String.self, at: 1))] = try row.decode(String.self, at: 2)
@@ -151,7 +143,7 @@ enum TouchedPersons {
         // the recomputed.
         var anonymousEvents: [Key: [NewEvents.Activity]] = [:]
         let anonymous = Self.sorted(day.anonymousActivity.keys)
-        for (key, user) in zip(anonymous, try linkedPersons(c, of: anonymous)) {
+        for (key, user) in zip(anonymous, try linkedPersons(c, of: anonymous, dialect: lookup.dialect)) {
             let person = Key(app: key.app, id: user ?? key.id)
             guard !recomputed.contains(person) else { continue }
             anonymousEvents[person, default: []] += day.anonymousActivity[key] ?? []
@@ -196,15 +188,15 @@ enum TouchedPersons {
     }
 
     /// The person each key's link names, or nil when it has none, in order:
-    /// one index lookup per key (LATERAL, kept apart by OFFSET 0, where the
-    /// planner would otherwise hash every link of the table).
-    static func linkedPersons(_ c: Connection, of keys: [Key]) throws -> [String?] {
+    /// one index lookup per key (LATERAL, kept apart by the dialect's fence,
+    /// where the planner would otherwise hash every link of the table).
+    static func linkedPersons(_ c: Connection, of keys: [Key], dialect: SQLDialect) throws -> [String?] {
         var users = [String?](repeating: nil, count: keys.count)
         guard !keys.isEmpty else { return users }
         for row in try c.query(
             """
             SELECT k.n, l.person_id FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS k(app, id, n)
-            CROSS JOIN LATERAL (SELECT l.person_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.id OFFSET 0) l
+            CROSS JOIN LATERAL (SELECT l.person_id FROM identity_links l WHERE l.app = k.app AND l.anonymous_id = k.id \(dialect.fence)) l
             """, Key.parameters(keys)
         ).rows {
             let n = try row.decode(Int.self, at: 0)

@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 import Funnels
 import LibPQ
@@ -51,6 +52,8 @@ final class ProjectionRun {
     let session: Connection
     /// Where the log is read: a second session under the run's snapshot, or `session`.
     let reader: Connection
+    /// How lookups by key are written: for one PostgreSQL, or for Citus.
+    let dialect: SQLDialect
     /// Statements on `reader` beside the run's own (one thread: in order).
     let readerLane = Background(threads: 1)
     /// Where partitions are evaluated.
@@ -60,7 +63,8 @@ final class ProjectionRun {
     private var closers: [() -> Void] = []
 
     private init(
-        job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, reader: Connection, now: Int64
+        job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, reader: Connection, dialect: SQLDialect,
+        now: Int64
     ) {
         self.configuration = configuration
         options = job.options
@@ -70,6 +74,7 @@ final class ProjectionRun {
         self.now = now
         self.session = session
         self.reader = reader
+        self.dialect = dialect
         workerLane = Background(threads: job.options.workers)
     }
 
@@ -85,7 +90,9 @@ final class ProjectionRun {
         // deleted, which the pass's funnels alone are read from.
         let reader = job.options.secondSession
             ? try SnapshotReader.open(beside: session, settings: settings) : session
-        let run = ProjectionRun(job: job, configuration: configuration, session: session, reader: reader, now: now)
+        let dialect = SQLDialect(try EventLogLayout.read(session))
+        let run = ProjectionRun(
+            job: job, configuration: configuration, session: session, reader: reader, dialect: dialect, now: now)
         defer { run.close() }
         return try body(run)
     }

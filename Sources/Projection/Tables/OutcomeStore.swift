@@ -22,12 +22,14 @@ enum OutcomeStore {
     /// (funnel, cohort day, outcome): the days they leave must be rewritten,
     /// and their outcomes are taken out of those days' tallies.
     /// Returns the persons who had rows (app, person id), each once.
-    static func deleteTouched(_ c: Connection, _ body: (String, String, PersonOutcome) throws -> Void) throws -> [NewEvents.Key] {
+    static func deleteTouched(
+        _ c: Connection, dialect: SQLDialect, _ body: (String, String, PersonOutcome) throws -> Void
+    ) throws -> [NewEvents.Key] {
         var persons = Set<NewEvents.Key>()
         let app = 2 + outcomeColumnNames.count  // after the funnel, the cohort day and the outcome
         // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
         try c.forEachBinaryRow(
-            TouchedPersons.deleteStatement(
+            dialect.delete(
                 from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f.")), f.app, f.person_id")
         ) { row in
             try handOver(row, to: body)
@@ -42,8 +44,11 @@ enum OutcomeStore {
 
     /// On `funnel_persons p`: the rows `closeWindows` closes in place at $1
     /// (the run's clock), which the analyses' `storedDayChange` add first.
+    /// The touched persons are one uncorrelated subquery, which PostgreSQL
+    /// hashes once and Citus runs apart from the distributed tables (it
+    /// refuses a local table correlated with them).
     static let closingInPlace = """
-        p.open_until <= $1 AND NOT EXISTS (SELECT 1 FROM touched t WHERE t.app = p.app AND t.person = p.person_id)
+        p.open_until <= $1 AND (p.app, p.person_id) NOT IN (SELECT t.app, t.person FROM touched t)
         """
 
     /// Closes in place the windows that closed since the last run, for the
@@ -52,20 +57,23 @@ enum OutcomeStore {
     /// `open_until`: a person in progress drops off, a completer starts to
     /// count in the diagnostics and retention (`PersonOutcome.windowClosed`).
     /// Hands over each row as it now is (funnel, cohort day, outcome), so
-    /// the days' tallies can follow.
+    /// the days' tallies can follow. The cohort day's text is made outside
+    /// the update: Citus allows only immutable functions in RETURNING.
     static func closeWindows(_ c: Connection, now: Int64, _ body: (String, String, PersonOutcome) throws -> Void) throws {
         try c.forEachBinaryRow(
             """
-            UPDATE funnel_persons p SET in_progress = false, open_until = NULL
-            WHERE \(closingInPlace)
-            RETURNING p.funnel, p.cohort_day::text, \(outcomeColumns("p."))
+            WITH p AS (
+                UPDATE funnel_persons p SET in_progress = false, open_until = NULL
+                WHERE \(closingInPlace)
+                RETURNING p.*)
+            SELECT p.funnel, p.cohort_day::text, \(outcomeColumns("p.")) FROM p
             """, [.microseconds(now)]
         ) { row in
             try handOver(row, to: body)
         }
     }
 
-    /// A row `RETURNING f.funnel, f.cohort_day::text, outcomeColumns("f.")`, as (funnel, cohort day, outcome).
+    /// A row `f.funnel, f.cohort_day::text, outcomeColumns("f.")`, as (funnel, cohort day, outcome).
     private static func handOver(_ row: BinaryRow, to body: (String, String, PersonOutcome) throws -> Void) throws {
         try body(try row.required(0, row.text), try row.required(1, row.text), try outcome(of: row, from: 2))
     }
