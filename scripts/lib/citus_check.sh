@@ -13,33 +13,64 @@
 # compared (scripts/lib/projection_md5.sql) and must be equal, and the
 # cluster's rebuild must equal its incremental night.
 
-check() {
-  ONRAMP=${ONRAMP:-$(swift build --show-bin-path)/onramp}
-  [ -x "$ONRAMP" ] || { echo "no onramp binary at $ONRAMP (swift build first)" >&2; exit 1; }
-  ensure_packages faketime curl
-  # Nodes this check starts, it stops (and a folder it makes, it removes).
-  fresh="" running=""
+# own_cluster NAME: the cluster started (if it was not) and a fresh database
+# NAME on it ($cluster_db), a folder for the run ($work); on exit, the servers
+# this run started are stopped, the database dropped, and nodes this run
+# started stopped (a folder it made, removed).
+own_cluster() {
+  cluster_name=$1 fresh="" running="" servers=()
   [ -f "$dir/coordinator/PG_VERSION" ] || fresh=1
   as_pg "$PG_BIN/pg_ctl" -D "$dir/coordinator" status >/dev/null 2>&1 && running=1
   start >/dev/null
-
-  drop_citus_database onramp_check
-  cluster_db=$(create_citus_database onramp_check)
-
-  work=$(mktemp -d "${TMPDIR:-/tmp}/onramp-citus-check.XXXXXX")
-  cluster_server="" single_server=""
+  drop_citus_database "$cluster_name"
+  cluster_db=$(create_citus_database "$cluster_name")
+  work=$(mktemp -d "${TMPDIR:-/tmp}/onramp-citus-$cluster_name.XXXXXX")
   # shellcheck disable=SC2329  # called by the trap
   cleanup() {
-    [ -n "${ONRAMP_CITUS_KEEP:-}" ] && { echo "kept: $work, $cluster_db, $single_db" >&2; return; }
-    [ -n "$cluster_server" ] && kill "$cluster_server" 2>/dev/null || true
-    [ -n "$single_server" ] && kill "$single_server" 2>/dev/null || true
+    [ -n "${ONRAMP_CITUS_KEEP:-}" ] && { echo "kept: $work, $cluster_db" >&2; return; }
+    local server
+    for server in "${servers[@]}"; do kill -- "-$server" 2>/dev/null || true; done
     as_pg "$PG_BIN/pg_ctl" -D "$work/data" -m immediate -w stop >/dev/null 2>&1 || true
-    drop_citus_database onramp_check
+    drop_citus_database "$cluster_name"
     rm -rf "$work"
     if [ -z "$running" ]; then stop 2>/dev/null; fi
     if [ -n "$fresh" ]; then rm -rf "$dir"; fi
   }
   trap cleanup EXIT
+}
+
+# serve_on SIDE DB [WRAPPER…]: write keys for the five funnels' apps
+# ($work/keys-SIDE) and `onramp serve` against DB on a free port
+# ($work/port-SIDE), run through the command WRAPPER when given, in a process
+# group of its own (the wrapper's child is stopped with it); returns once it
+# answers.
+serve_on() {
+  local side=$1 db=$2 port server app
+  shift 2
+  : >"$work/keys-$side"
+  for app in yoked ops umuve forma; do
+    echo "$app=$("$ONRAMP" keys create --app "$app" --database-url "$db" 2>/dev/null)" >>"$work/keys-$side"
+  done
+  port=$(free_port)
+  setsid "$@" env LOG_LEVEL=warning "$ONRAMP" serve --port "$port" --database-url "$db" --rate-limit 1000000 \
+    >>"$work/serve-$side.log" 2>&1 &
+  server=$!
+  servers+=("$server")
+  echo "$port" >"$work/port-$side"
+  for _ in $(seq 300); do
+    curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && return 0
+    kill -0 "$server" 2>/dev/null || { tail -20 "$work/serve-$side.log" >&2; return 1; }
+    sleep 0.1
+  done
+  echo "the $side server did not come up" >&2
+  return 1
+}
+
+check() {
+  ONRAMP=${ONRAMP:-$(swift build --show-bin-path)/onramp}
+  [ -x "$ONRAMP" ] || { echo "no onramp binary at $ONRAMP (swift build first)" >&2; exit 1; }
+  ensure_packages faketime curl
+  own_cluster onramp_check
   start_cluster
   psql -q "$ADMIN" -c "CREATE DATABASE single"
   single_db="postgresql://onramp@127.0.0.1:$PGPORT/single"
@@ -55,26 +86,8 @@ check() {
   later=$(date -u -d "@$((now + 2 * 3600))" '+%Y-%m-%d %H:%M:%S')
   now=$(date -u -d "@$now" '+%Y-%m-%d %H:%M:%S')
   at() { local when=$1; shift; FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$when" "$@"; }
-
-  local side db port server keys=()
-  for side in cluster single; do
-    [ "$side" = cluster ] && db=$cluster_db || db=$single_db
-    : >"$work/keys-$side"
-    for app in yoked ops umuve forma; do
-      echo "$app=$("$ONRAMP" keys create --app "$app" --database-url "$db" 2>/dev/null)" >>"$work/keys-$side"
-    done
-    port=$(free_port)
-    at "$now" env LOG_LEVEL=warning "$ONRAMP" serve --port "$port" --database-url "$db" --rate-limit 1000000 \
-      >>"$work/serve-$side.log" 2>&1 &
-    server=$!
-    [ "$side" = cluster ] && cluster_server=$server || single_server=$server
-    echo "$port" >"$work/port-$side"
-    for _ in $(seq 300); do
-      curl -fs "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
-      kill -0 "$server" 2>/dev/null || { tail -20 "$work/serve-$side.log" >&2; return 1; }
-      sleep 0.1
-    done
-  done
+  serve_on cluster "$cluster_db" env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$now" || return 1
+  serve_on single "$single_db" env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$now" || return 1
 
   # traffic SEED DEVICES DAYS: the simulator's devices, then the two-device persons, to both servers.
   traffic() {
