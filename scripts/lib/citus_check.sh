@@ -85,9 +85,12 @@ check() {
   night=$(date -u -d "@$((now + 600))" '+%Y-%m-%d %H:%M:%S')
   later=$(date -u -d "@$((now + 2 * 3600))" '+%Y-%m-%d %H:%M:%S')
   now=$(date -u -d "@$now" '+%Y-%m-%d %H:%M:%S')
-  at() { local when=$1; shift; FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$when" "$@"; }
-  serve_on cluster "$cluster_db" env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$now" || return 1
-  serve_on single "$single_db" env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f "$now" || return 1
+  # at WHEN COMMAND…: COMMAND at the frozen clock WHEN (a command, not a
+  # function, so that serve_on can start the servers through it).
+  local at=(env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f)
+  at() { "${at[@]}" "$@"; }
+  serve_on cluster "$cluster_db" "${at[@]}" "$now" || return 1
+  serve_on single "$single_db" "${at[@]}" "$now" || return 1
 
   # traffic SEED DEVICES DAYS: the simulator's devices, then the two-device persons, to both servers.
   traffic() {
