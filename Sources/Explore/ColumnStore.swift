@@ -100,7 +100,7 @@ struct ColumnStore {
         let database = try Self.logIdentity(c)
         // On a replica, the snapshot names no running transaction: its pending ones are found from the rows.
         let current = try c.query("SELECT pg_is_in_recovery()").scalar(Bool.self)
-            ? try Checkpoint.unseen(c, app: app) : try Checkpoint.current(c)
+            ? try Checkpoint.unseen(c, app: app) : try Checkpoint.settled(c)
         var manifest = loadManifest()
         var paths = wanted.union(keeping)
         if let stored = manifest, stored.database == database, stored.app == app { paths.formUnion(stored.paths) }
@@ -118,7 +118,8 @@ struct ColumnStore {
         }
         let rebuilt = manifest == nil
         try deadline?.check()
-        let newEvents = try readNew(c, since: rebuilt ? nil : state.manifest.checkpoint, into: &state, deadline: deadline)
+        let window = LogWindow(from: rebuilt ? .start : state.manifest.checkpoint, to: current)
+        let newEvents = try readNew(c, window: window, into: &state, deadline: deadline)
         state.manifest.checkpoint = current
         // The manifest too when nothing was new: the next query's read starts from here.
         try save(&state)
@@ -239,19 +240,15 @@ struct ColumnStore {
         }
     }
 
-    /// Reads the app's events committed after `checkpoint` (all, when nil)
-    /// into a new pending segment; returns how many.
-    private func readNew(_ c: Connection, since checkpoint: Checkpoint?, into state: inout State, deadline: Deadline?) throws -> Int {
+    /// Reads the app's events in `window` into a new pending segment;
+    /// returns how many.
+    private func readNew(_ c: Connection, window: LogWindow, into state: inout State, deadline: Deadline?) throws -> Int {
         let paths = state.manifest.paths
         try ReadScope.bind(c, app: app, paths: paths)
-        var condition = ""
-        if let checkpoint {
-            try checkpoint.bind(c)
-            condition = " AND " + Checkpoint.newEventsCondition
-        }
+        try window.bind(c)
         let sql = """
             COPY (SELECT e.type, e.event, e.anonymous_id, e.user_id, e."timestamp", e.message_id, e.previous_id, e.group_id\(ReadScope.columns(paths))
-                  FROM analytics.event_log e WHERE e.app = \(ReadScope.app)\(condition)) TO STDOUT (FORMAT binary)
+                  FROM analytics.event_log e WHERE e.app = \(ReadScope.app) AND \(LogWindow.condition)) TO STDOUT (FORMAT binary)
             """
         var columns = EventColumns(paths: paths.count)
         var messageIds: [String] = []

@@ -47,9 +47,9 @@ struct ReplicaCheckpointTests {
         #expect(seenTxids.count == 2 && seenTxids.allSatisfy { !checkpoint.pending.contains($0) }, "\(checkpoint) \(seen)")
         try writer.executeScript("COMMIT")
         let next = try reader.transaction(isolation: .repeatableRead) { c in
-            try checkpoint.bind(c)
+            try LogWindow(from: checkpoint, to: try Checkpoint.unseen(c, app: "x")).bind(c)
             return try c.query(
-                "SELECT array_agg(message_id ORDER BY message_id)::text FROM analytics.event_log e WHERE e.app = 'x' AND \(Checkpoint.newEventsCondition)"
+                "SELECT array_agg(message_id ORDER BY message_id)::text FROM analytics.event_log e WHERE e.app = 'x' AND \(LogWindow.condition)"
             ).scalar(String.self)
         }
         #expect(next == "{late}")

@@ -11,7 +11,8 @@ struct IncrementalPlan: ProjectionPlan {
     /// For sizing partitions only; a wrong guess costs a little speed.
     static let eventsPerPersonEstimate = 20
 
-    let since: Checkpoint
+    /// The new events: written since the last run, up to this one's snapshot.
+    let window: LogWindow
     private var start = IncrementalStart()
     /// The histories, then, on a second session, what the touched persons'
     /// rows counted per analysis (nil: read before the deletes, on the one session).
@@ -19,8 +20,8 @@ struct IncrementalPlan: ProjectionPlan {
     /// Analysis (by its table) -> its change, read before the stored outcomes are removed.
     private var dayChanges: [String: StoredDayChange] = [:]
 
-    init(since: Checkpoint) {
-        self.since = since
+    init(window: LogWindow) {
+        self.window = window
     }
 
     /// Relinks, collects the touched persons, starts streaming their
@@ -31,7 +32,7 @@ struct IncrementalPlan: ProjectionPlan {
         let outcomeEvents = Dictionary(uniqueKeysWithValues: run.apps.map { app in
             (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app)))
         })
-        var day = try NewEvents.read(c, outcomeEvents: outcomeEvents, since: since)
+        var day = try NewEvents.read(c, outcomeEvents: outcomeEvents, window: window)
         let erased = try ErasedPersons.pending(c, apps: run.apps)
         day.users.formUnion(erased)
         day.erasedApps = Set(erased.map(\.app))

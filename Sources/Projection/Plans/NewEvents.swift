@@ -61,12 +61,12 @@ struct NewEvents: Sendable {
     /// Whether `key`'s stored outcomes are among those of `activityKeys`.
     func isActivityKey(_ key: Key) -> Bool { userActivity[key] != nil || anonymousActivity[key] != nil }
 
-    /// Reads the events written after `checkpoint` of the apps `outcomeEvents` has.
+    /// Reads the events in `window` of the apps `outcomeEvents` has.
     /// In COPY's binary form: the day's read is the job's per-event work on
     /// both sides, and as text PostgreSQL printed every timestamp for the job
     /// to parse it back.
-    static func read(_ c: Connection, outcomeEvents: [String: OutcomeEvents], since checkpoint: Checkpoint) throws -> NewEvents {
-        try checkpoint.bind(c)
+    static func read(_ c: Connection, outcomeEvents: [String: OutcomeEvents], window: LogWindow) throws -> NewEvents {
+        try window.bind(c)
         var day = NewEvents()
         var row = BinaryCopyFields()
         // Each row's app is found among the configured ones by its bytes,
@@ -80,7 +80,7 @@ struct NewEvents: Sendable {
         try c.copyOut(
             """
             COPY (SELECT e.app, e.anonymous_id, e.user_id, e."timestamp", e.type, e.event, e.previous_id, e.group_id FROM events e
-                  WHERE \(Checkpoint.newEventsCondition)) TO STDOUT (FORMAT binary)
+                  WHERE \(LogWindow.condition)) TO STDOUT (FORMAT binary)
             """
         ) { message in
             guard try row.read(message) else { return }

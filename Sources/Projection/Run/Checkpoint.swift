@@ -1,3 +1,4 @@
+import EventLog
 package import LibPQ
 
 /// The job's position in the log: the snapshot of its last run, as a
@@ -43,6 +44,16 @@ package struct Checkpoint: Equatable, Sendable, Codable {
         return try Checkpoint(row: row)
     }
 
+    /// The running transaction's snapshot as `current` gives it, taken
+    /// before the transaction first reads the log: on Citus, once every
+    /// worker shows what the snapshot counts as committed (`PreparedCommits`),
+    /// so that the rows read are never fewer than it says.
+    package static func settled(_ c: Connection) throws -> Checkpoint {
+        let checkpoint = try current(c)
+        if try EventLogLayout.read(c) == .distributed { try PreparedCommits.settle(c) }
+        return checkpoint
+    }
+
     /// The running transaction's snapshot as `current` gives it, with its
     /// pending transactions found from the rows: every transaction id from
     /// the snapshot's oldest running one up to its horizon that wrote no row
@@ -65,33 +76,6 @@ package struct Checkpoint: Equatable, Sendable, Codable {
             """, [.text(app)]
         ).scalarRow()
         return try Checkpoint(row: row)
-    }
-
-    /// SQL condition selecting events written after the checkpoint that
-    /// `bind` set for the transaction (a COPY takes no parameters). The lower
-    /// bound lets the BRIN index skip everything older, with the bound values
-    /// as the scan's runtime parameters. Only committed rows are visible, so
-    /// together with the snapshot this selects exactly the events the last
-    /// run could not see.
-    package static let newEventsCondition = """
-        e.txid >= (SELECT current_setting('onramp.checkpoint_low')::int8)
-        AND (e.txid >= (SELECT current_setting('onramp.checkpoint_horizon')::int8)
-             OR e.txid IN (SELECT unnest(current_setting('onramp.checkpoint_pending')::int8[])))
-        """
-
-    /// Binds this checkpoint for `newEventsCondition`, for the rest of the
-    /// transaction: settings, not a temp table, so a read-only transaction
-    /// on a replica can bind it too.
-    package func bind(_ c: Connection) throws {
-        try c.query(
-            """
-            SELECT set_config('onramp.checkpoint_low', $1::text, true), set_config('onramp.checkpoint_horizon', $2::text, true),
-                   set_config('onramp.checkpoint_pending', $3::int8[]::text, true)
-            """, parameters)
-    }
-
-    private var parameters: [PostgresValue] {
-        [.int(min(horizon, pending.min() ?? horizon)), .int(horizon), .intArray(pending)]
     }
 }
 

@@ -110,7 +110,7 @@ public struct ProjectionJob: Sendable {
         if mode == .incremental { settings += " SET LOCAL enable_mergejoin = off;" }
         try c.executeScript(settings)
         SpilledHistory.removeAbandoned()
-        let current = try Checkpoint.current(c)
+        let current = try Checkpoint.settled(c)
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let zone = configuration.timeZoneIdentifier(for:)
         var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone)
@@ -145,7 +145,7 @@ public struct ProjectionJob: Sendable {
             }
             try c.executeScript("ANALYZE " + (["identity_links"] + perPerson + days).joined(separator: ", "))
         } else {
-            summary = try pass(IncrementalPlan(since: previous), configuration.funnels.filter { !recomputed.contains($0.name) })
+            summary = try pass(IncrementalPlan(window: LogWindow(from: previous, to: current)), configuration.funnels.filter { !recomputed.contains($0.name) })
             if !recomputed.isEmpty {
                 let recompute = try pass(
                     RebuildPlan(only: recomputed, counted: counted), configuration.funnels.filter { recomputed.contains($0.name) })
@@ -157,7 +157,7 @@ public struct ProjectionJob: Sendable {
         }
         // The catalogue follows the log, not the funnels: a rebuild adds what came since the last run too.
         try EventCatalog(configuration: configuration).update(
-            c, since: mode == .rebuild ? try Checkpoint.load(c) : previous, erased: try ErasedPersons.apps(c))
+            c, window: LogWindow(from: mode == .rebuild ? try Checkpoint.load(c) : previous, to: current), erased: try ErasedPersons.apps(c))
         try TargetTable.write(c, configuration: configuration)
         try TrackingPlanTable.write(c, configuration: configuration)
         try DefinitionChanges.record(

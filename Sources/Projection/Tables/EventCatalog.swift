@@ -30,24 +30,26 @@ struct EventCatalog {
 
     private static let tables = ["event_catalog_days", "event_catalog_properties", "event_catalog_senders"]
 
-    /// Adds the events written since `checkpoint` (the last run's, whatever
-    /// this run's mode), or counts everything when the catalogue was never
-    /// built or its days were cut in other zones; the apps in `erased` lost
-    /// events to an erasure and are counted again whole.
-    func update(_ c: Connection, since checkpoint: Checkpoint, erased: [String]) throws {
+    /// Adds the events of `window` (from the last run's snapshot, whatever
+    /// this run's mode), or counts everything up to the window's end when the
+    /// catalogue was never built or its days were cut in other zones; the
+    /// apps in `erased` lost events to an erasure and are counted again whole.
+    func update(_ c: Connection, window: LogWindow, erased: [String]) throws {
         let stored = try c.query("SELECT zones FROM event_catalog_state").rows.first.map { try $0.decode(String.self, at: 0) }
         if stored != cut {
             try c.executeScript("TRUNCATE " + Self.tables.joined(separator: ", "))
-            try add(c, where: "true", [], everything: true)
+            try LogWindow.upTo(window.to).bind(c)
+            try add(c, where: LogWindow.condition, [], everything: true)
         } else {
             if !erased.isEmpty {
                 for table in Self.tables {
                     try c.query("DELETE FROM \(table) WHERE app = ANY($1::text[])", [.textArray(erased)])
                 }
-                try add(c, where: "e.app = ANY($1::text[])", [.textArray(erased)], everything: true)
+                try LogWindow.upTo(window.to).bind(c)
+                try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(erased)], everything: true)
             }
-            try checkpoint.bind(c)
-            try add(c, where: "\(Checkpoint.newEventsCondition) AND NOT e.app = ANY($1::text[])", [.textArray(erased)])
+            try window.bind(c)
+            try add(c, where: "\(LogWindow.condition) AND NOT e.app = ANY($1::text[])", [.textArray(erased)])
         }
         try c.query(
             "INSERT INTO event_catalog_state (zones) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET zones = excluded.zones", [.text(cut)])
