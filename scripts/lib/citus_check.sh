@@ -11,7 +11,9 @@
 # both, the first night; more traffic, late events among it; an incremental
 # night; and a rebuild. After each, every table the nightly job writes is
 # compared (scripts/lib/projection_md5.sql) and must be equal, and the
-# cluster's rebuild must equal its incremental night.
+# cluster's rebuild must equal its incremental night. Last, every analytics
+# view, sql/examples query and Grafana panel's SQL runs on the coordinator
+# as the analysts' roles (a Swift test: the tests must be built).
 
 # own_cluster NAME: the cluster started (if it was not) and a fresh database
 # NAME on it ($cluster_db), a folder for the run ($work); on exit, the servers
@@ -175,6 +177,13 @@ PY
   same "after a rebuild on both" || return 1
   diff -q "$work/cluster-incremental.md5" "$work/cluster.md5" >/dev/null ||
     { echo "citus check: the cluster's rebuild differs from its incremental night" >&2; return 1; }
+
+  # What the analysts run, on the coordinator as their roles: every view,
+  # example and Grafana panel (Tests/AnalyticsTests/AnalystSQLOnDatabaseTests).
+  ONRAMP_ANALYST_CHECK_URL=$cluster_db swift test --skip-build --filter AnalystSQLOnDatabaseTests >"$work/analyst.log" 2>&1 ||
+    { grep -aE "✘|↳|^  |error" "$work/analyst.log" | head -40 >&2
+      echo "citus check: the analysts' SQL failed on the cluster (the tests must be built: swift build --build-tests)" >&2; return 1; }
+  echo "citus check: on the cluster, $(grep -aoE '[0-9]+ views, [0-9]+ examples, [0-9]+ panel queries' "$work/analyst.log") ran as the analysts' roles" >&2
 
   local events spanning
   events=$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")

@@ -23,6 +23,11 @@ BEGIN
 END
 $$;
 
+-- One connection per node for the whole transaction: Citus copies a function
+-- to the workers (below) only in a transaction that has not opened several.
+-- It makes distributing an empty log a little slower, once.
+SET LOCAL citus.multi_shard_modify_mode = 'sequential';
+
 -- The append-only triggers stay: each only raises, on the shard it fires on,
 -- and touches no other shard, which is what Citus's "unsafe triggers" warns of.
 SET LOCAL citus.enable_unsafe_triggers = on;
@@ -37,12 +42,10 @@ BEGIN
             -- The ledger by message id: an append's group commit spans shards
             -- and Citus commits it in two phases, so dedupe stays one unique key.
             (2, 'event_ids', 'message_id', 'none'),
-            -- A device's identity link beside the device's events.
-            (3, 'identity_links', 'anonymous_id', 'events'),
             -- A person's outcomes together, hashed as the log is.
-            (4, 'funnel_persons', 'person_id', 'events'),
-            (5, 'funnel_person_diagnostics', 'person_id', 'events'),
-            (6, 'funnel_person_retention', 'person_id', 'events')
+            (3, 'funnel_persons', 'person_id', 'events'),
+            (4, 'funnel_person_diagnostics', 'person_id', 'events'),
+            (5, 'funnel_person_retention', 'person_id', 'events')
         ) AS t(ord, relation, distribution_column, colocate_with)
         ORDER BY ord
     LOOP
@@ -50,9 +53,44 @@ BEGIN
             PERFORM create_distributed_table(spec.relation, spec.distribution_column, colocate_with => spec.colocate_with);
         END IF;
     END LOOP;
-    -- Read by every server at each key lookup: a copy on every node.
+    -- A copy on every node. The write keys: read by every server at each
+    -- key lookup. The identity links: every view that names an event's
+    -- person joins the log to them by anonymous id, which is not the log's
+    -- distribution column (the device's first id, the user id when there is
+    -- no anonymous one); Citus joins a distributed table only to a reference
+    -- table or on its distribution column.
     IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'write_keys'::regclass) THEN
         PERFORM create_reference_table('write_keys');
     END IF;
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'identity_links'::regclass) THEN
+        PERFORM create_reference_table('identity_links');
+    END IF;
 END
 $$;
+
+-- The analysts' functions run on the workers too, inside the queries Citus
+-- sends to the shards: copies there (they were made on the coordinator only).
+DO $$
+DECLARE
+    f regprocedure;
+BEGIN
+    FOR f IN
+        SELECT p.oid::regprocedure FROM pg_proc p
+        WHERE p.pronamespace = 'analytics'::regnamespace
+          AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+    LOOP
+        PERFORM create_distributed_function(f);
+    END LOOP;
+END
+$$;
+
+-- Citus checks a query's shards as the user who sent it, not as the owner of
+-- the view it went through (unlike PostgreSQL): the analysts' roles read the
+-- distributed tables the `analytics` views read. They hold nothing those
+-- views do not show; the keys, the ledger and the privacy tables stay closed.
+GRANT SELECT ON events, identity_links, funnel_persons, funnel_person_diagnostics, funnel_person_retention
+    TO onramp_analyst, onramp_operator;
+
+-- The apps with events: on one PostgreSQL a recursive walk of the log's
+-- index, which Citus cannot run over shards; here each shard's distinct apps.
+CREATE OR REPLACE VIEW analytics.apps AS SELECT DISTINCT app FROM events;

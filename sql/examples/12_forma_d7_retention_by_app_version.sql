@@ -4,15 +4,21 @@
 -- day 7 (7 to 8 days after their start) had passed at the last nightly run,
 -- how many were active on it; the difference of the two shares and its
 -- two-proportion p-value. Only closed windows, not excluded, count.
-WITH run AS (
-    SELECT max(computed_at) AS at FROM analytics.funnel_retention WHERE funnel = 'forma_onboarding'
-), persons AS (
-    SELECT p.app_version, p.completed, 7 = ANY (COALESCE(r.retained_days, '{}')) AS retained
+-- (The persons and their retention are read apart and joined after, and the
+-- last run's time is a subquery, so that it runs on a Citus cluster too,
+-- which cannot join the two views shard by shard.)
+WITH started AS MATERIALIZED (
+    SELECT p.app, p.person_id, p.app_version, p.completed
     FROM analytics.funnel_persons p
-    LEFT JOIN analytics.funnel_person_retention r USING (app, person_id, funnel)
-    CROSS JOIN run
     WHERE p.funnel = 'forma_onboarding' AND p.level >= 1 AND NOT p.excluded AND NOT p.in_progress
-      AND p.start_time + interval '8 days' < run.at
+      AND p.start_time + interval '8 days' < (SELECT max(computed_at) FROM analytics.funnel_retention
+                                              WHERE funnel = 'forma_onboarding')
+), retained AS MATERIALIZED (
+    SELECT app, person_id FROM analytics.funnel_person_retention
+    WHERE funnel = 'forma_onboarding' AND 7 = ANY (retained_days)
+), persons AS (
+    SELECT s.app_version, s.completed, r.person_id IS NOT NULL AS retained
+    FROM started s LEFT JOIN retained r USING (app, person_id)
 ), sides AS (
     SELECT app_version,
            count(*) FILTER (WHERE completed)                  AS completers,

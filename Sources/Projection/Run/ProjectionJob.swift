@@ -1,4 +1,5 @@
 public import Foundation
+import EventLog
 public import Funnels
 public import LibPQ
 
@@ -143,7 +144,12 @@ public struct ProjectionJob: Sendable {
             let days = DefinitionChanges.funnelTables(analyses: analyses).filter {
                 $0 != "funnel_regressions" && $0 != "funnel_persons" && !personTables.contains($0)
             }
-            try c.executeScript("ANALYZE " + (["identity_links"] + perPerson + days).joined(separator: ", "))
+            // On Citus the links and the per-person tables are planned on
+            // the nodes that hold them, on statistics their autovacuum
+            // keeps; an ANALYZE of them here, after the run wrote the
+            // coordinator's copy of the links, is refused.
+            let distributed = try EventLogLayout.read(c) == .distributed
+            try c.executeScript("ANALYZE " + ((distributed ? [] : ["identity_links"] + perPerson) + days).joined(separator: ", "))
         } else {
             summary = try pass(IncrementalPlan(window: LogWindow(from: previous, to: current)), configuration.funnels.filter { !recomputed.contains($0.name) })
             if !recomputed.isEmpty {
