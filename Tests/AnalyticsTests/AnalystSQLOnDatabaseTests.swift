@@ -53,13 +53,7 @@ struct AnalystSQLOnDatabaseTests {
         let from = "2000-01-01T00:00:00Z", to = Timestamps.format(microseconds: Timestamps.microseconds(Date()) + 86_400_000_000)
         var panels = 0
         for panel in try GrafanaDashboardTests.panels() {
-            var variants = [GrafanaDashboardTests.expandMacros(panel.sql, from: from, to: to)]
-            for (name, values) in panel.variables {
-                variants = variants.flatMap { sql in
-                    sql.contains("$\(name)") || sql.contains("${\(name):") ? values.map { GrafanaDashboardTests.substitute(sql, name, $0) } : [sql]
-                }
-            }
-            for sql in variants {
+            for sql in GrafanaDashboardTests.queries(panel, from: from, to: to) {
                 panels += 1
                 _ = await run(analyst, "\(panel.dashboard) / \(panel.title)", sql)
             }

@@ -74,6 +74,18 @@ struct GrafanaDashboardTests {
             .replacingOccurrences(of: "$\(name)", with: value)
     }
 
+    /// The panel's SQL as Grafana sends it for the time range, once for each
+    /// value of each variable it names.
+    static func queries(_ panel: Panel, from: String, to: String) -> [String] {
+        var variants = [expandMacros(panel.sql, from: from, to: to)]
+        for (name, values) in panel.variables {
+            variants = variants.flatMap { sql in
+                sql.contains("$\(name)") || sql.contains("${\(name):") ? values.map { substitute(sql, name, $0) } : [sql]
+            }
+        }
+        return variants
+    }
+
     @Test("seven dashboards, one per concern, every panel with SQL")
     func dashboardsExist() throws {
         let panels = try Self.panels()
@@ -91,13 +103,7 @@ struct GrafanaDashboardTests {
         let to = Timestamps.format(microseconds: Timestamps.microseconds(Date()) + AnalystDataset.day)
         var executed = 0
         for panel in try Self.panels() {
-            var variants = [Self.expandMacros(panel.sql, from: from, to: to)]
-            for (name, values) in panel.variables {
-                variants = variants.flatMap { sql in
-                    sql.contains("$\(name)") || sql.contains("${\(name):") ? values.map { Self.substitute(sql, name, $0) } : [sql]
-                }
-            }
-            for sql in variants {
+            for sql in Self.queries(panel, from: from, to: to) {
                 #expect(!sql.contains("$"), "\(panel.title): unexpanded variable")
                 let result: QueryResult
                 do { result = try await session.analyst.query(sql) } catch {
