@@ -44,9 +44,12 @@ struct Harness: Sendable {
     }
 
     /// A JSON POST authenticated the way Segment's SDKs do (Basic, key as user name).
+    /// The timeout is a guard against a hang, not a speed check: in a full
+    /// suite on two cores a request held behind a test's lock has waited
+    /// over two minutes.
     func post(
         _ path: String = "/v1/batch", json: String, key: String? = nil, extraHeaders: [(String, String)] = [],
-        timeout: TimeAmount = .seconds(120)
+        timeout: TimeAmount = .seconds(300)
     ) async throws -> Reply {
         let basic = Data(((key ?? self.key) + ":").utf8).base64EncodedString()
         return try await send(
