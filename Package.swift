@@ -127,7 +127,7 @@ let package = Package(
         ),
         .target(
             name: "Explore",
-            dependencies: ["LibPQ", "Funnels", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: ["LibPQ", "Funnels", "EventLog", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
         // `onramp explore`: the explorer's page and the API it polls, over Explore.

@@ -1,4 +1,5 @@
 import Dispatch
+import EventLog
 import Foundation
 import Funnels
 import LibPQ
@@ -100,7 +101,7 @@ struct ColumnStore {
         let database = try Self.logIdentity(c)
         // On a replica, the snapshot names no running transaction: its pending ones are found from the rows.
         let current = try c.query("SELECT pg_is_in_recovery()").scalar(Bool.self)
-            ? try Checkpoint.unseen(c, app: app) : try Checkpoint.settled(c)
+            ? try Checkpoint.unseen(c, app: app) : try Checkpoint.settled(c, layout: try EventLogLayout.read(c))
         var manifest = loadManifest()
         var paths = wanted.union(keeping)
         if let stored = manifest, stored.database == database, stored.app == app { paths.formUnion(stored.paths) }

@@ -1,4 +1,4 @@
-import EventLog
+package import EventLog
 package import LibPQ
 
 /// The job's position in the log: the snapshot of its last run, as a
@@ -45,12 +45,12 @@ package struct Checkpoint: Equatable, Sendable, Codable {
     }
 
     /// The running transaction's snapshot as `current` gives it, taken
-    /// before the transaction first reads the log: on Citus, once every
-    /// worker shows what the snapshot counts as committed (`PreparedCommits`),
-    /// so that the rows read are never fewer than it says.
-    package static func settled(_ c: Connection) throws -> Checkpoint {
+    /// before the transaction first reads the log: on Citus (`layout`), once
+    /// every worker shows what the snapshot counts as committed
+    /// (`PreparedCommits`), so that the rows read are never fewer than it says.
+    package static func settled(_ c: Connection, layout: EventLogLayout) throws -> Checkpoint {
         let checkpoint = try current(c)
-        if try EventLogLayout.read(c) == .distributed { try PreparedCommits.settle(c) }
+        if layout == .distributed { try PreparedCommits.settle(c) }
         return checkpoint
     }
 

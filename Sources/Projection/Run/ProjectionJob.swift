@@ -111,7 +111,9 @@ public struct ProjectionJob: Sendable {
         if mode == .incremental { settings += " SET LOCAL enable_mergejoin = off;" }
         try c.executeScript(settings)
         SpilledHistory.removeAbandoned()
-        let current = try Checkpoint.settled(c)
+        // Where the log lives, read once: the checkpoint, the lookups and the statistics depend on it.
+        let layout = try EventLogLayout.read(c)
+        let current = try Checkpoint.settled(c, layout: layout)
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let zone = configuration.timeZoneIdentifier(for:)
         var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone)
@@ -122,7 +124,7 @@ public struct ProjectionJob: Sendable {
         // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
         let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
         func pass(_ plan: some ProjectionPlan, _ funnels: [Funnel]) throws -> Summary {
-            try self.pass(c, plan: plan, funnels: funnels, from: previous, to: current, settings: settings, now: now)
+            try self.pass(c, plan: plan, funnels: funnels, from: previous, to: current, layout: layout, settings: settings, now: now)
         }
         let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
         announce(definitions)
@@ -148,8 +150,7 @@ public struct ProjectionJob: Sendable {
             // the nodes that hold them, on statistics their autovacuum
             // keeps; an ANALYZE of them here, after the run wrote the
             // coordinator's copy of the links, is refused.
-            let distributed = try EventLogLayout.read(c) == .distributed
-            try c.executeScript("ANALYZE " + ((distributed ? [] : ["identity_links"] + perPerson) + days).joined(separator: ", "))
+            try c.executeScript("ANALYZE " + ((layout == .distributed ? [] : ["identity_links"] + perPerson) + days).joined(separator: ", "))
         } else {
             summary = try pass(IncrementalPlan(window: LogWindow(from: previous, to: current)), configuration.funnels.filter { !recomputed.contains($0.name) })
             if !recomputed.isEmpty {
@@ -187,12 +188,14 @@ public struct ProjectionJob: Sendable {
     /// funnels' and the recomputed ones'.
     private func pass(
         _ c: Connection, plan: some ProjectionPlan, funnels: [Funnel], from previous: Checkpoint, to current: Checkpoint,
-        settings: String, now: Int64
+        layout: EventLogLayout, settings: String, now: Int64
     ) throws -> Summary {
         var plan = plan
         var scoped = configuration
         scoped.funnels = funnels
-        return try ProjectionRun.with(self, configuration: scoped, session: c, settings: settings, now: now) { run in
+        return try ProjectionRun.with(
+            self, configuration: scoped, session: c, dialect: SQLDialect(layout), settings: settings, now: now
+        ) { run in
             return try project(run, plan: &plan, from: previous, to: current)
         }
     }

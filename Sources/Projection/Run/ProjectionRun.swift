@@ -1,4 +1,3 @@
-import EventLog
 import Foundation
 import Funnels
 import LibPQ
@@ -82,15 +81,14 @@ final class ProjectionRun {
     /// REPEATABLE READ transaction with `settings` applied; the reader gets
     /// the same settings. Everything the run started is closed when it ends.
     static func with<T>(
-        _ job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, settings: String, now: Int64,
-        _ body: (ProjectionRun) throws -> T
+        _ job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, dialect: SQLDialect, settings: String,
+        now: Int64, _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader sees the run's snapshot, none of its writes (see
         // `SnapshotReader`): in a run's second pass, the rows the first
         // deleted, which the pass's funnels alone are read from.
         let reader = job.options.secondSession
             ? try SnapshotReader.open(beside: session, settings: settings) : session
-        let dialect = SQLDialect(try EventLogLayout.read(session))
         let run = ProjectionRun(
             job: job, configuration: configuration, session: session, reader: reader, dialect: dialect, now: now)
         defer { run.close() }
