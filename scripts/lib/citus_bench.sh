@@ -53,10 +53,7 @@ bench() {
     incremental[$side]=$(timed "$ONRAMP" report --database-url "$db" --quiet --format json)
   done
   local spanning
-  spanning=$(psql -qAt "$cluster_db" -c "
-    SELECT count(*) FILTER (WHERE shards > 1) || ' of ' || count(*)
-    FROM (SELECT l.app, l.person_id, count(DISTINCT get_shard_id_for_distribution_column('events', l.anonymous_id)) AS shards
-          FROM identity_links l GROUP BY 1, 2) p")
+  spanning=$(spanning_persons)
   echo "citus bench: the job on $events events (then $day more), seconds, one PostgreSQL / Citus cluster (× overhead):" >&2
   for what in scan first rebuild incremental; do
     local -n times=$what

@@ -68,6 +68,15 @@ serve_on() {
   return 1
 }
 
+# spanning_persons: "N of M": of the identified persons in the cluster's
+# links, those whose devices hash to more than one shard of the log.
+spanning_persons() {
+  psql -qAt "$cluster_db" -c "
+    SELECT count(*) FILTER (WHERE shards > 1) || ' of ' || count(*)
+    FROM (SELECT l.app, l.person_id, count(DISTINCT get_shard_id_for_distribution_column('events', l.anonymous_id)) AS shards
+          FROM identity_links l GROUP BY 1, 2) p"
+}
+
 check() {
   ONRAMP=${ONRAMP:-$(swift build --show-bin-path)/onramp}
   [ -x "$ONRAMP" ] || { echo "no onramp binary at $ONRAMP (swift build first)" >&2; exit 1; }
@@ -189,10 +198,7 @@ PY
   events=$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")
   [ "$events" = "$(psql -qAt "$single_db" -c "SELECT count(*) FROM events")" ] ||
     { echo "citus check: the two logs hold different numbers of events" >&2; return 1; }
-  spanning=$(psql -qAt "$cluster_db" -c "
-    SELECT count(*) FILTER (WHERE shards > 1) || ' of ' || count(*)
-    FROM (SELECT l.app, l.person_id, count(DISTINCT get_shard_id_for_distribution_column('events', l.anonymous_id)) AS shards
-          FROM identity_links l GROUP BY 1, 2) p")
+  spanning=$(spanning_persons)
   echo "citus check: events' shards by node (rows, from the coordinator):" >&2
   psql -q "$cluster_db" -c "
     SELECT s.nodename || ':' || s.nodeport AS node, count(*) AS shards, sum(r.result::bigint) AS events

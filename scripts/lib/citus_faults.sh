@@ -51,7 +51,7 @@ faults() {
   fi
   if [ -z "${ONRAMP_FAULT_ROWS:-}" ]; then
     echo
-    printf '%-34s %-14s %6s %10s %9s %7s %6s %6s %6s\n' "fault" "load held" "faults" "acked" "stored" "lost" "dup" "phantom" "unacked"
+    fault_table_header
     cat "$rows_file"
   fi
   [ "$status" -eq 0 ] && echo "citus faults: passed" >&2
@@ -154,11 +154,11 @@ cluster_fault() {
     >"$work/load-$prefix.json" 2>>"$work/load.log" &
   local load=$! before after
   sleep "$phase"
-  before=$(acked "$prefix")
+  before=$(acked_so_far "$prefix")
   fault_note=""
   "$@" || { echo "citus faults: $name: the fault itself failed" >&2; touch "$work/stop"; wait "$load"; return 1; }
   sleep "$phase"
-  after=$(acked "$prefix")
+  after=$(acked_so_far "$prefix")
   touch "$work/stop"
   wait "$load" || true
   local held=no stall settled verdict status=0
@@ -168,13 +168,9 @@ cluster_fault() {
   verdict=$("$FAULT" fault-client verify --database-url "$cluster_db" --ledger "$work/ledger" --id-prefix "$prefix") || status=1
   [ "$held" = yes ] || status=1
   echo "citus faults: $name: $verdict; $fault_note; $settled" >&2
-  printf '%-34s %-14s %6s %10s %9s %7s %6s %6s %6s   %s\n' "$name" "$held (${stall}s)" 1 \
-    "$(jq -r .acknowledged <<<"$verdict")" "$(jq -r .stored <<<"$verdict")" "$(jq -r .lost <<<"$verdict")" \
-    "$(jq -r .duplicated <<<"$verdict")" "$(jq -r .phantom <<<"$verdict")" "$(jq -r .sentNeverAcknowledged <<<"$verdict")" \
-    "$fault_note; $settled" >>"$rows_file"
+  echo "$(fault_row "$name" "$held (${stall}s)" "$verdict" "$fault_note; $settled")" >>"$rows_file"
   return "$status"
 }
-acked() { cat "$work/ledger/acked-$1-"*.tsv 2>/dev/null | wc -l; }
 
 # prepared_settled: waits (up to 150 s; the coordinator recovers transactions
 # in doubt every minute) until no worker holds a prepared transaction;
