@@ -14,7 +14,10 @@
 # fault suite's closed-loop clients against each server in turn, twice,
 # alternating. Environment:
 # ONRAMP, ONRAMP_FAULT, ONRAMP_CITUS_BENCH_DEVICES (default 6000),
-# ONRAMP_CITUS_BENCH_SECONDS (each ingest run, default 20).
+# ONRAMP_CITUS_BENCH_SECONDS (each ingest run, default 20),
+# ONRAMP_CITUS_BENCH_SHARDS (the log's shard count, default Citus's own, 32).
+#
+# Last, where the dedupe ledger should live (`ledger_placement`).
 
 bench() {
   ONRAMP=${ONRAMP:-$(swift build --show-bin-path)/onramp}
@@ -24,6 +27,8 @@ bench() {
   own_cluster onramp_bench
   start_cluster
   psql -q "$ADMIN" -c "CREATE DATABASE single"
+  [ -n "${ONRAMP_CITUS_BENCH_SHARDS:-}" ] &&
+    psql -q "$cluster_db" -c "ALTER DATABASE $cluster_name SET citus.shard_count = $ONRAMP_CITUS_BENCH_SHARDS"
   local single_db="postgresql://onramp@127.0.0.1:$PGPORT/single" side db
   for side in single cluster; do
     db=$single_db; [ "$side" = cluster ] && db=$cluster_db
@@ -78,6 +83,57 @@ bench() {
   echo "citus bench: ingest, 32 clients × 50 messages, ${seconds} s a run, acknowledged/s (p99 ms) by round:" >&2
   echo "  one PostgreSQL:${rate[single]} (${p99[single]# })" >&2
   echo "  Citus cluster: ${rate[cluster]} (${p99[cluster]# })" >&2
+  ledger_placement
+}
+
+# ledger_placement: the append's two inserts, the ledger's then the log's, by
+# pgbench on the cluster with the ledger distributed by message id (as
+# migrate does) and colocated with the log by device, in scratch tables of
+# their own. Groups of 800 messages (what two writers form under the fault
+# clients' load) and of 5 (a quiet hour), two clients, alternating, twice.
+ledger_placement() {
+  local seconds=${ONRAMP_CITUS_BENCH_SECONDS:-20} placement n round key
+  psql -q "$cluster_db" -v ON_ERROR_STOP=1 >/dev/null <<'SQL'
+CREATE TABLE placement_log (person_key text NOT NULL, app text NOT NULL, message_id text NOT NULL, seq bigint NOT NULL, properties jsonb);
+CREATE TABLE placement_by_message (app text, message_id text, seq bigint NOT NULL, PRIMARY KEY (app, message_id));
+CREATE TABLE placement_by_device (person_key text, app text, message_id text, seq bigint NOT NULL, PRIMARY KEY (person_key, app, message_id));
+CREATE SEQUENCE placement_seq;
+SELECT create_distributed_table('placement_log', 'person_key', colocate_with => 'none');
+SELECT create_distributed_table('placement_by_message', 'message_id', colocate_with => 'none');
+SELECT create_distributed_table('placement_by_device', 'person_key', colocate_with => 'placement_log');
+SQL
+  for placement in message device; do
+    key="app, message_id"
+    [ "$placement" = device ] && key="person_key, app, message_id"
+    cat >"$work/by_$placement.sql" <<SQL
+WITH input AS (
+    SELECT 'device-' || (random() * 1e9)::bigint AS person_key, 'app' AS app, md5(random()::text || g) AS message_id, g AS ord
+    FROM generate_series(1, :n) g
+), accepted AS (
+    INSERT INTO placement_by_$placement ($key, seq)
+    SELECT $key, nextval('placement_seq') FROM input ORDER BY ord
+    ON CONFLICT DO NOTHING
+    RETURNING $key, seq
+)
+INSERT INTO placement_log (person_key, app, message_id, seq, properties)
+SELECT i.person_key, i.app, i.message_id, a.seq, '{"step": 1}'::jsonb
+FROM accepted a JOIN input i USING ($key);
+SQL
+  done
+  declare -A placed
+  for n in 800 5; do
+    for round in 1 2; do
+      for placement in message device; do
+        placed[$n$placement]="${placed[$n$placement]:-} $("$PG_BIN/pgbench" -n -M prepared -c 2 -j 2 -T "$((seconds / 2))" -D n=$n \
+          -f "$work/by_$placement.sql" "$cluster_db" 2>>"$work/pgbench.log" | awk -v n=$n '/^tps/ { printf "%.0f", $3 * n }')"
+      done
+    done
+  done
+  psql -q "$cluster_db" -c "DROP TABLE placement_log, placement_by_message, placement_by_device" -c "DROP SEQUENCE placement_seq"
+  echo "citus bench: the ledger's placement, messages/s of the append's two inserts (2 clients, by round):" >&2
+  for n in 800 5; do
+    echo "  groups of $n: by message id${placed[${n}message]}; colocated by device${placed[${n}device]}" >&2
+  done
 }
 
 # timed COMMAND…: runs it, prints its wall seconds; fails with it.

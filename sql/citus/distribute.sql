@@ -94,3 +94,23 @@ GRANT SELECT ON events, identity_links, funnel_persons, funnel_person_diagnostic
 -- The apps with events: on one PostgreSQL a recursive walk of the log's
 -- index, which Citus cannot run over shards; here each shard's distinct apps.
 CREATE OR REPLACE VIEW analytics.apps AS SELECT DISTINCT app FROM events;
+
+-- A group commit holds many devices' events, so it writes to every shard of
+-- the log, and Citus copies an append's rows to each shard over a
+-- connection of its own. It keeps one connection to each worker open between
+-- transactions by default, so every commit opened and closed one to each of
+-- the other shards, a third of the append's time (docs/scaling.md,
+-- "Measured"). Each session of this database keeps as many connections to a
+-- worker as the log has shards there; set again by each migrate, after shards
+-- or workers change.
+DO $$
+DECLARE
+    per_worker integer;
+BEGIN
+    SELECT ceil(count(*)::numeric / greatest(1, (SELECT count(*) FROM pg_dist_node
+                                                  WHERE noderole = 'primary' AND shouldhaveshards AND groupid <> 0)))
+    INTO per_worker
+    FROM pg_dist_shard WHERE logicalrelid = 'events'::regclass;
+    EXECUTE format('ALTER DATABASE %I SET citus.max_cached_conns_per_worker = %s', current_database(), greatest(per_worker, 1));
+END
+$$;
