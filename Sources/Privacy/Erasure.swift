@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 import LibPQ
 import NIOConcurrencyHelpers
@@ -93,6 +94,15 @@ public struct Erasure: Sendable {
     /// persons had in each of `tables` (which have `app` and `person_id`),
     /// counted before the run removes it.
     func eraseFromLog(_ c: Connection, tables: [String]) throws -> Result {
+        // Refused before anything is done, rather than with a Citus error from
+        // the middle of the function (docs/scaling.md, "Not yet proven on Citus").
+        guard try EventLogLayout.read(c) == .single else {
+            throw ErasureError(
+                description: """
+                    onramp privacy erase does not run on a Citus cluster yet: Citus cannot plan the erasure's queries \
+                    over the distributed log (docs/scaling.md); nothing was erased
+                    """)
+        }
         guard let row = try c.query(
             """
             SELECT request_id, array_to_json(users)::text, array_to_json(devices)::text, array_to_json(shared_devices)::text, removed::text
