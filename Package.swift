@@ -122,7 +122,7 @@ let package = Package(
         // privileged path, then the nightly run over the persons erased.
         .target(
             name: "Privacy",
-            dependencies: ["EventLog", "LibPQ", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: ["LibPQ", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
         .target(

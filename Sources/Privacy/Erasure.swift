@@ -1,4 +1,3 @@
-import EventLog
 import Foundation
 import LibPQ
 import NIOConcurrencyHelpers
@@ -59,7 +58,7 @@ public struct Erasure: Sendable {
             while true {
                 do {
                     try await NightlyRun.run(job, mode: .incremental, query: ReportQuery(), databaseURL: databaseURL, first: { c in
-                        let result = try c.transaction { c in try self.eraseFromLog(c, tables: ["funnel_persons"] + job.personTables) }
+                        let result = try self.eraseFromLog(c, tables: ["funnel_persons"] + job.personTables)
                         found.withLockedValue { $0 = result }
                     }) { _ in () }
                     break
@@ -89,27 +88,19 @@ public struct Erasure: Sendable {
         return result
     }
 
-    /// The log's part, in the caller's transaction (`onramp_privacy_erase`:
-    /// the rows removed, the links fixed, the persons queued), and what the
+    /// The log's part, in a transaction of its own (`onramp_privacy_erase`:
+    /// the rows removed, the links fixed, the persons queued), then what the
     /// persons had in each of `tables` (which have `app` and `person_id`),
-    /// counted before the run removes it.
+    /// counted before the run removes it. Counted after the commit: on Citus a
+    /// transaction cannot read shards another role (the function's) wrote in it.
     func eraseFromLog(_ c: Connection, tables: [String]) throws -> Result {
-        // Refused before anything is done, rather than with a Citus error from
-        // the middle of the function (docs/scaling.md, "Not yet proven on Citus").
-        guard try EventLogLayout.read(c) == .single else {
-            throw ErasureError(
-                description: """
-                    onramp privacy erase does not run on a Citus cluster yet: Citus cannot plan the erasure's queries \
-                    over the distributed log (docs/scaling.md); nothing was erased
-                    """)
-        }
-        guard let row = try c.query(
+        guard let row = try c.transaction({ c in try c.query(
             """
             SELECT request_id, array_to_json(users)::text, array_to_json(devices)::text, array_to_json(shared_devices)::text, removed::text
             FROM onramp_privacy_erase($1, $2::text[], $3::text[], $4, $5)
             """,
             [.text(app), .textArray(userIds), .textArray(anonymousIds), .text(requestedBy), .bool(suppress)]
-        ).first else { throw ErasureError(description: "onramp_privacy_erase returned no row") }
+        ).first }) else { throw ErasureError(description: "onramp_privacy_erase returned no row") }
         func list(_ index: Int) throws -> [String] {
             try JSONDecoder().decode([String]?.self, from: Data(try row.decode(String.self, at: index).utf8)) ?? []
         }

@@ -81,7 +81,7 @@ spanning_persons() {
 check() {
   ONRAMP=${ONRAMP:-$(swift build --show-bin-path)/onramp}
   [ -x "$ONRAMP" ] || { echo "no onramp binary at $ONRAMP (swift build first)" >&2; exit 1; }
-  ensure_packages faketime curl
+  ensure_packages faketime curl jq
   own_cluster onramp_check
   start_cluster
   psql -q "$ADMIN" -c "CREATE DATABASE single"
@@ -155,12 +155,20 @@ PY
       "http://127.0.0.1:$(cat "$work/port-$2")/v1/batch" || { echo "the two-device batch was refused by the $2 server" >&2; return 1; }
   }
 
-  # same WHAT: every projection table equal on both sides (the privacy key is each database's own secret).
+  # same WHAT: every projection table equal on both sides; the privacy key is
+  # each database's own secret, so the tables of ids hashed with it are
+  # compared by their rows' count.
   same() {
-    psql -qAt "$cluster_db" -f scripts/lib/projection_md5.sql | grep -v '^privacy_key|' >"$work/cluster.md5"
-    psql -qAt "$single_db" -f scripts/lib/projection_md5.sql | grep -v '^privacy_key|' >"$work/single.md5"
+    local side db
+    for side in cluster single; do
+      [ "$side" = cluster ] && db=$cluster_db || db=$single_db
+      { psql -qAt "$db" -f scripts/lib/projection_md5.sql | grep -vE '^(privacy_key|privacy_requests|erased_messages|suppressed_ids)\|'
+        psql -qAt "$db" -c "SELECT 'hashed ids: ' || (SELECT count(*) FROM privacy_requests) || ' requests, '
+          || (SELECT count(*) FROM erased_messages) || ' messages, ' || (SELECT count(*) FROM suppressed_ids) || ' suppressed'"
+      } >"$work/$side.md5"
+    done
     if diff "$work/single.md5" "$work/cluster.md5" >"$work/diff"; then
-      echo "citus check: $1: $(wc -l <"$work/cluster.md5") tables equal on one PostgreSQL and on the cluster" >&2
+      echo "citus check: $1: $(($(wc -l <"$work/cluster.md5") - 1)) tables and the privacy tables' counts equal on one PostgreSQL and on the cluster" >&2
     else
       echo "citus check: $1: tables differ (one PostgreSQL <, the cluster >):" >&2
       cat "$work/diff" >&2
@@ -195,12 +203,27 @@ PY
       echo "citus check: the analysts' SQL failed on the cluster (the tests must be built: swift build --build-tests)" >&2; return 1; }
   echo "citus check: on the cluster, $(grep -aoE '[0-9]+ views, [0-9]+ examples, [0-9]+ panel queries' "$work/analyst.log") ran as the analysts' roles" >&2
 
-  # Erasure does not run on Citus yet (docs/scaling.md): refused before
-  # anything is done, the tables as they were.
-  ! at "$later" "$ONRAMP" privacy erase --database-url "$cluster_db" --app yoked --user-id two-device-user-0 \
-    --requested-by check >"$work/erase.log" 2>&1 && grep -q "does not run on a Citus cluster yet" "$work/erase.log" ||
-    { cat "$work/erase.log" >&2; echo "citus check: the cluster did not refuse an erasure up front" >&2; return 1; }
-  same "after the cluster refused an erasure" || return 1
+  # An erasure on both (docs/privacy.md): two persons who signed in on two
+  # devices, kept out afterwards; the tables equal after its run.
+  local side erased
+  for side in cluster single; do
+    [ "$side" = cluster ] && db=$cluster_db || db=$single_db
+    at "$later" "$ONRAMP" privacy erase --database-url "$db" --app yoked --user-id two-device-user-0 \
+      --user-id two-device-user-1 --suppress --requested-by check --json >"$work/erase-$side.json" 2>"$work/erase-$side.log" ||
+      { cat "$work/erase-$side.log" >&2; echo "citus check: the erasure failed on the $side" >&2; return 1; }
+  done
+  erased=$(jq -r '.removed.events' "$work/erase-cluster.json")
+  [ "$erased" -gt 0 ] && [ "$erased" = "$(jq -r '.removed.events' "$work/erase-single.json")" ] ||
+    { echo "citus check: the erasure removed $erased events on the cluster, $(jq -r '.removed.events' "$work/erase-single.json") on one PostgreSQL" >&2; return 1; }
+  same "after erasing two persons ($erased events) on both" || return 1
+  # Their messages sent again are answered and kept out, on the cluster as
+  # on one PostgreSQL.
+  two_device_persons 1 cluster && two_device_persons 1 single || return 1
+  local left
+  left=$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events WHERE app = 'yoked' AND (user_id IN ('two-device-user-0', 'two-device-user-1')
+    OR anonymous_id IN ('two-device-phone-0', 'two-device-tablet-0', 'two-device-phone-1', 'two-device-tablet-1'))")
+  [ "$left" = 0 ] || { echo "citus check: $left messages of the erased persons stored again on the cluster" >&2; return 1; }
+  same "after their messages were sent again" || return 1
 
   local events spanning
   events=$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")

@@ -114,3 +114,23 @@ BEGIN
     EXECUTE format('ALTER DATABASE %I SET citus.max_cached_conns_per_worker = %s', current_database(), greatest(per_worker, 1));
 END
 $$;
+
+-- An erasure (`onramp privacy erase`) deletes from the log's shards as the
+-- role its function runs as, onramp_privacy, and Citus logs in to the
+-- workers as that role to do it: it may log in on the workers, and only
+-- there. On the coordinator nobody logs in as it, and the function stays its
+-- one way in; the workers' pg_hba.conf should let it in from the coordinator
+-- alone (docs/scaling.md). A worker added later gets the role as the
+-- coordinator has it, so migrate runs again after adding one.
+DO $$
+DECLARE
+    refused text;
+BEGIN
+    SELECT string_agg(nodename || ':' || nodeport || ': ' || result, '; ') INTO refused
+    FROM run_command_on_workers($cmd$SET citus.enable_ddl_propagation = off; ALTER ROLE onramp_privacy LOGIN$cmd$)
+    WHERE NOT success;
+    IF refused IS NOT NULL THEN
+        RAISE EXCEPTION 'could not let onramp_privacy log in on the workers: %', refused;
+    END IF;
+END
+$$;
