@@ -127,7 +127,8 @@ DECLARE
     refused text;
 BEGIN
     SELECT string_agg(nodename || ':' || nodeport || ': ' || result, '; ') INTO refused
-    FROM run_command_on_workers($cmd$SET citus.enable_ddl_propagation = off; ALTER ROLE onramp_privacy LOGIN$cmd$)
+    FROM run_command_on_workers(
+        $cmd$SET citus.enable_ddl_propagation = off; ALTER ROLE onramp_privacy LOGIN; RESET citus.enable_ddl_propagation$cmd$)
     WHERE NOT success;
     IF refused IS NOT NULL THEN
         RAISE EXCEPTION 'could not let onramp_privacy log in on the workers: %', refused;
