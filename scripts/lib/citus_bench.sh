@@ -1,6 +1,6 @@
 # `scripts/citus bench`: what the cluster costs against one PostgreSQL on the
 # same machine and traffic. Sourced by scripts/citus, after
-# scripts/lib/citus_check.sh (own_cluster, serve_on).
+# scripts/lib/citus_check.sh (own_cluster, serve_on, side_db).
 #
 # On one machine the coordinator, both workers and the one PostgreSQL share
 # its cores, so the figures are Citus's overhead, not a cluster's speed
@@ -31,7 +31,7 @@ bench() {
     psql -q "$cluster_db" -c "ALTER DATABASE $cluster_name SET citus.shard_count = $ONRAMP_CITUS_BENCH_SHARDS"
   local single_db="postgresql://onramp@127.0.0.1:$PGPORT/single" side db
   for side in single cluster; do
-    db=$single_db; [ "$side" = cluster ] && db=$cluster_db
+    db=$(side_db "$side")
     "$ONRAMP" migrate --database-url "$db" >"$work/migrate-$side.log" 2>&1 || { cat "$work/migrate-$side.log" >&2; return 1; }
     serve_on "$side" "$db" || return 1
   done
@@ -43,7 +43,7 @@ bench() {
   local events; events=$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")
   declare -A scan first rebuild incremental
   for side in single cluster; do
-    db=$single_db; [ "$side" = cluster ] && db=$cluster_db
+    db=$(side_db "$side")
     scan[$side]=$(timed psql -qAt "$db" -c "COPY (SELECT * FROM events) TO STDOUT" -o /dev/null)
     first[$side]=$(timed "$ONRAMP" report --database-url "$db" --quiet --format json)
     rebuild[$side]=$(timed "$ONRAMP" rebuild --database-url "$db" --quiet --format json)
@@ -54,7 +54,7 @@ bench() {
   copy_log "$single_db" "$seen"
   local day; day=$(psql -qAt "$single_db" -c "SELECT count(*) FROM events WHERE seq > $seen")
   for side in single cluster; do
-    db=$single_db; [ "$side" = cluster ] && db=$cluster_db
+    db=$(side_db "$side")
     incremental[$side]=$(timed "$ONRAMP" report --database-url "$db" --quiet --format json)
   done
   local spanning

@@ -69,6 +69,12 @@ serve_on() {
   return 1
 }
 
+# side_db SIDE: the database URL of one side, "cluster" or "single" (the
+# caller's $cluster_db and $single_db).
+side_db() {
+  if [ "$1" = cluster ]; then echo "$cluster_db"; else echo "$single_db"; fi
+}
+
 # spanning_persons: "N of M": of the identified persons in the cluster's
 # links, those whose devices hash to more than one shard of the log.
 spanning_persons() {
@@ -161,7 +167,7 @@ PY
   same() {
     local side db
     for side in cluster single; do
-      [ "$side" = cluster ] && db=$cluster_db || db=$single_db
+      db=$(side_db "$side")
       { psql -qAt "$db" -f scripts/lib/projection_md5.sql | grep -vE '^(privacy_key|privacy_requests|erased_messages|suppressed_ids)\|'
         psql -qAt "$db" -c "SELECT 'hashed ids: ' || (SELECT count(*) FROM privacy_requests) || ' requests, '
           || (SELECT count(*) FROM erased_messages) || ' messages, ' || (SELECT count(*) FROM suppressed_ids) || ' suppressed'"
@@ -178,7 +184,7 @@ PY
   night() {
     local side
     for side in cluster single; do
-      [ "$side" = cluster ] && db=$cluster_db || db=$single_db
+      db=$(side_db "$side")
       at "$1" "$ONRAMP" "$2" --database-url "$db" --quiet --format json >"$work/$2-$side.json" 2>"$work/$2-$side.log" ||
         { cat "$work/$2-$side.log" >&2; return 1; }
     done
@@ -207,7 +213,7 @@ PY
   # devices, kept out afterwards; the tables equal after its run.
   local side erased
   for side in cluster single; do
-    [ "$side" = cluster ] && db=$cluster_db || db=$single_db
+    db=$(side_db "$side")
     at "$later" "$ONRAMP" privacy erase --database-url "$db" --app yoked --user-id two-device-user-0 \
       --user-id two-device-user-1 --suppress --requested-by check --json >"$work/erase-$side.json" 2>"$work/erase-$side.log" ||
       { cat "$work/erase-$side.log" >&2; echo "citus check: the erasure failed on the $side" >&2; return 1; }
