@@ -34,7 +34,7 @@ struct PersonHistoryReaderTests {
             var sawDisk = false
             var directory: URL?
             try c.transaction(isolation: .repeatableRead) { c in
-                let links = try IdentityLinker.rebuild(reading: c, writing: c, apps: [app])[app] ?? [:]
+                let links = try IdentityLinker.rebuild(reading: c, writing: c, app: app)
                 // The reader gives anonymous events their person itself; PostgreSQL's join is the reference.
                 expected = try c.query(
                     """
@@ -114,7 +114,7 @@ struct PersonHistoryReaderTests {
         }
         let rebuilt = try await pool.withConnection { c in
             try c.transaction(isolation: .repeatableRead) { c in
-                let links = try IdentityLinker.rebuild(reading: c, writing: c, apps: ["ops"])["ops"] ?? [:]
+                let links = try IdentityLinker.rebuild(reading: c, writing: c, app: "ops")
                 #expect(links[device] == user)
                 let groups = try GroupMembership.all(c, app: "ops", persons: links)
                 #expect(groups == [user: [unit], "other\\device": [unit]])

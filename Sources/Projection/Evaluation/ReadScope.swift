@@ -10,11 +10,6 @@ package enum ReadScope {
     /// The bound app, as an expression.
     package static let app = "(SELECT current_setting('onramp.scope_app'))"
 
-    /// The bound apps (`bind(_:apps:)`), as a text array expression for
-    /// `= ANY(…)`. The outer cast changes nothing but the parse: without it,
-    /// `ANY((SELECT …))` reads as a subquery's rows, not one array.
-    package static let apps = "(SELECT current_setting('onramp.scope_apps')::text[])::text[]"
-
     /// The bound path number `n` inside its root column, as an expression.
     package static func path(_ n: Int) -> String { "(SELECT current_setting('onramp.scope_path_\(n)')::text[])" }
 
@@ -33,11 +28,6 @@ package enum ReadScope {
         case "traits": "e.traits"
         default: "NULL::jsonb"  // no such column: the path is never present
         }
-    }
-
-    /// Binds `apps`, for a read of several apps at once.
-    package static func bind(_ c: Connection, apps: [String]) throws {
-        try c.query("SELECT set_config('onramp.scope_apps', $1::text[]::text, true)", [.textArray(apps)])
     }
 
     /// Binds `app` and the dotted `paths` (`properties.page`) for the next statements of this transaction.

@@ -148,47 +148,44 @@ enum IdentityLinker {
         }
     }
 
-    /// A rebuild's links for `apps`, from scratch: each (app, id, user id)
-    /// triple's first sighting (a device's anonymous id on a message with a
+    /// A rebuild's links for one app, from scratch: each (id, user id)
+    /// pair's first sighting (a device's anonymous id on a message with a
     /// user id, or an alias's previous id) streams out unsorted (a hash
     /// aggregate: a pair's best observation is its earliest, so the winner
     /// over pairs is the winner over events) and the engine's
     /// `IdentityResolver` keeps each id's winner and finds its person. In
     /// SQL this would be a sort of every identified event, a large share of
-    /// a rebuild's database time. One scan serves every app: a scan per app
-    /// read the whole log once per app. Returns each linked id's person, by
-    /// app, for the history reads that follow. Reads on `reads`, stores on
-    /// `c` (the two may be one session).
-    static func rebuild(reading reads: Connection, writing c: Connection, apps: [String]) throws -> [String: [String: String]] {
-        try ReadScope.bind(reads, apps: apps)
-        var links: [String: [String: IdentityLink]] = [:]
+    /// a rebuild's database time. A scan per app, though each scans the
+    /// whole log: the next app's runs while the last one is evaluated, and
+    /// one scan for every app, ahead of all evaluation, made a rebuild at
+    /// 10 M events no faster (BENCHMARKS.md, "What limits the rebuild").
+    /// Returns each linked id's person, for the history read that follows.
+    /// Reads on `reads`, stores on `c` (the two may be one session).
+    static func rebuild(reading reads: Connection, writing c: Connection, app: String) throws -> [String: String] {
+        try ReadScope.bind(reads, app: app, paths: [])
+        var links: [String: IdentityLink] = [:]
         var fields: [String?] = []
         try reads.copyOut(
             """
-            COPY (SELECT app, anonymous_id, user_id, min("timestamp") FROM events
-                  WHERE app = ANY(\(ReadScope.apps)) AND anonymous_id IS NOT NULL AND user_id IS NOT NULL
-                  GROUP BY app, anonymous_id, user_id
+            COPY (SELECT anonymous_id, user_id, min("timestamp") FROM events
+                  WHERE app = \(ReadScope.app) AND anonymous_id IS NOT NULL AND user_id IS NOT NULL
+                  GROUP BY anonymous_id, user_id
                   UNION ALL
-                  SELECT app, previous_id, user_id, min("timestamp") FROM events
-                  WHERE app = ANY(\(ReadScope.apps)) AND previous_id IS NOT NULL AND user_id IS NOT NULL
-                  GROUP BY app, previous_id, user_id) TO STDOUT
+                  SELECT previous_id, user_id, min("timestamp") FROM events
+                  WHERE app = \(ReadScope.app) AND previous_id IS NOT NULL AND user_id IS NOT NULL
+                  GROUP BY previous_id, user_id) TO STDOUT
             """
         ) { line in
             CopyText.fields(of: line, into: &fields)
-            guard fields.count == 4, let app = fields[0], let time = fields[3], let timestamp = Timestamps.parse(time) else {
-                throw PostgresError(.unexpectedResult, message: "unreadable identified event: \(fields)")
+            guard fields.count == 3, let time = fields[2], let timestamp = Timestamps.parse(time) else {
+                throw PostgresError(.unexpectedResult, message: "unreadable identified event for app \(app): \(fields)")
             }
-            IdentityResolver.record(
-                IdentityObservation(anonymousId: fields[1], userId: fields[2], timestamp: timestamp), into: &links[app, default: [:]])
+            IdentityResolver.record(IdentityObservation(anonymousId: fields[0], userId: fields[1], timestamp: timestamp), into: &links)
         }
-        var persons: [String: [String: String]] = [:]
-        for (app, appLinks) in links { persons[app] = IdentityResolver.persons(of: appLinks) }
+        let persons = IdentityResolver.persons(of: links)
         try c.copyIn("COPY identity_links (app, anonymous_id, user_id, first_seen, person_id) FROM STDIN") { writer in
-            for (app, appLinks) in links {
-                for (id, link) in appLinks {
-                    try writer.writeRow(
-                        [.text(app), .text(id), .text(link.userId), .microseconds(link.firstSeen), .text(persons[app]?[id] ?? link.userId)])
-                }
+            for (id, link) in links {
+                try writer.writeRow([.text(app), .text(id), .text(link.userId), .microseconds(link.firstSeen), .text(persons[id] ?? link.userId)])
             }
         }
         return persons

@@ -16,8 +16,6 @@ struct RebuildPlan: ProjectionPlan {
     let counted: [String: Int]?
     /// The primary keys and indexes dropped for the refill, to build once at the end.
     private var deferredIndexes: [String] = []
-    /// Each linked id's person, by app, until that app's history is read.
-    private var linked: [String: [String: String]] = [:]
 
     init(only: Set<String>? = nil, counted: [String: Int]? = nil) {
         self.only = only
@@ -48,18 +46,17 @@ struct RebuildPlan: ProjectionPlan {
         }
         let counts = try counted ?? Self.eventCounts(c, apps: run.apps)
         let total = counts.values.reduce(0, +)
-        let readers = readers(run, sizes: counts)
-        linked = try IdentityLinker.rebuild(reading: run.reader, writing: c, apps: readers.map(\.app))
         return Reading(
-            readers: readers, newEvents: counts,
+            readers: readers(run, sizes: counts), newEvents: counts,
             partitions: total / max(1, run.options.eventsPerPartition) + 1, expectedEvents: total)
     }
 
     func persons(of app: String) -> Set<String>? { nil }
 
-    /// An app's whole history, on the reader, its persons as `prepare` linked them.
+    /// Each app's links first, then its whole history, on the reader: one
+    /// app's links and history held at a time.
     mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
-        let persons = linked.removeValue(forKey: reader.app) ?? [:]
+        let persons = try IdentityLinker.rebuild(reading: run.reader, writing: run.session, app: reader.app)
         let groups = reader.countsGroups ? try GroupMembership.all(run.reader, app: reader.app, persons: persons) : [:]
         return try reader.spill(
             run.reader, scope: .all(.init(owners: persons, groups: groups)), partitions: run.reading.partitions,
