@@ -128,8 +128,7 @@ public struct ReportBenchmark: Sendable {
         try await pool.query("VACUUM ANALYZE events")
         try await pool.query("VACUUM ANALYZE event_ids")
         log("the first rebuild, which also builds the event catalogue (not a round) …")
-        let first = try ChildProcess.run([executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
-        guard first.exit.status == 0 else { throw BenchError("rebuild failed: \(first.output.suffix(2000))") }
+        let first = try rebuild(database.url)
         // Interleaved rounds, so a slow spell of this shared machine weighs on
         // all four alike; medians, so one outlier does not decide a ratio.
         // The nightly run too: each round's report runs right after that
@@ -158,11 +157,9 @@ public struct ReportBenchmark: Sendable {
                 bytes = scanned
                 scans.append(scan)
                 try await Self.settle(pool)
-                let rebuild = try ChildProcess.run(
-                    [executable, "rebuild", "--quiet", "--format", "json", "--database-url", database.url])
-                guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
-                rebuilds.append(rebuild.exit.seconds)
-                rebuildRSS = max(rebuildRSS, rebuild.exit.maxResidentKilobytes)
+                let rebuild = try rebuild(database.url)
+                rebuilds.append(rebuild.seconds)
+                rebuildRSS = max(rebuildRSS, rebuild.maxResidentKilobytes)
                 var runs: [SQLFunnelRun] = []
                 for funnel in funnels {
                     let (persons, seconds) = try await measure { try await pool.withConnection { try SQLFunnel.run($0, funnel: funnel) } }
@@ -196,7 +193,7 @@ public struct ReportBenchmark: Sendable {
             return run
         }
         return Result(
-            events: written, days: days, loadSeconds: load, firstRebuildSeconds: first.exit.seconds, rawScanSeconds: Self.median(scans), rawScanBytes: bytes,
+            events: written, days: days, loadSeconds: load, firstRebuildSeconds: first.seconds, rawScanSeconds: Self.median(scans), rawScanBytes: bytes,
             rebuildSeconds: Self.median(rebuilds), rebuildPeakRSSMegabytes: Double(rebuildRSS) / 1024,
             sqlFunnelSeconds: Self.median(sqlTotals), sqlFunnels: sqlFunnels, dayEvents: nightly?.dayEvents ?? 0,
             incrementalSeconds: Self.median(incrementals),
@@ -223,6 +220,13 @@ public struct ReportBenchmark: Sendable {
     /// noisy machine, and a report cannot be repeated on the same database
     /// (it moves the checkpoint): with several rounds each runs on its own
     /// copy of the nightly run's database, with one on that database itself.
+    /// One timed `onramp rebuild` of the database at `url`.
+    private func rebuild(_ url: String) throws -> ChildProcess.Exit {
+        let rebuild = try ChildProcess.run([executable, "rebuild", "--quiet", "--format", "json", "--database-url", url])
+        guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
+        return rebuild.exit
+    }
+
     private func report(round: Int, nightly: String, on database: BenchDatabase) async throws -> ChildProcess.Exit {
         let suffix = "r\(round)"
         let url = rounds == 1 ? nightly : try await database.copy(suffix, of: Self.nightlySuffix)
