@@ -366,6 +366,44 @@ struct ProjectionJobTests {
         await pool.close()
         try await db.drop()
     }
+
+    @Test("a rebuild takes statistics of the tables that have none, and leaves those that have them to autovacuum")
+    func rebuildStatistics() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let job = self.job()
+        try await pool.withConnection { c in
+            try EventSeeder.insert(c, EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 50, seed: 5))
+        }
+        let tables = ["identity_links", "funnel_persons", "funnel_daily"] + job.personTables
+        let analyzed = """
+            SELECT relname, analyze_count FROM pg_stat_user_tables WHERE relname = ANY($1) ORDER BY relname
+            """
+        let withoutStatistics = """
+            SELECT string_agg(t, ', ' ORDER BY t) FROM unnest($1::text[]) AS t WHERE NOT EXISTS (SELECT 1 FROM pg_stats WHERE tablename = t)
+            """
+        func counts() async throws -> [String: Int] {
+            Dictionary(uniqueKeysWithValues: try await pool.query(analyzed, [.textArray(tables)]).rows.map {
+                (try $0.decode(String.self, at: 0), try $0.decode(Int.self, at: 1))
+            })
+        }
+        #expect(try await counts().values.allSatisfy { $0 == 0 })
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        let first = try await counts()
+        #expect(first.count == tables.count && first.values.allSatisfy { $0 == 1 }, "\(first)")
+        // An empty table gets no statistics (here: no retention is due yet), and is sampled again, at no cost.
+        var filled: [String] = []
+        for table in tables where try await pool.query("SELECT EXISTS (SELECT 1 FROM \(table))").scalar(Bool.self) { filled.append(table) }
+        #expect(filled.count >= 4)
+        #expect(try await pool.query(withoutStatistics, [.textArray(filled)]).scalar(String?.self) == nil)
+        // Statistics outlive the rebuild's TRUNCATE: the second keeps those it has.
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        #expect(try await pool.query(withoutStatistics, [.textArray(filled)]).scalar(String?.self) == nil)
+        let second = try await counts()
+        for table in tables { #expect(second[table] == (filled.contains(table) ? 1 : 2), "\(table)") }
+        await pool.close()
+        try await db.drop()
+    }
 }
 
 enum EventSeederRaw {
