@@ -216,24 +216,28 @@ public struct ReportBenchmark: Sendable {
         }
     }
 
+    /// One timed `onramp rebuild` of the database at `url`.
+    private func rebuild(_ url: String) throws -> ChildProcess.Exit {
+        try timed("rebuild", url)
+    }
+
     /// The round's timed `onramp report`. One report is one sample of a
     /// noisy machine, and a report cannot be repeated on the same database
     /// (it moves the checkpoint): with several rounds each runs on its own
     /// copy of the nightly run's database, with one on that database itself.
-    /// One timed `onramp rebuild` of the database at `url`.
-    private func rebuild(_ url: String) throws -> ChildProcess.Exit {
-        let rebuild = try ChildProcess.run([executable, "rebuild", "--quiet", "--format", "json", "--database-url", url])
-        guard rebuild.exit.status == 0 else { throw BenchError("rebuild failed: \(rebuild.output.suffix(2000))") }
-        return rebuild.exit
-    }
-
     private func report(round: Int, nightly: String, on database: BenchDatabase) async throws -> ChildProcess.Exit {
         let suffix = "r\(round)"
         let url = rounds == 1 ? nightly : try await database.copy(suffix, of: Self.nightlySuffix)
-        let incremental = try ChildProcess.run([executable, "report", "--quiet", "--format", "json", "--database-url", url])
+        let report = Swift.Result<ChildProcess.Exit, any Error> { try timed("report", url) }
         if rounds > 1 { try await database.dropCopy(suffix) }
-        guard incremental.exit.status == 0 else { throw BenchError("report failed: \(incremental.output.suffix(2000))") }
-        return incremental.exit
+        return try report.get()
+    }
+
+    /// `onramp <command> --quiet --format json` on the database at `url`, timed; throws its output's end if it fails.
+    private func timed(_ command: String, _ url: String) throws -> ChildProcess.Exit {
+        let run = try ChildProcess.run([executable, command, "--quiet", "--format", "json", "--database-url", url])
+        guard run.exit.status == 0 else { throw BenchError("\(command) failed: \(run.output.suffix(2000))") }
+        return run.exit
     }
 
     /// The nightly run's database: a copy of the bench database as the
