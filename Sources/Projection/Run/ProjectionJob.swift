@@ -173,23 +173,23 @@ public struct ProjectionJob: Sendable {
     /// their arrays and breakdowns cost most of the sampling and are never
     /// filtered on.
     private func analyzeUnplanned(_ c: Connection, layout: EventLogLayout) throws {
-        let perPerson = [("funnel_persons", "(app, person_id, funnel, cohort_day, in_progress, open_until)")]
-            + personTables.map { ($0, "(app, person_id, funnel)") }
+        let perPerson = [(table: "funnel_persons", columns: "(app, person_id, funnel, cohort_day, in_progress, open_until)")]
+            + personTables.map { (table: $0, columns: "(app, person_id, funnel)") }
         let days = DefinitionChanges.funnelTables(analyses: analyses).filter {
             $0 != "funnel_regressions" && $0 != "funnel_persons" && !personTables.contains($0)
-        }.map { ($0, "") }
+        }.map { (table: $0, columns: "") }
         // On Citus the links and the per-person tables are planned on the
         // nodes that hold them, on statistics their autovacuum keeps; an
         // ANALYZE of them here, after the run wrote the coordinator's copy
         // of the links, is refused.
-        let tables = (layout == .distributed ? [] : [("identity_links", "")] + perPerson) + days
+        let tables = (layout == .distributed ? [] : [(table: "identity_links", columns: "")] + perPerson) + days
         let unplanned = Set(try c.query(
             """
             SELECT t FROM unnest($1::text[]) AS t
             WHERE NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = current_schema() AND s.tablename = t)
-            """, [.textArray(tables.map(\.0))]
+            """, [.textArray(tables.map(\.table))]
         ).rows.map { try $0.decode(String.self, at: 0) })
-        let statements = tables.filter { unplanned.contains($0.0) }.map { "\($0.0) \($0.1)" }
+        let statements = tables.filter { unplanned.contains($0.table) }.map { "\($0.table) \($0.columns)" }
         if !statements.isEmpty { try c.executeScript("ANALYZE " + statements.joined(separator: ", ")) }
     }
 
