@@ -69,6 +69,7 @@ let package = Package(
         .target(
             name: "LocalPostgres",
             dependencies: ["LibPQ", "Migrations", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            path: "Tools/LocalPostgres",
             swiftSettings: strictness
         ),
         // The funnel engine: configuration, windowFunnel, statistics. Pure Swift, no I/O
@@ -108,26 +109,34 @@ let package = Package(
             ],
             swiftSettings: strictness
         ),
-        // The nightly job: checkpoint, identity links, recompute touched persons, report tables.
+        // Reading the log, for the job and query time: the transaction-id checkpoint and window, scopes, COPY reads, the work beside them.
         .target(
-            name: "Projection",
+            name: "LogReading",
             dependencies: [
-                "LibPQ", "Funnels", "EventLog", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "LibPQ", "EventLog", "Funnels",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ],
             swiftSettings: strictness
         ),
-        // Any funnel at query time, from the log's columns kept on local disk.
-        // Erasure on request and suppression (docs/privacy.md): the log's
-        // privileged path, then the nightly run over the persons erased.
+        // The nightly job: identity links, recompute touched persons, store per-person rows and report tables.
+        .target(
+            name: "Projection",
+            dependencies: [
+                "LibPQ", "Funnels", "EventLog", "LogReading", .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
+        // Erasure on request and suppression (docs/privacy.md): the log's privileged path, then the job over the persons erased.
         .target(
             name: "Privacy",
             dependencies: ["LibPQ", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
+        // Any funnel at query time, from the log's columns kept on local disk; knows nothing of the job.
         .target(
             name: "Explore",
-            dependencies: ["LibPQ", "Funnels", "EventLog", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            dependencies: ["LibPQ", "Funnels", "EventLog", "LogReading", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
         // `onramp explore`: the explorer's page and the API it polls, over Explore.
@@ -165,7 +174,7 @@ let package = Package(
         // The client SDK for apps: Foundation only, Segment's wire format.
         .target(name: "OnrampClient", swiftSettings: strictness),
         // `onramp simulate`: devices walking the five flows, sending through OnrampClient.
-        .target(name: "Simulation", dependencies: ["OnrampClient"], swiftSettings: strictness),
+        .target(name: "Simulation", dependencies: ["OnrampClient"], path: "Tools/Simulation", swiftSettings: strictness),
         // `onramp-bench`'s benchmarks: measured against this machine's own limits, in ratios.
         // It runs the real server in-process, so it is the one other module importing Hummingbird.
         .target(
@@ -180,10 +189,11 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ],
+            path: "Tools/Benchmarks",
             swiftSettings: strictness
         ),
         // A stand-in app process for the SDK's kill tests.
-        .executableTarget(name: "onramp-client-probe", dependencies: ["OnrampClient"], path: "Sources/ClientProbe", swiftSettings: strictness),
+        .executableTarget(name: "onramp-client-probe", dependencies: ["OnrampClient"], path: "Tools/ClientProbe", swiftSettings: strictness),
         // Helpers shared by the test targets (running the built CLI).
         .target(
             name: "TestSupport",
@@ -193,13 +203,14 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            path: "Tools/TestSupport",
             swiftSettings: strictness
         ),
         // `onramp-bench`: the benchmarks and the fault suite's client; tooling the product does not link.
         .executableTarget(
             name: "onramp-bench",
             dependencies: ["Benchmarks", "IngestServer", "Migrations", .product(name: "ArgumentParser", package: "swift-argument-parser")],
-            path: "Sources/OnrampBench",
+            path: "Tools/OnrampBench",
             swiftSettings: strictness
         ),
         // The CLI an operator runs: one small file per subcommand.
@@ -272,7 +283,7 @@ let package = Package(
         .testTarget(
             name: "ProjectionTests",
             dependencies: [
-                "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport", "Simulation", "OnrampClient", "onramp", "Benchmarks",
+                "LibPQ", "LocalPostgres", "Funnels", "LogReading", "Projection", "TestSupport", "Simulation", "OnrampClient", "onramp", "Benchmarks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -282,7 +293,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExploreTests",
-            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "Explore", "TestSupport", "onramp"],
+            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "LogReading", "Projection", "Explore", "TestSupport", "onramp"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -1,6 +1,5 @@
 import Foundation
 import Funnels
-import Projection
 
 /// Answers already counted, kept beside the store they were counted from
 /// and reused while they are exact: the store holds the same events, and

@@ -1,4 +1,3 @@
-import Dispatch
 public import Foundation
 import Funnels
 public import LibPQ

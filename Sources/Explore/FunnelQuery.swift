@@ -1,4 +1,3 @@
-import Dispatch
 public import Funnels
 
 /// A funnel asked at query time: the definition, the clock it is evaluated
@@ -33,12 +32,12 @@ public struct FunnelQuery: Sendable {
 /// When a query gives up: its timeout, counted from its start, or a cancel
 /// by whoever asked (`QueryControl`).
 struct Deadline: Sendable {
-    let at: DispatchTime?
+    let at: ContinuousClock.Instant?
     let seconds: Double
     let control: QueryControl?
 
     init(seconds: Double?, control: QueryControl? = nil) {
-        at = seconds.map { DispatchTime.now() + $0 }
+        at = seconds.map { .now + .seconds($0) }
         self.seconds = seconds ?? 0
         self.control = control
     }
@@ -46,7 +45,7 @@ struct Deadline: Sendable {
     /// Throws `ExploreError.cancelled` once cancelled, `.timedOut` once the time has passed.
     func check() throws {
         if control?.isCancelled == true { throw ExploreError.cancelled }
-        if let at, DispatchTime.now() > at { throw ExploreError.timedOut(seconds) }
+        if let at, ContinuousClock.now > at { throw ExploreError.timedOut(seconds) }
     }
 }
 

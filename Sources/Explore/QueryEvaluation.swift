@@ -1,7 +1,6 @@
-import Dispatch
 import Foundation
 import Funnels
-import NIOConcurrencyHelpers
+import LogReading
 
 /// One query's pass over the store's columns: persons from the events'
 /// identifiers (`IdentityResolver`'s rule, on numbers), each person's
@@ -39,15 +38,16 @@ struct QueryEvaluation {
         let owners = (0..<personCount).filter { starts[$0 + 1] > starts[$0] }
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, owners.count / 256 + 1))
-        let results = NIOLockedValueBox([Result<Counted, any Error>]())
-        let context = Context(query: query, snapshot: snapshot, order: order, starts: starts, relevant: relevant)
-        DispatchQueue.concurrentPerform(iterations: workers) { worker in
+        let context = Context(query: query, snapshot: snapshot, order: order, starts: starts, relevant: relevant, deadline: deadline)
+        let lanes = Background(threads: workers)
+        defer { lanes.shutdown() }
+        let parts = (0..<workers).map { worker in
             let range = owners.count * worker / workers..<owners.count * (worker + 1) / workers
-            let result = Result { try context.count(owners[range], deadline: deadline) }
-            results.withLockedValue { $0.append(result) }
+            let persons = Array(owners[range])
+            return lanes.run { try context.count(persons[...]) }
         }
         var counted = Counted()
-        for result in results.withLockedValue({ $0 }) { counted.merge(try result.get()) }
+        for part in parts { counted.merge(try part.wait()) }
         return counted
     }
 
@@ -213,8 +213,9 @@ struct QueryEvaluation {
         let starts: [Int32]
         /// `relevantNames()`: nil when every event goes to the engine.
         let relevant: [UInt8]?
+        let deadline: Deadline?
 
-        func count(_ persons: ArraySlice<Int>, deadline: Deadline?) throws -> Counted {
+        func count(_ persons: ArraySlice<Int>) throws -> Counted {
             let funnel = query.funnel
             let zone = TimeZone(identifier: query.timeZone) ?? .gmt
             let shape = FunnelTally.Shape(funnel)

@@ -1,7 +1,7 @@
 import Foundation
 import LibPQ
 import LocalPostgres
-import Projection
+import LogReading
 import TestSupport
 import Testing
 

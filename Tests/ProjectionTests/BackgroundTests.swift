@@ -1,4 +1,5 @@
 import Foundation
+import LogReading
 import NIOConcurrencyHelpers
 @testable import Projection
 import Testing
@@ -42,7 +43,7 @@ import Testing
         do {
             _ = try queued.wait()
             Issue.record("a task queued behind a shutdown ran")
-        } catch let error as ProjectionError {
+        } catch let error as LogReadError {
             #expect(error.code == .stopped)
         }
     }

@@ -2,6 +2,7 @@ import Foundation
 import Funnels
 import LibPQ
 import LocalPostgres
+import LogReading
 @testable import Projection
 import Simulation
 import TestSupport

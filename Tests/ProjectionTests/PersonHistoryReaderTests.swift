@@ -2,6 +2,7 @@ import Foundation
 import Funnels
 import LibPQ
 import LocalPostgres
+import LogReading
 @testable import Projection
 import TestSupport
 import Testing
@@ -88,7 +89,7 @@ struct PersonHistoryReaderTests {
         let device = "dev\tice\\1\u{08}\u{0C}"
         let user = "us\ner\\\u{0B}\r\t7"
         let company = "co\t\\1\u{1F}"
-        let unit = GroupMembership.unit(of: company)
+        let unit = HistoryUnit.unit(of: company)
         let start: Int64 = 1_800_000_000_000_000
         let events = [
             SeedEvent(app: "ops", type: "screen", event: "Welcome", anonymousId: device, timestamp: start),

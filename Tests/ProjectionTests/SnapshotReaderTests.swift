@@ -1,6 +1,7 @@
 import Foundation
 import LibPQ
 import LocalPostgres
+import LogReading
 import TestSupport
 import Testing
 

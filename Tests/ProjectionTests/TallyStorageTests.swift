@@ -38,11 +38,11 @@ struct TallyStorageTests {
         #expect(TallyEncoding.encode(tally.normalized()) == bytes)
 
         for cut in [0, 1, bytes.count / 2, bytes.count - 1] {
-            #expect(throws: ProjectionError.self) { try TallyEncoding.decode(Array(bytes.prefix(cut)), funnel: funnel) }
+            #expect(throws: TallyEncoding.Unreadable.self) { try TallyEncoding.decode(Array(bytes.prefix(cut)), funnel: funnel) }
         }
-        #expect(throws: ProjectionError.self) { try TallyEncoding.decode(bytes + [0], funnel: funnel) }
+        #expect(throws: TallyEncoding.Unreadable.self) { try TallyEncoding.decode(bytes + [0], funnel: funnel) }
         let other = try #require(Self.configuration.funnel(named: "umuve_onboarding"))
-        #expect(throws: ProjectionError.self) { try TallyEncoding.decode(bytes, funnel: other) }
+        #expect(throws: TallyEncoding.Unreadable.self) { try TallyEncoding.decode(bytes, funnel: other) }
         var rng = SplitMix(seed: 5)
         for _ in 0..<2_000 {
             var damaged = bytes

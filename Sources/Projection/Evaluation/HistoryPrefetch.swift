@@ -1,4 +1,5 @@
 import LibPQ
+import LogReading
 import NIOConcurrencyHelpers
 
 /// Spills an incremental run's touched histories, app after app, on the

@@ -1,6 +1,7 @@
 import Foundation
 import Funnels
 import LibPQ
+import LogReading
 
 /// Evaluates one app's spilled history, partition by partition, on the
 /// run's worker threads while the job streams the next app: partitions hold disjoint
@@ -108,7 +109,7 @@ struct PartitionEvaluation: Sendable {
     ) throws {
         if let persons, !persons.contains(person) { return }
         // A group (`GroupMembership`) is evaluated by the funnels counting groups only, a person by the others.
-        let aggregation: Funnel.Aggregation = GroupMembership.isGroup(person) ? .group : .person
+        let aggregation: Funnel.Aggregation = HistoryUnit.isGroup(person) ? .group : .person
         if aggregation == .group { totals.groups += 1 } else { totals.persons += 1 }
         for (index, funnel) in funnels.enumerated() where funnel.aggregateBy == aggregation {
             // Distinct by messageId: the event_ids ledger stores each id once per app.

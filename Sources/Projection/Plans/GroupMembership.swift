@@ -1,12 +1,13 @@
 import Funnels
 import LibPQ
+import LogReading
 
 /// The groups a funnel that counts groups (`aggregate_by: group`,
 /// docs/funnels.md "Counting groups") is evaluated for. To the job a group
 /// is one more unit beside the persons: its timeline is every event of its
 /// members (the persons whose `group` calls name it), each member's events
 /// handed to it as they are handed to the member, and its rows in the
-/// per-person tables are keyed by `unit(of:)`. That key is the group's id
+/// per-person tables are keyed by `HistoryUnit.unit(of:)`. That key is the group's id
 /// behind a unit separator, which no person's id can start with (ingestion
 /// refuses control characters in ids): a group's rows and a person's never
 /// share a key, so the incremental run's deletes, window closes and lookups
@@ -21,12 +22,6 @@ import LibPQ
 /// recomputed.
 enum GroupMembership {
     typealias Key = NewEvents.Key
-
-    /// The unit key of group `group`.
-    static func unit(of group: String) -> String { "\u{1F}" + group }
-
-    /// Whether `unit` is a group's key (`unit(of:)`) rather than a person's.
-    static func isGroup(_ unit: String) -> Bool { unit.utf8.first == 0x1F }
 
     /// A group call's sender: its user id, else its anonymous id, as a
     /// message's person is found (docs/funnels.md, "Persons").
@@ -45,7 +40,7 @@ enum GroupMembership {
             """, [.text(app)]
         ).rows {
             let id = try row.decode(String.self, at: 0)
-            units[persons[id] ?? id, default: []].insert(unit(of: try row.decode(String.self, at: 1)))
+            units[persons[id] ?? id, default: []].insert(HistoryUnit.unit(of: try row.decode(String.self, at: 1)))
         }
         return units.mapValues { $0.sorted() }
     }
@@ -151,7 +146,7 @@ enum GroupMembership {
             }
         for row in try c.query(query, Key.parameters(TouchedPersons.sorted(groups))).rows {
             let app = try row.decode(String.self, at: 0)
-            members[Key(app: app, id: try row.decode(String.self, at: 2)), default: []].insert(unit(of: try row.decode(String.self, at: 1)))
+            members[Key(app: app, id: try row.decode(String.self, at: 2)), default: []].insert(HistoryUnit.unit(of: try row.decode(String.self, at: 1)))
         }
         return members.mapValues { $0.sorted() }
     }

@@ -1,5 +1,6 @@
 import Funnels
 import LibPQ
+import LogReading
 
 /// Keeps `identity_links` (id -> the user it was first seen with, and the
 /// person its links lead to) up to date from the events written since a

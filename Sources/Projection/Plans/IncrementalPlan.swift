@@ -1,6 +1,7 @@
 import Foundation
 import Funnels
 import LibPQ
+import LogReading
 
 /// Only what changed since the last run's snapshot: the persons the new
 /// events touch, with all their events however old, and the cohort days

@@ -1,5 +1,6 @@
 import Funnels
 import LibPQ
+import LogReading
 
 /// An incremental run's new events, read from the log once, as identities:
 /// how many each app has, the link each anonymous id shows among them, the

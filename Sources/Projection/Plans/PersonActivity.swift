@@ -1,5 +1,6 @@
 import Funnels
 import LibPQ
+import LogReading
 
 /// A person an incremental run does not recompute although they have new
 /// events: all of them are activity (`OutcomeEvents`) and none falls in a

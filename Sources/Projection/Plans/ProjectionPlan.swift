@@ -1,6 +1,7 @@
 import Foundation
 import Funnels
 import LibPQ
+import LogReading
 
 /// How a run differs by mode, and nothing else: what it reads, whom it
 /// recomputes, and which cohort days it rewrites with what tallies. The

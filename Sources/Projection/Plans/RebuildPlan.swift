@@ -1,6 +1,7 @@
 import Foundation
 import Funnels
 import LibPQ
+import LogReading
 
 /// Everything from scratch: the projection tables emptied, every person of
 /// every app recomputed, every cohort day written from what was counted.

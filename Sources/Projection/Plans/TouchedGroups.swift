@@ -1,5 +1,6 @@
 import Funnels
 import LibPQ
+import LogReading
 
 /// The groups an incremental run recomputes, for the funnels counting
 /// groups (`GroupMembership`), beside the persons (`TouchedPersons`): found
@@ -62,7 +63,7 @@ enum TouchedGroups {
         var groupEvents: [Key: [NewEvents.Activity]] = [:]
         for (person, events) in active {
             for group in (groupsOf[person] ?? [:]).keys where !recomputed.contains(Key(app: person.app, id: group)) {
-                groupEvents[Key(app: person.app, id: GroupMembership.unit(of: group)), default: []] += events
+                groupEvents[Key(app: person.app, id: HistoryUnit.unit(of: group)), default: []] += events
             }
         }
         let (keys, byScan) = lookup.ordered(groupEvents.keys)
@@ -75,7 +76,7 @@ enum TouchedGroups {
                 activity.append(PersonActivity(app: unit.app, person: unit.id, events: events, starts: starts))
             }
         }
-        let units = Set(recomputed.map { Key(app: $0.app, id: GroupMembership.unit(of: $0.id)) })
+        let units = Set(recomputed.map { Key(app: $0.app, id: HistoryUnit.unit(of: $0.id)) })
         return (units, try GroupMembership.members(c, of: recomputed, dialect: lookup.dialect), activity)
     }
 }

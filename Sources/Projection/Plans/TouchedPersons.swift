@@ -1,5 +1,6 @@
 import Funnels
 import LibPQ
+import LogReading
 
 /// The persons an incremental run recomputes. They are worked out here, in
 /// sets, from the day's identities and key-by-key link lookups, and written

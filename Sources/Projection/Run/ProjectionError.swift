@@ -1,6 +1,6 @@
 /// Failures of the nightly job a scheduler should tell apart.
 public struct ProjectionError: Error, CustomStringConvertible, Sendable {
-    public enum Code: Sendable { case busy, badConfiguration, corruptTally, spill, unwritable, stopped }
+    public enum Code: Sendable { case busy, badConfiguration, spill, unwritable, stopped }
     public let code: Code
     public let description: String
 

@@ -2,8 +2,9 @@ public import Foundation
 import EventLog
 public import Funnels
 public import LibPQ
+import LogReading
 
-/// The nightly job (README, "The nightly job"): folds the log into per-person funnel outcomes and
+/// The nightly job (docs/nightly-job.md): folds the log into per-person funnel outcomes and
 /// per-cohort-day report rows.
 ///
 /// Incremental runs read only events written by transactions between the last

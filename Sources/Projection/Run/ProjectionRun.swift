@@ -1,6 +1,7 @@
 import Foundation
 import Funnels
 import LibPQ
+import LogReading
 
 /// One run of the nightly job and what it holds, owned by one scoped call
 /// (`ProjectionRun.with`), as a client that owns its connections runs them:

@@ -1,5 +1,6 @@
 import Funnels
 import LibPQ
+import LogReading
 
 /// Keeps the event catalogue (`event_catalog_days`, `event_catalog_properties`;
 /// docs/tracking-health.md): what every app sends, by label, day, app

@@ -1,41 +1,47 @@
 import NIOConcurrencyHelpers
 import NIOPosix
 
-/// The one way the nightly job runs work beside itself: tasks on threads of
+/// The one way the nightly job and query time run work beside themselves: tasks on threads of
 /// a `NIOThreadPool` of its own, as the connection pool runs blocking libpq
 /// calls on one, each answered by a `Pending`. With one thread the tasks
 /// run in the order given, as a session's statements must; with more they
 /// share a CPU-bound stage. A run's lanes live as long as the run
 /// (`ProjectionRun`), which shuts them down in one place.
-final class Background: Sendable {
+package final class Background: Sendable {
     private let threads: NIOThreadPool
     /// Its threads: how many tasks run at once.
-    let count: Int
+    package let count: Int
 
-    init(threads count: Int) {
+    package init(threads count: Int) {
         self.count = max(1, count)
         threads = NIOThreadPool(numberOfThreads: self.count)
         threads.start()
     }
 
     /// Starts `body` on a free thread (in order, on one thread) and returns at once.
-    func run<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) -> Pending<Value> {
+    package func run<Value: Sendable>(_ body: @escaping @Sendable () throws -> Value) -> Pending<Value> {
         let pending = Pending<Value>()
         threads.submit { state in
-            guard case .active = state else { return pending.finish(.failure(ProjectionError(code: .stopped, description: "the run stopped before this step began"))) }
+            guard case .active = state else { return pending.finish(.failure(LogReadError(.stopped, "the work stopped before this step began"))) }
             pending.finish(Result { try body() })
         }
         return pending
     }
 
     /// Stops the threads; a task not yet started finishes as failed.
-    func shutdown() {
+    package func shutdown() {
         try? threads.syncShutdownGracefully()
+    }
+
+    /// Stops the threads once their tasks are done, without waiting for
+    /// them: for a lane whose task may block long after its caller gave up.
+    package func shutdownWhenDone() {
+        threads.shutdownGracefully { _ in }
     }
 }
 
 /// A task's result, once it is done.
-final class Pending<Value: Sendable>: Sendable {
+package final class Pending<Value: Sendable>: Sendable {
     private let done = ConditionLock(value: false)
     private let result = NIOLockedValueBox<Result<Value, any Error>?>(nil)
 
@@ -46,11 +52,24 @@ final class Pending<Value: Sendable>: Sendable {
     }
 
     /// Waits for the task; returns what it returned or rethrows what it threw.
-    func wait() throws -> Value {
+    package func wait() throws -> Value {
         done.lock(whenValue: true)
         done.unlock()
+        return try value()
+    }
+
+    /// Waits for the task as `wait()` does, calling `check` every `interval`
+    /// seconds while it runs: what `check` throws (a deadline passed, a
+    /// cancel) ends the wait, and the task runs on.
+    package func wait(checking check: () throws -> Void, every interval: Double = 0.05) throws -> Value {
+        while !done.lock(whenValue: true, timeoutSeconds: interval) { try check() }
+        done.unlock()
+        return try value()
+    }
+
+    private func value() throws -> Value {
         guard let value = result.withLockedValue({ $0 }) else {
-            throw ProjectionError(code: .stopped, description: "a step of the run ended without a result")
+            throw LogReadError(.stopped, "a step ended without a result")
         }
         return try value.get()
     }

@@ -1,6 +1,6 @@
-import Foundation
-import Funnels
-import LibPQ
+package import Foundation
+package import Funnels
+package import LibPQ
 
 /// Streams every event of a set of persons (or of everyone) of one app and
 /// hands each person's whole timeline to the caller, without the log ever
@@ -14,19 +14,24 @@ import LibPQ
 /// most of a rebuild's database time and, behind a cursor, ran on one core
 /// while the job waited; here the server only scans, and the job's spilling
 /// keeps pace with it.
-struct PersonHistoryReader {
+package struct PersonHistoryReader {
     /// Whose events a history row goes to, besides its own id: the person
     /// an id's links lead to (where not itself), and the groups a person is
-    /// a member of (`GroupMembership`), whose timelines get the person's
+    /// a member of (`HistoryUnit`), whose timelines get the person's
     /// events too.
-    struct Identities: Sendable {
+    package struct Identities: Sendable {
         /// Id -> the person its events belong to, if not itself.
-        var owners: [String: String] = [:]
+        package var owners: [String: String] = [:]
         /// Person -> the units of their groups, for the app's funnels counting groups.
-        var groups: [String: [String]] = [:]
+        package var groups: [String: [String]] = [:]
+
+        package init(owners: [String: String] = [:], groups: [String: [String]] = [:]) {
+            self.owners = owners
+            self.groups = groups
+        }
     }
 
-    enum Scope {
+    package enum Scope {
         /// Everyone (rebuild), with each linked id's person as
         /// `IdentityLinker.rebuild` found them: the job gives events their
         /// person itself, as they stream in, where PostgreSQL would hash-join
@@ -39,20 +44,26 @@ struct PersonHistoryReader {
         case touched(Identities)
     }
 
-    let app: String
+    package let app: String
     /// Dotted paths the app's funnels read (`properties.page`, `context.os.name`).
-    let paths: [String]
+    package let paths: [String]
     /// Whether some of the app's funnels count groups: its group calls are read for their members.
-    var countsGroups = false
+    package var countsGroups = false
+
+    package init(app: String, paths: [String], countsGroups: Bool = false) {
+        self.app = app
+        self.paths = paths
+        self.countsGroups = countsGroups
+    }
 
     /// Rows per spill file the job aims for: a partition's events are decoded
     /// at once, so this bounds the reader's memory whatever the log's size
     /// (but for a large group, whose partition holds its members' events too).
-    static let eventsPerPartition = 100_000
+    package static let eventsPerPartition = 100_000
 
     /// Phase one: streams the app's events in `scope` into `partitions` spill
     /// files. The connection is free again when this returns.
-    func spill(_ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int) throws -> SpilledHistory {
+    package func spill(_ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int) throws -> SpilledHistory {
         try ReadScope.bind(c, app: app, paths: paths)
         // Buffers take at most ~48 MB together, however many partitions there are.
         let count = max(1, partitions)
@@ -76,11 +87,11 @@ struct PersonHistoryReader {
 
     /// Phase two, for one partition (partitions are independent, so they can
     /// be read on several threads): hands over each unit's events (a
-    /// person's, or a group's: `GroupMembership`), grouped,
+    /// person's, or a group's: `HistoryUnit`), grouped,
     /// in no particular order; returns the partition's event count (its
     /// persons': a group's are their copies). A line holding a unit alone
     /// gives it the event of the line before (`LinkedPersons`), decoded once.
-    func forEachPerson(in partition: SpilledHistory.Partition, _ body: (String, [FunnelEvent]) throws -> Void) throws -> Int {
+    package func forEachPerson(in partition: SpilledHistory.Partition, _ body: (String, [FunnelEvent]) throws -> Void) throws -> Int {
         let lines = try partition.load()
         var fields: [String?] = []
         var persons: [String] = []
@@ -125,7 +136,7 @@ struct PersonHistoryReader {
         for (index, person) in persons.enumerated() {
             timeline.removeAll(keepingCapacity: true)
             for position in order[offsets[index]..<offsets[index + 1]] { timeline.append(events[position]) }
-            if !GroupMembership.isGroup(person) { read += timeline.count }
+            if !HistoryUnit.isGroup(person) { read += timeline.count }
             try body(person, timeline)
         }
         return read
@@ -180,7 +191,7 @@ struct PersonHistoryReader {
     }
 
     /// FNV-1a of the person's bytes as sent: stable, and with no allocation per row.
-    static func partition(of person: UnsafeRawBufferPointer, count: Int) -> Int {
+    package static func partition(of person: UnsafeRawBufferPointer, count: Int) -> Int {
         guard count > 1 else { return 0 }
         return Int(FNV1a.hash(bytes: person) % UInt64(count))
     }
@@ -188,12 +199,12 @@ struct PersonHistoryReader {
 
 /// A spilled history: per partition, the lines written to its file plus the
 /// ones still in memory. `remove()` deletes the files, however the job ends.
-struct SpilledHistory: Sendable {
-    struct Partition: Sendable {
-        let file: URL?
+package struct SpilledHistory: Sendable {
+    package struct Partition: Sendable {
+        package let file: URL?
         let tail: [UInt8]
 
-        func load() throws -> [UInt8] {
+        package func load() throws -> [UInt8] {
             guard let file else { return tail }
             var bytes = [UInt8](try Data(contentsOf: file))
             bytes += tail
@@ -201,20 +212,20 @@ struct SpilledHistory: Sendable {
         }
     }
 
-    let partitions: [Partition]
-    let directory: URL
+    package let partitions: [Partition]
+    package let directory: URL
 
     /// Spill directories are named `onramp-history-<pid>-<uuid>`.
-    static let prefix = "onramp-history-"
+    package static let prefix = "onramp-history-"
 
-    func remove() {
+    package func remove() {
         try? FileManager.default.removeItem(at: directory)
     }
 
     /// Removes the spill directories of jobs that are gone: a run killed with
     /// SIGKILL cannot clean up after itself, and the next run should not let
     /// its files pile up. A directory whose process still runs is left alone.
-    static func removeAbandoned(in parent: URL = FileManager.default.temporaryDirectory) {
+    package static func removeAbandoned(in parent: URL = FileManager.default.temporaryDirectory) {
         guard let names = try? FileManager.default.contentsOfDirectory(atPath: parent.path) else { return }
         for name in names where name.hasPrefix(prefix) {
             guard let pid = Int32(name.dropFirst(prefix.count).prefix { $0 != "-" }) else { continue }
@@ -348,7 +359,7 @@ private struct SpillFiles {
         if handles[partition] == nil {
             try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
             guard FileManager.default.createFile(atPath: file(partition).path, contents: nil) else {
-                throw ProjectionError(code: .spill, description: "cannot create the spill file \(file(partition).path)")
+                throw LogReadError(.spill, "cannot create the spill file \(file(partition).path)")
             }
             handles[partition] = try FileHandle(forWritingTo: file(partition))
         }

@@ -16,20 +16,9 @@ package struct Checkpoint: Equatable, Sendable, Codable {
     package static let start = Checkpoint(horizon: 0, pending: [])
 
     /// From a row of (horizon, pending transaction ids).
-    private init(row: Row) throws {
+    package init(row: Row) throws {
         horizon = try row.decode(Int64.self, at: 0)
         pending = (try row.decode(PostgresArrayText.self, at: 1).integers() ?? []).compactMap { $0 }
-    }
-
-    static func load(_ c: Connection) throws -> Checkpoint {
-        let row = try c.query("SELECT horizon_txid, pending_txids FROM projection_checkpoint").scalarRow()
-        return try Checkpoint(row: row)
-    }
-
-    func save(_ c: Connection) throws {
-        try c.query(
-            "UPDATE projection_checkpoint SET horizon_txid = $1, pending_txids = $2::int8[], updated_at = now()",
-            [.int(horizon), .intArray(pending)])
     }
 
     /// The running transaction's snapshot: what this run will have read.
@@ -81,7 +70,7 @@ package struct Checkpoint: Equatable, Sendable, Codable {
 
 extension QueryResult {
     /// The first row, or an error when there is none.
-    func scalarRow() throws -> Row {
+    package func scalarRow() throws -> Row {
         guard let row = first else { throw PostgresError(.unexpectedResult, message: "expected one row, got none") }
         return row
     }

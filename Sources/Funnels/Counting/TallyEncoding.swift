@@ -1,5 +1,3 @@
-package import Funnels
-
 /// The stored form of a `FunnelTally` (`funnel_tallies.tally`): unsigned
 /// LEB128 varints, durations sorted and delta-coded. A day of a busy funnel
 /// holds one duration per completer and one gap per person and step, and the
@@ -7,7 +5,7 @@ package import Funnels
 /// size: a typical gap takes three bytes instead of a JSON number's ten.
 package enum TallyEncoding {
     /// 2 adds the per-app-version counts; 1 (written before them) still reads, without versions.
-    static let version: UInt8 = 2
+    package static let version: UInt8 = 2
 
     package static func encode(_ tally: FunnelTally) -> [UInt8] {
         var out: [UInt8] = [version]
@@ -43,7 +41,12 @@ package enum TallyEncoding {
         return out
     }
 
-    /// Reads a tally of `funnel` back; throws on bytes this version did not write.
+    /// Bytes this version did not write, or damaged ones.
+    package struct Unreadable: Error, CustomStringConvertible, Sendable {
+        package let description: String
+    }
+
+    /// Reads a tally of `funnel` back; throws `Unreadable` on bytes this version did not write.
     package static func decode(_ bytes: [UInt8], funnel: Funnel) throws -> FunnelTally {
         var reader = Reader(bytes: bytes)
         let stored = try reader.byte()
@@ -124,8 +127,8 @@ package enum TallyEncoding {
 
         var atEnd: Bool { position == bytes.count }
 
-        func error(_ reason: String) -> ProjectionError {
-            ProjectionError(code: .corruptTally, description: "funnel_tallies: unreadable tally at byte \(position): \(reason)")
+        func error(_ reason: String) -> Unreadable {
+            Unreadable(description: "funnel_tallies: unreadable tally at byte \(position): \(reason)")
         }
 
         mutating func byte() throws -> UInt8 {

@@ -1,9 +1,8 @@
-import Dispatch
 import EventLog
 import Foundation
 import Funnels
 import LibPQ
-import Projection
+import LogReading
 
 /// One app's events as columns on local disk (`EventColumns`), kept up to
 /// date from the log at every query: a query reads what was added since the
@@ -89,7 +88,7 @@ struct ColumnStore {
     /// called inside it, the transaction they read in begun inside it too.
     func locked<T>(until deadline: Deadline?, _ body: () throws -> T) throws -> T {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        let lock = try FileLock(directory.appendingPathComponent("lock"), until: deadline)
+        let lock = try FileLock.acquire(directory.appendingPathComponent("lock"), until: deadline)
         defer { lock.release() }
         return try body()
     }
@@ -353,34 +352,5 @@ struct ColumnStore {
         state.manifest.segments = [.init(name: name, count: columns.count)]
         try writeManifest(state.manifest)
         removeUnlisted(state.manifest)
-    }
-}
-
-/// An exclusive `flock` on a file: two queries of one app refresh its store
-/// one after the other. Waiting for it counts against the query's timeout.
-struct FileLock {
-    private let descriptor: Int32
-
-    init(_ file: URL, until deadline: Deadline?) throws {
-        descriptor = open(file.path, O_CREAT | O_RDWR, 0o644)
-        guard descriptor >= 0 else { throw ColumnStoreError.unwritable(file.path) }
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            guard errno == EWOULDBLOCK || errno == EINTR else {
-                close(descriptor)
-                throw ColumnStoreError.unwritable(file.path)
-            }
-            do {
-                try deadline?.check()
-            } catch {
-                close(descriptor)
-                throw error
-            }
-            usleep(20_000)
-        }
-    }
-
-    func release() {
-        flock(descriptor, LOCK_UN)
-        close(descriptor)
     }
 }
