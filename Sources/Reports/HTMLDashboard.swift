@@ -13,7 +13,7 @@ public struct DashboardFunnel: Sendable {
     }
 }
 
-/// The self-contained HTML dashboard of `onramp report --out DIR` (README, "The nightly job"):
+/// The self-contained HTML dashboard of `onramp report --out DIR` (docs/analysts.md, "The HTML dashboard"):
 /// `index.html` with one card per funnel and one page per funnel, inline CSS
 /// and SVG only — no scripts, no fonts, no images, no links but to sibling
 /// pages, and a Content-Security-Policy that forbids loading anything, so it

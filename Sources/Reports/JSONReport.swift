@@ -1,7 +1,7 @@
 import Foundation
 import Funnels
 
-/// The JSON document of `onramp report --format json` (README; fields in a stable order, more may be added).
+/// The JSON document of `onramp report --format json` (docs/nightly-job.md; fields in a stable order, more may be added).
 enum JSONReport {
     static func render(_ reports: [FunnelReport], range: ReportRange) -> String {
         let (regressions, improvements) = RegressionText.all(reports)
