@@ -283,7 +283,8 @@ let package = Package(
         .testTarget(
             name: "ProjectionTests",
             dependencies: [
-                "LibPQ", "LocalPostgres", "Funnels", "LogReading", "Projection", "TestSupport", "Simulation", "OnrampClient", "onramp", "Benchmarks",
+                "LibPQ", "LocalPostgres", "Funnels", "LogReading", "Projection", "Explore", "Reports", "TestSupport", "Simulation", "OnrampClient",
+                "onramp", "Benchmarks",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -23,8 +23,8 @@ struct AnswerCache {
         var countedAt: Int64
         var validUntil: Int64?
         var days: [String: Data]
-        var dropOff: DropOffCounts
-        var retention: [String: RetentionCounts]
+        /// Each analysis's counts by day (`FunnelAnalysis.encode`), by its id.
+        var analyses: [String: Data]
     }
 
     /// What makes two queries the same question: the definition as the nightly
@@ -32,7 +32,7 @@ struct AnswerCache {
     static func key(_ query: FunnelQuery) -> String {
         let definition = FunnelDefinition(query.funnel, timeZone: query.timeZone)
         let text = [
-            definition.fingerprint, query.from ?? "", query.to ?? "", query.diagnostics ? "d" : "", query.retention ? "r" : "",
+            definition.fingerprint, query.from ?? "", query.to ?? "", query.analyses.map(\.id.rawValue).joined(separator: ","),
         ].joined(separator: "|")
         return ColumnStore.key(text)
     }
@@ -42,17 +42,23 @@ struct AnswerCache {
         let key = Self.key(query)
         guard let data = try? Data(contentsOf: file(key)), let entry = try? JSONDecoder().decode(Entry.self, from: data),
               entry.key == key, entry.events == events, entry.countedAt <= query.now, entry.validUntil.map({ query.now < $0 }) ?? true,
-              let days = try? entry.days.mapValues({ try TallyEncoding.decode([UInt8]($0), funnel: query.funnel) })
+              let days = try? entry.days.mapValues({ try TallyEncoding.decode([UInt8]($0), funnel: query.funnel) }),
+              let analyses = try? query.analyses.map({ analysis in try entry.analyses[analysis.id.rawValue].map { try analysis.decode($0) } ?? [:] })
         else { return nil }
-        return QueryEvaluation.Counted(days: days, dropOff: entry.dropOff, retention: entry.retention, validUntil: entry.validUntil)
+        return QueryEvaluation.Counted(days: days, analyses: analyses, validUntil: entry.validUntil)
     }
 
     /// Keeps `counted` for `query`; a cache that cannot be written is only slower.
     func store(_ counted: QueryEvaluation.Counted, query: FunnelQuery, events: Int) {
         let key = Self.key(query)
+        var analyses: [String: Data] = [:]
+        for (analysis, days) in zip(query.analyses, counted.analyses) {
+            guard let data = try? analysis.encode(days) else { return }
+            analyses[analysis.id.rawValue] = data
+        }
         let entry = Entry(
             key: key, events: events, countedAt: query.now, validUntil: counted.validUntil,
-            days: counted.days.mapValues { Data(TallyEncoding.encode($0)) }, dropOff: counted.dropOff, retention: counted.retention)
+            days: counted.days.mapValues { Data(TallyEncoding.encode($0)) }, analyses: analyses)
         guard let data = try? JSONEncoder().encode(entry) else { return }
         try? FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         guard (try? ColumnFile.replace(file(key), with: data)) != nil else { return }

@@ -10,8 +10,9 @@ public struct FunnelQuery: Sendable {
     public var now: Int64
     public var from: String?
     public var to: String?
-    public var diagnostics = false
-    public var retention = false
+    /// Analyses counted beside the funnel, each as the nightly job counts
+    /// it (`FunnelAnalysis`), made for this query's funnel.
+    public var analyses: [any FunnelAnalysis] = []
 
     public init(funnel: Funnel, timeZone: String, now: Int64, from: String? = nil, to: String? = nil) {
         self.funnel = funnel
@@ -19,6 +20,27 @@ public struct FunnelQuery: Sendable {
         self.now = now
         self.from = from
         self.to = to
+    }
+
+    /// Whether the standard drop-off analysis is asked (`onramp funnel --diagnostics`).
+    public var diagnostics: Bool {
+        get { asks(.diagnostics) }
+        set { ask(.diagnostics, newValue) }
+    }
+
+    /// Whether the standard retention analysis is asked (`onramp funnel --retention`).
+    public var retention: Bool {
+        get { asks(.retention) }
+        set { ask(.retention, newValue) }
+    }
+
+    /// Whether an analysis named `id` is asked.
+    public func asks(_ id: AnalysisID) -> Bool { analyses.contains { $0.id == id } }
+
+    /// Asks (or no longer asks) the standard analysis named `id`.
+    public mutating func ask(_ id: AnalysisID, _ asked: Bool = true) {
+        analyses.removeAll { $0.id == id }
+        if asked, let analysis = StandardAnalyses.named(id, for: [funnel]) { analyses.append(analysis) }
     }
 
     /// The attribute paths the query reads: its funnel's.

@@ -14,19 +14,30 @@ struct QueryEvaluation {
     /// What the persons added up to, by cohort day.
     struct Counted: Sendable {
         var days: [String: FunnelTally] = [:]
-        var dropOff = DropOffCounts()
-        var retention: [String: RetentionCounts] = [:]
+        /// Each of the query's analyses' counts (in `FunnelQuery.analyses`' order), by cohort day.
+        var analyses: [[String: any DayCounts]]
         /// The earliest a window open at the query's clock closes: until
         /// then, with no new events, the counts stay as they are.
         var validUntil: Int64?
+
+        init(analyses: Int) {
+            self.analyses = Array(repeating: [:], count: analyses)
+        }
+
+        init(days: [String: FunnelTally], analyses: [[String: any DayCounts]], validUntil: Int64?) {
+            self.days = days
+            self.analyses = analyses
+            self.validUntil = validUntil
+        }
 
         mutating func merge(_ other: Counted) {
             if let until = other.validUntil { validUntil = min(validUntil ?? until, until) }
             for (day, tally) in other.days {
                 if days[day] == nil { days[day] = tally } else { days[day]?.merge(tally) }
             }
-            dropOff.merge(other.dropOff)
-            for (day, counts) in other.retention { retention[day, default: RetentionCounts()].merge(counts) }
+            for (index, counted) in other.analyses.enumerated() where index < analyses.count {
+                for (day, counts) in counted { analyses[index][day] = counts.added(to: analyses[index][day]) }
+            }
         }
     }
 
@@ -46,7 +57,7 @@ struct QueryEvaluation {
             let persons = Array(owners[range])
             return lanes.run { try context.count(persons[...]) }
         }
-        var counted = Counted()
+        var counted = Counted(analyses: query.analyses.count)
         for part in parts { counted.merge(try part.wait()) }
         return counted
     }
@@ -114,11 +125,11 @@ struct QueryEvaluation {
 
     /// Per name number, a bit per event kind whose events of that name may
     /// change an outcome (`OutcomeEvents`); nil when every event counts: a
-    /// strict order (any event between steps breaks a chain), diagnostics
-    /// (what persons did instead) and retention (any active event).
+    /// strict order (any event between steps breaks a chain), or an analysis
+    /// that reads every event (what persons did instead, any active event).
     private func relevantNames() -> [UInt8]? {
         let funnel = query.funnel
-        guard funnel.order != .strict, !query.diagnostics, !query.retention else { return nil }
+        guard funnel.order != .strict, !query.analyses.contains(where: \.readsEveryEvent) else { return nil }
         let outcomes = OutcomeEvents(funnels: [funnel])
         var bits = [UInt8](repeating: 0, count: snapshot.names.count + 1)
         for number in 1..<bits.count {
@@ -219,7 +230,7 @@ struct QueryEvaluation {
             let funnel = query.funnel
             let zone = TimeZone(identifier: query.timeZone) ?? .gmt
             let shape = FunnelTally.Shape(funnel)
-            let dropOffShape = DropOffFacts.Shape(funnel)
+            let analyses = query.analyses
             let columns = snapshot.columns
             let paths = snapshot.paths.enumerated().compactMap { index, path in
                 funnel.referencedPaths.contains(path) ? snapshot.values[index].map { (index, path, $0.strings) } : nil
@@ -235,7 +246,7 @@ struct QueryEvaluation {
             // The breakdowns' columns, when a person's step events lacking one of them means reading all of theirs.
             let carried = relevant != nil && funnel.attribution == .firstStep
                 ? funnel.breakdowns.compactMap { path in snapshot.paths.firstIndex(of: path).map { columns.attributes[$0] } } : []
-            var counted = Counted()
+            var counted = Counted(analyses: analyses.count)
             var events: [FunnelEvent] = []
             var positions: [Int] = []
             var dayText: [Int64: String] = [:]
@@ -279,12 +290,8 @@ struct QueryEvaluation {
                 // Not `[day, default: …]`: its closure would copy the funnel for every person.
                 if counted.days[day] == nil { counted.days[day] = FunnelTally(funnel: funnel) }
                 counted.days[day]?.add(outcome, shape: shape, cohortDay: day, timeZone: zone)
-                if query.diagnostics, let facts = DropOffFacts.of(outcome, in: funnel, shape: dropOffShape, events: events) {
-                    counted.dropOff.add(outcome, facts: facts, required: dropOffShape.required)
-                }
-                if query.retention, outcome.level >= 1, !outcome.excluded, outcome.windowClosed {
-                    counted.retention[day, default: RetentionCounts()].add(
-                        start: start, completed: outcome.completed, retainedDays: funnel.retention.retainedDays(start: start, events: events))
+                for (index, analysis) in analyses.enumerated() {
+                    analysis.count(outcome, in: funnel, events: events, into: &counted.analyses[index][day])
                 }
             }
             // Each day's times sorted here, on the workers: merging and storing them then meets sorted runs.
@@ -342,9 +349,8 @@ extension QueryEvaluation.Counted {
         let tally = FunnelTally.total(of: days.values, funnel: funnel)
         var report = FunnelReport(funnel: funnel, tally: tally, now: query.now, timeZone: zone)
         report.regressions = Regressions.find(funnel: funnel, days: days, now: query.now, timeZone: zone, to: query.to)
-        if query.diagnostics { report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: dropOff) }
-        if query.retention {
-            report.retention = RetentionReport(days: funnel.retention.days, cells: retention.mapValues { $0.cells(days: funnel.retention.days, now: query.now) })
+        for (index, analysis) in query.analyses.enumerated() where index < analyses.count {
+            analysis.fill(&report, funnel: funnel, tally: tally, counted: analyses[index], now: query.now)
         }
         report.timeZone = query.timeZone
         return (report, tally.durations.map { Double($0) / 1_000_000 })

@@ -35,8 +35,13 @@ enum JSONReport {
     static func funnel(_ r: FunnelReport) -> JSON {
         // A funnel counting groups says so after its options; one counting persons, as it always has.
         let json = funnelFields(r)
-        guard r.aggregateBy == .group, case .object(var fields) = json else { return json }
-        fields.insert(("aggregate_by", .string(r.aggregateBy.rawValue)), at: min(7, fields.count))
+        guard r.aggregateBy == .group || !r.analyses.isEmpty, case .object(var fields) = json else { return json }
+        if r.aggregateBy == .group { fields.insert(("aggregate_by", .string(r.aggregateBy.rawValue)), at: min(7, fields.count)) }
+        // Analyses without a field of their own, after the ones that have one; only when there are any.
+        if !r.analyses.isEmpty {
+            let position = fields.firstIndex { $0.0 == "recomputed" } ?? fields.count
+            fields.insert(("analyses", .object(r.analyses.sorted { $0.key < $1.key }.map { ($0.key.rawValue, finding($0.value)) })), at: position)
+        }
         return .object(fields)
     }
 
@@ -142,6 +147,18 @@ enum JSONReport {
                 r.recomputed.map { .object([("reason", .string($0.reason)), ("events", .number(Double($0.events)))]) } ?? .null
             ),
         ])
+    }
+
+    /// An analysis's finding as it gave it.
+    static func finding(_ value: AnalysisFinding) -> JSON {
+        switch value {
+        case .null: .null
+        case .bool(let flag): .bool(flag)
+        case .number(let number): .number(number)
+        case .text(let text): .string(text)
+        case .list(let values): .array(values.map(finding))
+        case .fields(let fields): .object(fields.map { ($0.name, finding($0.value)) })
+        }
     }
 
     /// docs/funnels.md, "Retention": one retention day, completers against non-completers.

@@ -1,14 +1,17 @@
+import Explore
 import Foundation
 import Funnels
 import LibPQ
 import LocalPostgres
 @testable import Projection
+import Reports
 import TestSupport
 import Testing
 
 /// A per-person analysis plugs into the job as one type and its tables: the
 /// job, both plans and the report serve it without naming it, and incremental
-/// runs leave its tables as a rebuild writes them.
+/// runs leave its tables as a rebuild writes them. The same type, added to a
+/// query, is counted at query time and reaches `onramp funnel`'s JSON.
 @Suite struct PersonAnalysisTests {
     /// Events per person before dropping: for each started person who has not
     /// completed, their events from the start to the window's end; per cohort
@@ -34,6 +37,25 @@ import Testing
         }
 
         typealias Tally = DayTally<Counts>
+
+        let id = AnalysisID(rawValue: "events_before_dropping")
+        let readsEveryEvent = true
+
+        /// A day counts those whose window has closed, as `append` counts them.
+        func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts) {
+            guard outcome.level >= 1, !outcome.excluded, !outcome.completed, outcome.windowClosed, let start = outcome.startTime else { return }
+            let end = start + funnel.windowMicroseconds
+            counts.merge(Counts(persons: 1, events: events.count { $0.timestamp >= start && $0.timestamp <= end }))
+        }
+
+        /// No field of the report is its own: it reports as an `AnalysisFinding`.
+        func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, days: [String: Counts], now: Int64) {
+            func fields(_ counts: Counts) -> AnalysisFinding {
+                .fields([.init("persons", .number(Double(counts.persons))), .init("events", .number(Double(counts.events)))])
+            }
+            report.analyses[id] = .fields(
+                days.filter { $0.value.persons > 0 }.sorted { $0.key < $1.key }.map { AnalysisFinding.Field($0.key, fields($0.value)) })
+        }
 
         func append(
             _ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows, tally: inout (any AnalysisTally)?
@@ -165,5 +187,50 @@ import Testing
         #expect(tables[0][0].count > 100 && tables[0][1].count > 5, "\(tables[0][0].count) persons, \(tables[0][1].count) days")
         for (index, sql) in dumps.enumerated() { #expect(tables[0][index] == tables[1][index], "\(sql)") }
         #expect(tables[0][1] == tables[0][3], "the day table equals plain SQL's count from the persons")
+    }
+
+    @Test("the analysis added to a query through the query-time API is counted as the night stores it, and is in onramp funnel's JSON")
+    func anAnalysisAddedToAQueryIsInItsJSON() async throws {
+        let configuration = bundledConfiguration
+        let events = EventSeeder.journeys(configuration: configuration, personsPerFunnel: 120, seed: 33, detours: true)
+        let now = (events.map(\.timestamp).max() ?? 0) + 3_600_000_000
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("explore-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        try await pool.withConnection { c in
+            try c.executeScript(Self.tables)
+            try EventSeeder.insert(c, events)
+        }
+        var job = ProjectionJob(configuration: configuration, showProgress: false)
+        job.analyses.append(EventsBeforeDropping())
+        let night = job
+        _ = try await pool.withConnection { c in try night.run(c, mode: .rebuild, now: now) }
+
+        for funnel in configuration.funnels.prefix(2) {
+            // What the night stored, by day.
+            let stored = try await pool.query(
+                "SELECT cohort_day::text, persons, events FROM test_drop_event_days WHERE funnel = $1 AND persons > 0 ORDER BY 1",
+                [.text(funnel.name)]
+            ).rows.map { "\(try $0.decode(String.self, at: 0)) \(try $0.decode(Int.self, at: 1)) \(try $0.decode(Int.self, at: 2))" }
+            #expect(!stored.isEmpty, "\(funnel.name): persons dropped")
+
+            let zone = configuration.app(named: funnel.app)?.timeZone ?? configuration.reportTimeZone ?? "UTC"
+            var query = FunnelQuery(funnel: funnel, timeZone: zone, now: now)
+            query.analyses.append(EventsBeforeDropping())
+            let asked = query
+            for round in 0..<2 {
+                let answer = try await pool.withConnection { c in try Explorer(cacheRoot: cache).answer(asked, on: c) }
+                #expect(answer.reusedAnswer == (round == 1), "the second asking is answered from the cache")
+                let json = QueryTimeJSON.render(
+                    answer.report, histogram: answer.histogram, query: .init(asOf: "", from: nil, to: nil, events: answer.events))
+                let document = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+                let days = try #require((document["analyses"] as? [String: Any])?["events_before_dropping"] as? [String: [String: Double]])
+                let printed = days.keys.sorted().map { day in "\(day) \(Int(days[day]?["persons"] ?? -1)) \(Int(days[day]?["events"] ?? -1))" }
+                #expect(printed == stored, "\(funnel.name), round \(round)")
+            }
+        }
+        await pool.close()
+        try await db.drop()
     }
 }

@@ -85,6 +85,8 @@ public struct FunnelReport: Sendable, Hashable {
     public var instrumentation: [InstrumentationFinding] = []
     /// Retention of completers and non-completers (docs/funnels.md, "Retention"), when the stored retention was read.
     public var retention: RetentionReport?
+    /// What analyses without a field of their own found, by the analysis's id (`AnalysisFinding`).
+    public var analyses: [AnalysisID: AnalysisFinding] = [:]
     /// Set when the run behind the report computed this funnel from the
     /// whole log because its definition was new or had changed.
     public var recomputed: Recomputation?

@@ -1,26 +1,24 @@
 import Funnels
 import LibPQ
 
-/// Why persons drop off (docs/funnels.md, "Why they drop off"), as a per-person analysis: each person's
-/// `DropOffFacts` go to `funnel_person_diagnostics`, and per funnel and
-/// cohort day the lingering times, next events and drivers' 2×2 counts
-/// (`DropOffCounts`) go to the day tables reports add up, counted as persons
-/// are evaluated. An incremental run starts from a changed day's stored
-/// counts, less its touched persons' and plus the windows closing in place,
-/// both read back from their rows (`funnel_persons`, which says whose window
-/// has closed, with their facts) before anything is deleted.
-struct DropOffAnalysis: PersonAnalysis {
-    let table = "funnel_person_diagnostics"
-    let copyStatement = """
+/// Drop-off diagnostics (`DropOffAnalysis`, counted as query time counts
+/// them) stored by the job: each person's `DropOffFacts` go to
+/// `funnel_person_diagnostics`, and per funnel and cohort day the lingering
+/// times, next events and drivers' 2×2 counts (`DropOffCounts`) go to the
+/// day tables reports add up, counted as persons are evaluated. An
+/// incremental run starts from a changed day's stored counts, less its
+/// touched persons' and plus the windows closing in place, both read back
+/// from their rows (`funnel_persons`, which says whose window has closed,
+/// with their facts) before anything is deleted.
+extension DropOffAnalysis: PersonAnalysis {
+    var table: String { "funnel_person_diagnostics" }
+    var copyStatement: String {
+        """
         COPY funnel_person_diagnostics (app, person_id, funnel, cohort_day, lingering_us, next_label, label_steps, labels)
         FROM STDIN (FORMAT binary)
         """
-    let dayTables = ["funnel_step_lingering", "funnel_dropoff_next", "funnel_driver_counts"]
-    private let shapes: [String: DropOffFacts.Shape]
-
-    init(funnels: [Funnel]) {
-        shapes = Dictionary(funnels.map { ($0.name, DropOffFacts.Shape($0)) }, uniquingKeysWith: { first, _ in first })
     }
+    var dayTables: [String] { ["funnel_step_lingering", "funnel_dropoff_next", "funnel_driver_counts"] }
 
     /// One funnel day's counts.
     typealias Tally = DayTally<DropOffCounts>
@@ -32,9 +30,7 @@ struct DropOffAnalysis: PersonAnalysis {
         _ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows, tally: inout (any AnalysisTally)?
     ) throws {
         let funnel = evaluated.funnel, outcome = evaluated.outcome
-        guard let shape = shapes[funnel.name], let facts = DropOffFacts.of(outcome, in: funnel, shape: shape, events: events) else {
-            return
-        }
+        guard let (facts, shape) = facts(outcome, in: funnel, events: events) else { return }
         Tally.update(&tally) { $0.counts.add(outcome, facts: facts, required: shape.required) }
         guard facts.lingering != nil || !facts.labels.isEmpty else { return }
         rows.startRow(fields: 8)

@@ -33,17 +33,6 @@ extension AnalysisTally {
     }
 }
 
-/// What an analysis counts per funnel and cohort day, in the engine's terms
-/// (`DropOffCounts`, `RetentionCounts`): counts that add and subtract.
-protocol DayCounts: Sendable {
-    init()
-    mutating func merge(_ other: Self)
-    mutating func subtract(_ other: Self)
-}
-
-extension DropOffCounts: DayCounts {}
-extension RetentionCounts: DayCounts {}
-
 /// A day's counts as the job's workers carry and merge them.
 struct DayTally<Counts: DayCounts>: AnalysisTally {
     var counts = Counts()
@@ -71,14 +60,15 @@ struct StoredDayChange: Sendable {
     var added: [FunnelDay: any AnalysisTally] = [:]
 }
 
-/// A per-person analysis: a stage of the job's pipeline after the funnel
-/// evaluator. For every recomputed person and every funnel they started (or
+/// A per-person analysis: how the job stores an analysis (a
+/// `FunnelAnalysis`, which query time counts too), a stage of its pipeline
+/// after the funnel evaluator. For every recomputed person and every funnel they started (or
 /// were excluded from), it is handed the outcome and the person's events, and
 /// writes rows to its own table, keyed like `funnel_persons` by app, person
 /// and funnel. Both plans serve it alike: a rebuild empties its table, an
 /// incremental run deletes the recomputed persons' rows before they are
 /// written again. Adding one is adding a type, its table (a migration) and
-/// an entry in `PersonAnalyses.standard`: the job, the plans and the report
+/// an entry in `StandardAnalyses.all`: the job, the plans and the report
 /// address analyses by their table and never name one.
 ///
 /// What reports add up per cohort day it keeps in day tables, counted in
@@ -93,7 +83,7 @@ struct StoredDayChange: Sendable {
 /// run closes their `funnel_persons` row in place. So an analysis stores what
 /// it finds whatever the window's state, and its readers take
 /// `funnel_persons.in_progress` as the truth about the window.
-protocol PersonAnalysis: Sendable {
+protocol PersonAnalysis: FunnelAnalysis {
     /// Its table; it has `app`, `person_id` and `funnel` columns.
     var table: String { get }
     /// `COPY table (…) FROM STDIN (FORMAT binary)` for the rows `append` writes.
@@ -233,9 +223,10 @@ extension PersonAnalysis {
     }
 }
 
-/// The analyses every run and report has.
+/// The analyses every run and report has: the standard ones
+/// (`StandardAnalyses`), each stored as a per-person analysis.
 enum PersonAnalyses {
     static func standard(_ funnels: [Funnel]) -> [any PersonAnalysis] {
-        [DropOffAnalysis(funnels: funnels), RetentionAnalysis(funnels: funnels)]
+        StandardAnalyses.all(funnels).compactMap { $0 as? any PersonAnalysis }
     }
 }

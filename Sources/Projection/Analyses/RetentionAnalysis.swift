@@ -2,12 +2,13 @@ import Foundation
 import Funnels
 import LibPQ
 
-/// Whether finishing onboarding goes with staying (docs/funnels.md, "Retention"), as a per-person
-/// analysis: each started person's retention days (the configured days after
-/// their start on which they were active) go to `funnel_person_retention`,
-/// and per funnel and cohort day the start times of the persons counted and
-/// of those retained (`RetentionCounts`) go to `funnel_retention_starts`,
-/// from which `funnel_retention` is written as the run's clock sees them.
+/// Retention (`RetentionAnalysis`, counted as query time counts it) stored
+/// by the job: each started person's retention days (the configured days
+/// after their start on which they were active) go to
+/// `funnel_person_retention`, and per funnel and cohort day the start times
+/// of the persons counted and of those retained (`RetentionCounts`) go to
+/// `funnel_retention_starts`, from which `funnel_retention` is written as
+/// the run's clock sees them.
 ///
 /// Retention reads events long after onboarding, which most of a live app's
 /// events are. Those are activity (`OutcomeEvents`): an incremental run does
@@ -17,19 +18,14 @@ import LibPQ
 /// who is eligible; `funnel_retention` remembers when its next pending person
 /// becomes eligible, and the days past that are rewritten from their stored
 /// start times (`daysDue`).
-struct RetentionAnalysis: PersonAnalysis {
-    let table = "funnel_person_retention"
-    let copyStatement = """
+extension RetentionAnalysis: PersonAnalysis {
+    var table: String { "funnel_person_retention" }
+    var copyStatement: String {
+        """
         COPY funnel_person_retention (app, person_id, funnel, cohort_day, retained_days) FROM STDIN (FORMAT binary)
         """
-    let dayTables = ["funnel_retention_starts", "funnel_retention"]
-    let activityDays: Set<Int>
-    private let settings: [String: RetentionSettings]
-
-    init(funnels: [Funnel]) {
-        settings = Dictionary(funnels.map { ($0.name, $0.retention) }, uniquingKeysWith: { first, _ in first })
-        activityDays = Set(funnels.flatMap(\.retention.days))
     }
+    var dayTables: [String] { ["funnel_retention_starts", "funnel_retention"] }
 
     /// One funnel day's start times.
     typealias Tally = DayTally<RetentionCounts>
@@ -40,11 +36,8 @@ struct RetentionAnalysis: PersonAnalysis {
         _ evaluated: EvaluatedFunnel, events: [FunnelEvent], to rows: inout BinaryCopyRows, tally: inout (any AnalysisTally)?
     ) throws {
         let funnel = evaluated.funnel, outcome = evaluated.outcome
-        guard outcome.level >= 1, !outcome.excluded, let start = outcome.startTime, let settings = settings[funnel.name] else { return }
-        let retained = settings.retainedDays(start: start, events: events)
-        if outcome.windowClosed {
-            Tally.update(&tally) { $0.counts.add(start: start, completed: outcome.completed, retainedDays: retained) }
-        }
+        guard let (start, retained) = retainedDays(outcome, in: funnel, events: events) else { return }
+        if outcome.windowClosed { Tally.update(&tally) { count(outcome, start: start, retained: retained, into: &$0.counts) } }
         guard !retained.isEmpty else { return }
         rows.startRow(fields: 5)
         let written = rows.append(text: funnel.app) && rows.append(text: evaluated.person) && rows.append(text: funnel.name)

@@ -1,0 +1,106 @@
+public import Foundation
+
+/// Names an analysis: in a query's list, in the answer cache's key and in
+/// the report's JSON (`FunnelReport.analyses`).
+public struct AnalysisID: RawRepresentable, Hashable, Sendable, Codable, Comparable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) {
+        self.rawValue = rawValue
+    }
+
+    public var description: String { rawValue }
+
+    public static func < (a: AnalysisID, b: AnalysisID) -> Bool { a.rawValue < b.rawValue }
+}
+
+/// What an analysis adds up per funnel and cohort day: counts that add and
+/// subtract (the nightly job takes a changed day's stored counts, less its
+/// touched persons' and plus what it counted), kept as JSON where answers
+/// are kept (the explorer's answer cache).
+public protocol DayCounts: Sendable, Codable {
+    /// Nothing counted.
+    init()
+    mutating func merge(_ other: Self)
+    mutating func subtract(_ other: Self)
+}
+
+/// An analysis of persons' outcomes, written once for both schedules. The
+/// nightly job and query time evaluate every person with the same engine
+/// and hand each outcome, with the person's events, to `count`, per funnel
+/// and cohort day; both draw the analysis's part of a report from the days'
+/// counts with `fill`. The job also stores it (the Projection module makes
+/// an analysis a `PersonAnalysis`, with its tables); query time counts it
+/// from the explorer's store. Neither names an analysis: the job runs the
+/// standard ones (`StandardAnalyses`), a query the ones it is given.
+public protocol FunnelAnalysis: Sendable {
+    associatedtype Counts: DayCounts
+    /// Its name in a query and in the report's JSON.
+    var id: AnalysisID { get }
+    /// Whether it reads events that cannot change an outcome (what persons
+    /// did between steps, activity long after): then query time hands the
+    /// engine every event of a person, not only those a step names.
+    var readsEveryEvent: Bool { get }
+    /// Adds one person's outcome in `funnel` (`events`: all of theirs the
+    /// engine saw, in time order) to their cohort day's counts.
+    func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts)
+    /// Its part of `funnel`'s report (whose persons `tally` adds up), from
+    /// the counts of the days reported, at the clock `now`.
+    func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, days: [String: Counts], now: Int64)
+}
+
+extension FunnelAnalysis {
+    /// `count` into a day's counts whatever their type (nil before the
+    /// day's first person). The counts leave the existential while they
+    /// change, so they have one owner and adding to them copies nothing.
+    public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout (any DayCounts)?) {
+        var day = counts as? Counts ?? Counts()
+        counts = nil
+        count(outcome, in: funnel, events: events, into: &day)
+        counts = day
+    }
+
+    /// `fill` from days' counts whatever their type; counts of another type are none.
+    public func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, counted days: [String: any DayCounts], now: Int64) {
+        fill(&report, funnel: funnel, tally: tally, days: days.compactMapValues { $0 as? Counts }, now: now)
+    }
+
+    /// Days' counts as JSON, for the answer cache.
+    public func encode(_ days: [String: any DayCounts]) throws -> Data {
+        try JSONEncoder().encode(days.compactMapValues { $0 as? Counts })
+    }
+
+    /// Days' counts back from `encode`.
+    public func decode(_ data: Data) throws -> [String: any DayCounts] {
+        try JSONDecoder().decode([String: Counts].self, from: data)
+    }
+}
+
+extension DayCounts {
+    /// These counts added to `other` (nil: nothing counted yet); `other` of another type counts as nothing.
+    public func added(to other: (any DayCounts)?) -> any DayCounts {
+        guard var sum = other as? Self else { return self }
+        sum.merge(self)
+        return sum
+    }
+}
+
+/// The analyses every nightly run counts and stores, and the ones a query
+/// may ask for by name (`onramp funnel --diagnostics --retention`).
+public enum StandardAnalyses {
+    /// Every standard analysis, for `funnels`.
+    public static func all(_ funnels: [Funnel]) -> [any FunnelAnalysis] {
+        [DropOffAnalysis(funnels: funnels), RetentionAnalysis(funnels: funnels)]
+    }
+
+    /// The standard analysis named `id`, for `funnels`.
+    public static func named(_ id: AnalysisID, for funnels: [Funnel]) -> (any FunnelAnalysis)? {
+        all(funnels).first { $0.id == id }
+    }
+}
+
+extension AnalysisID {
+    /// The standard analyses' names: why persons drop off, and retention.
+    public static let diagnostics = DropOffAnalysis.id
+    public static let retention = RetentionAnalysis.id
+}
