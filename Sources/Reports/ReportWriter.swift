@@ -2,19 +2,10 @@ public import Foundation
 import Funnels
 
 /// Where a nightly report goes: one format to standard output, every format
-/// and the HTML dashboard into a directory, and the targets it missed, which
-/// decide the exit status a scheduler sees.
+/// and the HTML dashboard into a directory, and what it found (missed
+/// targets, regressions, instrumentation), from which the CLI decides the
+/// exit status a scheduler sees.
 public struct ReportWriter: Sendable {
-    /// The exit status of a run that missed a configured target, when asked to fail on one.
-    public static let missedTargetsExitStatus: Int32 = 3
-    /// … that found a regression, when asked to fail on one (missed targets win).
-    public static let regressionExitStatus: Int32 = 4
-    /// … whose notification could not be delivered (the report is written all the same).
-    public static let undeliveredNotificationExitStatus: Int32 = 5
-    /// … that found broken instrumentation, when asked to fail on it (after 5 and 3, before 4:
-    /// a regression it explains is the tracking's, not the users').
-    public static let instrumentationExitStatus: Int32 = 6
-
     public var format: ReportFormat
     /// Also write every format and the dashboard here (created if missing).
     public var directory: URL?

@@ -44,20 +44,10 @@ struct FunnelCommand: ParsableCommand {
     @Option(help: "A name for the funnel in the output.")
     var name: String = "explore"
 
-    @Option(help: "First cohort day, YYYY-MM-DD (inclusive; default: all).")
-    var from: String?
-
-    @Option(help: "Last cohort day, YYYY-MM-DD (inclusive; default: all).")
-    var to: String?
-
-    @Option(name: .customLong("time-zone"), help: "IANA zone to cut cohort days in (default: the app's configured zone, else report_time_zone, else UTC).")
-    var timeZone: String?
+    @OptionGroup var range: RangeOptions
 
     @Option(name: .customLong("as-of"), help: "The clock windows are judged at, e.g. '2026-11-28 12:00:00+00' (default: now).")
     var asOf: String?
-
-    @Option(help: "table, markdown, csv, json or html.")
-    var format: String = "table"
 
     @Flag(help: "Also say why persons drop off (reads every event of the app's persons).")
     var diagnostics = false
@@ -80,22 +70,12 @@ struct FunnelCommand: ParsableCommand {
     static let formats = ["table", "markdown", "csv", "json", "html"]
 
     func validate() throws {
-        guard Self.formats.contains(format) else {
-            throw ValidationError("--format must be one of \(Self.formats.joined(separator: ", ")) (got '\(format)')")
-        }
-        for (flag, day) in [("--from", from), ("--to", to)] {
-            if let day, !CohortCalendar.isDayText(day) {
-                throw ValidationError("\(flag) must be a day as YYYY-MM-DD (got '\(day)')")
-            }
-        }
+        try range.check(formats: Self.formats)
         if let asOf, Timestamps.parse(asOf) == nil {
             throw ValidationError("--as-of must be a time such as '2026-11-28 12:00:00+00' (got '\(asOf)')")
         }
         guard timeout > 0, timeout <= 86_400 else {
             throw ValidationError("--timeout must be a number of seconds above 0, at most a day (got \(timeout))")
-        }
-        if let timeZone, TimeZone(identifier: timeZone) == nil {
-            throw ValidationError("--time-zone '\(timeZone)' is not an IANA time zone (e.g. Europe/Berlin)")
         }
         if definition != nil, app != nil || !steps.isEmpty || window != nil || !breakdowns.isEmpty || order != nil {
             throw ValidationError("--definition holds the whole funnel: leave out --app, --step, --window, --breakdown and --order")
@@ -109,7 +89,8 @@ struct FunnelCommand: ParsableCommand {
             throw ValidationError("steps: a funnel needs at least two steps (got \(funnel.steps.count))")
         }
         let configured = try configuration.load()
-        let zone = timeZone ?? configured.app(named: funnel.app)?.timeZone ?? configured.reportTimeZone ?? "UTC"
+        let (from, to) = (range.from, range.to)
+        let zone = range.timeZone ?? configured.app(named: funnel.app)?.timeZone ?? configured.reportTimeZone ?? "UTC"
         let now = asOf.flatMap(Timestamps.parse) ?? Timestamps.microseconds(Date())
         var query = FunnelQuery(funnel: funnel, timeZone: zone, now: now, from: from, to: to)
         query.diagnostics = diagnostics
@@ -126,17 +107,17 @@ struct FunnelCommand: ParsableCommand {
                     + (answer.reusedAnswer ? "the answer counted before (no new events, no window closed since)" : String(format: "evaluated %.2f s", answer.evaluateSeconds)))
         }
         let generatedAt = Timestamps.format(microseconds: now)
-        let range = ReportRange(from: from, to: to, generatedAt: generatedAt)
-        switch format {
+        let days = ReportRange(from: from, to: to, generatedAt: generatedAt)
+        switch range.format {
         case "json":
             let about = QueryTimeJSON.Query(asOf: generatedAt, from: from, to: to, events: answer.events)
             print(QueryTimeJSON.render(answer.report, histogram: answer.histogram, query: about), terminator: "")
         case "html":
             let page = HTMLDashboard.pageNames(for: [funnel.name])[0]
-            let files = HTMLDashboard(range: range).render([DashboardFunnel(report: answer.report, secondsToComplete: answer.secondsToComplete)])
+            let files = HTMLDashboard(range: days).render([DashboardFunnel(report: answer.report, secondsToComplete: answer.secondsToComplete)])
             print(files[page] ?? "", terminator: "")
         default:
-            print((ReportFormat(rawValue: format) ?? .table).render([answer.report], range: range), terminator: "")
+            print((ReportFormat(rawValue: range.format) ?? .table).render([answer.report], range: days), terminator: "")
         }
     }
 

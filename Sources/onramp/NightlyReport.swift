@@ -1,0 +1,81 @@
+import Foundation
+import Funnels
+import LibPQ
+import Notifications
+import Projection
+import Reports
+
+/// What `onramp report` and `onramp rebuild` do once their options are
+/// read: the job, then the report printed and written, the alert posted,
+/// and the exit status the findings call for. The commands parse; this runs,
+/// and tests call it as the commands do.
+struct NightlyReport {
+    var mode: ProjectionJob.Mode
+    var configuration: FunnelConfiguration
+    var query: ReportQuery
+    var writer: ReportWriter
+    /// Where alerts are posted (nil: none), and how often it is tried.
+    var notifyURL: String?
+    var notifyAttempts = 5
+    /// The findings that fail the run.
+    var failOnMissedTargets = false
+    var failOnRegression = false
+    var failOnInstrumentation = false
+    var showProgress = true
+    /// The report's text (standard output), and what is said beside it (standard error).
+    var output: @Sendable (String) -> Void = { print($0, terminator: "") }
+    var info: @Sendable (String) -> Void = { Console.info($0) }
+
+    /// Runs the job and the report; returns the exit status its findings call for (nil: 0).
+    func run(databaseURL: String, now: Int64? = nil) async throws -> ExitStatus? {
+        var job = ProjectionJob(configuration: configuration, showProgress: showProgress)
+        // Not progress: a run that recomputes or removes a funnel says so even when quiet.
+        job.announce = info
+        let (writer, from, to) = (writer, query.from, query.to)
+        let (summary, written) = try await NightlyRun.run(job, mode: mode, query: query, databaseURL: databaseURL, now: now) { run in
+            (run.summary, try writer.write(run, from: from, to: to))
+        }
+        info(
+            "\(mode.rawValue): \(summary.newEvents) new events, \(summary.personsRecomputed) persons "
+                + (summary.groupsRecomputed > 0 ? "and \(summary.groupsRecomputed) groups " : "") + "recomputed, "
+                + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
+        output(written.text)
+        if let directory = writer.directory {
+            info("wrote \(written.files.joined(separator: ", ")) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")
+        }
+        if !written.regressions.isEmpty {
+            info("regressions:\n" + written.regressions.map { "  " + $0 }.joined(separator: "\n"))
+        }
+        if !written.instrumentation.isEmpty {
+            info("instrumentation:\n" + written.instrumentation.map { "  " + $0 }.joined(separator: "\n"))
+        }
+        if let notify = notifyURL, let message = written.notification {
+            var notifier = Notifier(url: notify)
+            notifier.attempts = max(1, notifyAttempts)
+            do {
+                let tries = try await notifier.post(message) { info($0) }
+                info("notified \(Notifier.redacted(notify)) (\(tries == 1 ? "first try" : "after \(tries) tries"))")
+            } catch {
+                info("notify: could not deliver: \(error)")
+                return .undeliveredNotification
+            }
+        }
+        if failOnMissedTargets, !written.missedTargets.isEmpty {
+            info("missed targets: \(written.missedTargets.joined(separator: ", "))")
+            return .missedTargets
+        }
+        if failOnInstrumentation, !written.instrumentation.isEmpty { return .instrumentation }
+        if failOnRegression, !written.userRegressions.isEmpty { return .regression }
+        return nil
+    }
+}
+
+extension ReportWriter {
+    /// Writes a nightly run's results, the cohort days `from`…`to` (nil: open-ended);
+    /// what `report`, `rebuild` and `demo` print and write.
+    func write(_ run: NightlyRun.Outcome, from: String?, to: String?) throws -> Written {
+        try write(
+            run.results.map { DashboardFunnel(report: $0.report, secondsToComplete: $0.secondsToComplete) },
+            range: ReportRange(from: from, to: to, generatedAt: Timestamps.format(microseconds: run.now)))
+    }
+}
