@@ -39,6 +39,9 @@ let package = Package(
         // Tests only: a client that trusts the proxy test's self-signed certificate.
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
     ],
+    // From the bottom layer up (docs/architecture.md): PostgreSQL access, the engine and the log,
+    // reading the log, the job and query time side by side, the servers and renderers, the CLI;
+    // then the tooling under Tools/, then the tests.
     targets: [
         // The C library, seen only by LibPQ.
         .systemLibrary(
@@ -65,46 +68,21 @@ let package = Package(
             dependencies: ["LibPQ"],
             swiftSettings: strictness
         ),
-        // A private, throwaway PostgreSQL cluster for tests, the demo and benchmarks.
-        .target(
-            name: "LocalPostgres",
-            dependencies: ["LibPQ", "Migrations", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
-            path: "Tools/LocalPostgres",
-            swiftSettings: strictness
-        ),
-        // The funnel engine: configuration, windowFunnel, statistics. Pure Swift, no I/O
-        // beyond reading its YAML configuration; knows nothing of SQL or HTTP.
+        // The funnel engine, its configuration, analyses and findings: pure Swift, no SQL, no HTTP.
         .target(
             name: "Funnels",
             dependencies: ["CivilDate", .product(name: "Yams", package: "Yams")],
             // In the binary itself: `onramp` runs without a resource bundle
-            // beside it, and a run does not look for one (2 ms of a day's run).
+            // beside it, and a run does not look for one.
             resources: [.embedInCode("Resources/default-funnels.yaml")],
             swiftSettings: strictness
         ),
-        // The event log: Segment messages, validation, PII, clock skew, ids, write keys,
-        // quarantine and the exactly-once append. Knows nothing of HTTP.
+        // The event log: Segment messages, validation, PII, ids, write keys, quarantine, the exactly-once append.
         .target(
             name: "EventLog",
             dependencies: [
                 "LibPQ",
                 .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
-            ],
-            swiftSettings: strictness
-        ),
-        // `onramp serve`: the Hummingbird application, routes, auth, limits, group commit, metrics.
-        .target(
-            name: "IngestServer",
-            dependencies: [
-                "EventLog", "LibPQ", "Migrations", "Funnels",
-                .product(name: "Hummingbird", package: "hummingbird"),
-                .product(name: "CompressNIO", package: "compress-nio"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Metrics", package: "swift-metrics"),
-                .product(name: "Prometheus", package: "swift-prometheus"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strictness
@@ -137,6 +115,22 @@ let package = Package(
         .target(
             name: "Explore",
             dependencies: ["LibPQ", "Funnels", "EventLog", "LogReading", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            swiftSettings: strictness
+        ),
+        // `onramp serve`: the Hummingbird application, routes, auth, limits, group commit, metrics.
+        .target(
+            name: "IngestServer",
+            dependencies: [
+                "EventLog", "LibPQ", "Migrations", "Funnels",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "CompressNIO", package: "compress-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Metrics", package: "swift-metrics"),
+                .product(name: "Prometheus", package: "swift-prometheus"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: strictness
         ),
         // `onramp explore`: the explorer's page and the API it polls, over Explore.
@@ -173,10 +167,29 @@ let package = Package(
         ),
         // The client SDK for apps: Foundation only, Segment's wire format.
         .target(name: "OnrampClient", swiftSettings: strictness),
+        // The CLI an operator runs: one small file per subcommand.
+        .executableTarget(
+            name: "onramp",
+            dependencies: [
+                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
+                "EventLog", "IngestServer", "Notifications", "Privacy",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        // Tooling (Tools/), which the product's modules never import; the CLI links two for `demo` and `simulate`.
+        // A private, throwaway PostgreSQL cluster for tests, the demo and benchmarks.
+        .target(
+            name: "LocalPostgres",
+            dependencies: ["LibPQ", "Migrations", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
+            path: "Tools/LocalPostgres",
+            swiftSettings: strictness
+        ),
         // `onramp simulate`: devices walking the five flows, sending through OnrampClient.
         .target(name: "Simulation", dependencies: ["OnrampClient"], path: "Tools/Simulation", swiftSettings: strictness),
-        // `onramp-bench`'s benchmarks: measured against this machine's own limits, in ratios.
-        // It runs the real server in-process, so it is the one other module importing Hummingbird.
+        // `onramp-bench`'s benchmarks, in ratios; it runs the real server in-process (Hummingbird).
         .target(
             name: "Benchmarks",
             dependencies: [
@@ -213,18 +226,7 @@ let package = Package(
             path: "Tools/OnrampBench",
             swiftSettings: strictness
         ),
-        // The CLI an operator runs: one small file per subcommand.
-        .executableTarget(
-            name: "onramp",
-            dependencies: [
-                "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
-                "EventLog", "IngestServer", "Notifications", "Privacy",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strictness
-        ),
+        // The tests, mirroring the modules.
         .testTarget(
             name: "FunnelsTests",
             dependencies: ["Funnels", "TestSupport"],

@@ -102,8 +102,7 @@ public struct ProjectionJob: Sendable {
         settings += " SET LOCAL synchronous_commit = off;"
         // No JIT: the run's statements are planned on guessed row counts (a
         // setting's value, a BRIN range, a temporary table) and compiled
-        // for them, which took longer than running them: 1.3 s of compiling
-        // for the catalogue's 50 ms read of a day at 10 M events.
+        // for them, which took far longer than running them (BENCHMARKS.md).
         settings += " SET LOCAL jit = off;"
         // The incremental run's joins of the day's keys with a whole stored
         // table are meant as hash joins (`PersonActivity.Lookup`); on a
@@ -169,7 +168,7 @@ public struct ProjectionJob: Sendable {
     /// that has statistics keeps them: the rows a rebuild replaced came from
     /// the same log, so they describe the new ones as well, and autovacuum
     /// takes them again after the commit, off the rebuild's clock (an
-    /// ANALYZE of every table was a twentieth of a rebuild at 1 M events).
+    /// ANALYZE of every table was a measurable share of a rebuild: BENCHMARKS.md).
     /// The per-person tables only on the columns those lookups filter on:
     /// their arrays and breakdowns cost most of the sampling and are never
     /// filtered on.
