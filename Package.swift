@@ -226,7 +226,7 @@ let package = Package(
             path: "Tools/OnrampBench",
             swiftSettings: strictness
         ),
-        // The tests, mirroring the modules.
+        // The tests, a target per area; LogReading's are with the job's, whose runs they drive.
         .testTarget(
             name: "FunnelsTests",
             dependencies: ["Funnels", "TestSupport"],

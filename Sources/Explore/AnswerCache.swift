@@ -32,7 +32,7 @@ struct AnswerCache {
     static func key(_ query: FunnelQuery) -> String {
         let definition = FunnelDefinition(query.funnel, timeZone: query.timeZone)
         let text = [
-            definition.fingerprint, query.from ?? "", query.to ?? "", query.analyses.map(\.id.rawValue).joined(separator: ","),
+            definition.fingerprint, query.from ?? "", query.to ?? "", query.analyses.map(\.id.rawValue).sorted().joined(separator: ","),
         ].joined(separator: "|")
         return ColumnStore.key(text)
     }

@@ -3,7 +3,10 @@ public import Funnels
 /// A funnel asked at query time: the definition, the clock it is evaluated
 /// at and the cohort days it reports (docs/explore.md).
 public struct FunnelQuery: Sendable {
-    public var funnel: Funnel
+    /// The funnel; the standard analyses asked are made for it again when it changes.
+    public var funnel: Funnel {
+        didSet { analyses = analyses.map { StandardAnalyses.named($0.id, for: [funnel]) ?? $0 } }
+    }
     /// IANA zone the cohort days are cut in.
     public var timeZone: String
     /// The clock in-progress decisions are taken at (microseconds).

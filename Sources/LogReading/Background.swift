@@ -6,7 +6,8 @@ import NIOPosix
 /// calls on one, each answered by a `Pending`. With one thread the tasks
 /// run in the order given, as a session's statements must; with more they
 /// share a CPU-bound stage. A run's lanes live as long as the run
-/// (`ProjectionRun`), which shuts them down in one place.
+/// (`ProjectionRun`), which shuts them down in one place; a query's as long
+/// as its count, and a store lock's wait as long as it blocks.
 package final class Background: Sendable {
     private let threads: NIOThreadPool
     /// Its threads: how many tasks run at once.

@@ -1,9 +1,10 @@
 package import EventLog
 package import LibPQ
 
-/// The job's position in the log: the snapshot of its last run, as a
-/// transaction-id horizon plus the transactions still running at that moment
-/// (see 002_projection.sql for why not a seq).
+/// A reader's position in the log (the job's, a query-time store's): the
+/// snapshot of its last read, as a transaction-id horizon plus the
+/// transactions still running at that moment (see 002_projection.sql for
+/// why not a seq).
 package struct Checkpoint: Equatable, Sendable, Codable {
     package var horizon: Int64
     package var pending: [Int64]

@@ -42,10 +42,11 @@ import Testing
         let readsEveryEvent = true
 
         /// A day counts those whose window has closed, as `append` counts them.
-        func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts) {
-            guard outcome.level >= 1, !outcome.excluded, !outcome.completed, outcome.windowClosed, let start = outcome.startTime else { return }
+        func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts) -> Bool {
+            guard outcome.level >= 1, !outcome.excluded, !outcome.completed, outcome.windowClosed, let start = outcome.startTime else { return false }
             let end = start + funnel.windowMicroseconds
             counts.merge(Counts(persons: 1, events: events.count { $0.timestamp >= start && $0.timestamp <= end }))
+            return true
         }
 
         /// No field of the report is its own: it reports as an `AnalysisFinding`.
@@ -53,8 +54,7 @@ import Testing
             func fields(_ counts: Counts) -> AnalysisFinding {
                 .fields([.init("persons", .number(Double(counts.persons))), .init("events", .number(Double(counts.events)))])
             }
-            report.analyses[id] = .fields(
-                days.filter { $0.value.persons > 0 }.sorted { $0.key < $1.key }.map { AnalysisFinding.Field($0.key, fields($0.value)) })
+            report.analyses[id] = .fields(days.sorted { $0.key < $1.key }.map { AnalysisFinding.Field($0.key, fields($0.value)) })
         }
 
         func append(

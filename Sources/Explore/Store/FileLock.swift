@@ -10,7 +10,10 @@ import NIOConcurrencyHelpers
 struct FileLock {
     private let descriptor: Int32
 
-    private enum State { case waiting, held, failed, abandoned }
+    /// Who closes the descriptor: the waiter while the task has not begun
+    /// (`waiting`) or when it holds the lock (`held`), the task once it
+    /// blocks (`blocked`) and finds the waiter gone (`abandoned`).
+    private enum State { case waiting, blocked, held, failed, abandoned }
 
     static func acquire(_ file: URL, until deadline: Deadline?) throws -> FileLock {
         let descriptor = open(file.path, O_CREAT | O_RDWR, 0o644)
@@ -19,6 +22,13 @@ struct FileLock {
         let lane = Background(threads: 1)
         defer { lane.shutdownWhenDone() }
         let locked = lane.run {
+            // A waiter that gave up before this began has closed the descriptor.
+            let begun = state.withLockedValue { state -> Bool in
+                guard state == .waiting else { return false }
+                state = .blocked
+                return true
+            }
+            guard begun else { return }
             var status = flock(descriptor, LOCK_EX)
             while status != 0 && errno == EINTR { status = flock(descriptor, LOCK_EX) }
             let granted = status == 0
@@ -39,12 +49,16 @@ struct FileLock {
         do {
             try locked.wait(checking: { try deadline?.check() })
         } catch {
-            let held = state.withLockedValue { state -> Bool in
-                if state == .waiting { state = .abandoned }
-                return state == .held
+            let before = state.withLockedValue { state -> State in
+                defer { if state == .waiting || state == .blocked { state = .abandoned } }
+                return state
             }
-            // Granted before the waiter gave up: this side lets go.
-            if held { FileLock(descriptor: descriptor).release() }
+            switch before {
+            // Granted before the waiter gave up, or never begun: this side lets go.
+            case .held: FileLock(descriptor: descriptor).release()
+            case .waiting: close(descriptor)
+            case .blocked, .failed, .abandoned: break
+            }
             throw error
         }
         return FileLock(descriptor: descriptor)

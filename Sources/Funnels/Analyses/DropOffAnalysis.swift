@@ -23,9 +23,10 @@ public struct DropOffAnalysis: FunnelAnalysis {
         return (facts, shape)
     }
 
-    public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout DropOffCounts) {
-        guard let (facts, shape) = facts(outcome, in: funnel, events: events) else { return }
+    public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout DropOffCounts) -> Bool {
+        guard let (facts, shape) = facts(outcome, in: funnel, events: events) else { return false }
         counts.add(outcome, facts: facts, required: shape.required)
+        return true
     }
 
     public func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, days: [String: DropOffCounts], now: Int64) {

@@ -28,10 +28,10 @@ public protocol DayCounts: Sendable, Codable {
 /// An analysis of persons' outcomes, written once for both schedules. The
 /// nightly job and query time evaluate every person with the same engine
 /// and hand each outcome, with the person's events, to `count`, per funnel
-/// and cohort day; both draw the analysis's part of a report from the days'
-/// counts with `fill`. The job also stores it (the Projection module makes
-/// an analysis a `PersonAnalysis`, with its tables); query time counts it
-/// from the explorer's store. Neither names an analysis: the job runs the
+/// and cohort day; query time draws the analysis's part of a report from the
+/// days' counts with `fill`. The job also stores it (the Projection module
+/// makes an analysis a `PersonAnalysis`, with its per-person rows and day
+/// tables), and its report reads those tables back. Neither names an analysis: the job runs the
 /// standard ones (`StandardAnalyses`), a query the ones it is given.
 public protocol FunnelAnalysis: Sendable {
     associatedtype Counts: DayCounts
@@ -42,22 +42,24 @@ public protocol FunnelAnalysis: Sendable {
     /// engine every event of a person, not only those a step names.
     var readsEveryEvent: Bool { get }
     /// Adds one person's outcome in `funnel` (`events`: all of theirs the
-    /// engine saw, in time order) to their cohort day's counts.
-    func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts)
+    /// engine saw, in time order) to their cohort day's counts; says whether
+    /// it counted them (a day none counted for has no counts).
+    func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts) -> Bool
     /// Its part of `funnel`'s report (whose persons `tally` adds up), from
     /// the counts of the days reported, at the clock `now`.
     func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, days: [String: Counts], now: Int64)
 }
 
 extension FunnelAnalysis {
-    /// `count` into a day's counts whatever their type (nil before the
-    /// day's first person). The counts leave the existential while they
+    /// `count` into a day's counts whatever their type (nil until someone
+    /// counts for the day). The counts leave the existential while they
     /// change, so they have one owner and adding to them copies nothing.
     public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout (any DayCounts)?) {
+        let had = counts != nil
         var day = counts as? Counts ?? Counts()
         counts = nil
-        count(outcome, in: funnel, events: events, into: &day)
-        counts = day
+        let counted = count(outcome, in: funnel, events: events, into: &day)
+        if had || counted { counts = day }
     }
 
     /// `fill` from days' counts whatever their type; counts of another type are none.

@@ -19,9 +19,10 @@ public struct RetentionAnalysis: FunnelAnalysis {
         activityDays = Set(funnels.flatMap(\.retention.days))
     }
 
-    public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout RetentionCounts) {
-        guard let (start, retained) = retainedDays(outcome, in: funnel, events: events) else { return }
+    public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout RetentionCounts) -> Bool {
+        guard outcome.windowClosed, let (start, retained) = retainedDays(outcome, in: funnel, events: events) else { return false }
         count(outcome, start: start, retained: retained, into: &counts)
+        return true
     }
 
     /// A started, not excluded person's start and retention days.

@@ -240,9 +240,8 @@ public struct ProjectionJob: Sendable {
         // is written, every funnel's in one statement per table: a funnel
         // at a time, the round trips would grow with the funnels.
         let storedTallies = try plan.storedTallies(run, days: days)
-        // Analysis (by its table) -> funnel -> the days to rewrite, and what it stored of them.
-        var analysisDays: [String: [String: Set<String>]] = [:]
-        var analysisStored: [String: [String: [String: any AnalysisTally]]] = [:]
+        // Each analysis's days to rewrite, and what it stored of them.
+        var rewrites: [AnalysisRewrite] = []
         for analysis in run.analyses {
             // Besides the run's days, those whose stored persons changed
             // without a recompute, and those the clock alone changed.
@@ -254,8 +253,9 @@ public struct ProjectionJob: Sendable {
             }
             byFunnel = byFunnel.filter { configured.contains($0.key) }
             let all = Set(byFunnel.flatMap { funnel, days in days.map { FunnelDay(funnel: funnel, day: $0) } })
-            analysisStored[analysis.table] = change == nil ? [:] : try analysis.storedDays(run.session, funnels: funnels, days: all)
-            analysisDays[analysis.table] = byFunnel
+            rewrites.append(AnalysisRewrite(
+                analysis: analysis, days: byFunnel,
+                stored: change == nil ? [:] : try analysis.storedDays(run.session, funnels: funnels, days: all)))
         }
         var writes = DayTableWrites()
         for funnel in funnels {
@@ -268,15 +268,16 @@ public struct ProjectionJob: Sendable {
                     &writes, funnel: funnel, days: daySet, tallies: tallies, now: run.now, timeZone: run.timeZone(for: funnel),
                     timeZoneName: run.timeZoneName(for: funnel))
             }
-            for analysis in run.analyses {
-                guard let days = analysisDays[analysis.table]?[funnel.name], !days.isEmpty else { continue }
+            for rewrite in rewrites {
+                let analysis = rewrite.analysis
+                guard let days = rewrite.days[funnel.name], !days.isEmpty else { continue }
                 let tallies = totals.analysisTallies[analysis.table] ?? [:]
                 let counted = Dictionary(uniqueKeysWithValues: days.compactMap { day in
                     tallies[FunnelDay(funnel: funnel.name, day: day)].map { (day, $0) }
                 })
                 try analysis.rewriteDays(
                     into: &writes, funnel: funnel, days: days.sorted(), counted: counted,
-                    stored: analysisStored[analysis.table]?[funnel.name] ?? [:], change: plan.storedDayChange(of: analysis), now: run.now)
+                    stored: rewrite.stored[funnel.name] ?? [:], change: plan.storedDayChange(of: analysis), now: run.now)
             }
         }
         try writes.write(run.session)
@@ -284,6 +285,15 @@ public struct ProjectionJob: Sendable {
             mode: plan.mode, previousHorizon: previous.horizon, horizon: current.horizon,
             newEvents: run.reading.newEvents.values.reduce(0, +), eventsRead: totals.events, personsRecomputed: totals.persons,
             groupsRecomputed: totals.groups, windowsClosed: plan.windowsClosed, cohortDaysRewritten: days.count)
+    }
+
+    /// What a pass rewrites of one analysis's day tables.
+    private struct AnalysisRewrite {
+        let analysis: any PersonAnalysis
+        /// Funnel -> its cohort days to rewrite.
+        var days: [String: Set<String>]
+        /// Funnel -> day -> what the analysis stored of it (an incremental run's starting point).
+        var stored: [String: [String: any AnalysisTally]]
     }
 
     /// The order apps go through the read-then-evaluate pipeline: the first
