@@ -36,7 +36,7 @@ struct QueryEvaluation {
                 if days[day] == nil { days[day] = tally } else { days[day]?.merge(tally) }
             }
             for (index, counted) in other.analyses.enumerated() where index < analyses.count {
-                for (day, counts) in counted { analyses[index][day] = counts.added(to: analyses[index][day]) }
+                for (day, counts) in counted { counts.merge(into: &analyses[index][day]) }
             }
         }
     }

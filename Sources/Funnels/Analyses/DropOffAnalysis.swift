@@ -23,8 +23,10 @@ public struct DropOffAnalysis: FunnelAnalysis {
         return (facts, shape)
     }
 
+    /// Counts a person once their window has closed (`DropOffCounts.add`):
+    /// the facts of one still open are not worked out.
     public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout DropOffCounts) -> Bool {
-        guard let (facts, shape) = facts(outcome, in: funnel, events: events) else { return false }
+        guard outcome.windowClosed, let (facts, shape) = facts(outcome, in: funnel, events: events) else { return false }
         counts.add(outcome, facts: facts, required: shape.required)
         return true
     }

@@ -79,11 +79,17 @@ extension FunnelAnalysis {
 }
 
 extension DayCounts {
-    /// These counts added to `other` (nil: nothing counted yet); `other` of another type counts as nothing.
-    public func added(to other: (any DayCounts)?) -> any DayCounts {
-        guard var sum = other as? Self else { return self }
+    /// Adds these counts to `other` in place (nil: nothing counted yet;
+    /// another type counts as nothing), taken out of the existential while
+    /// they change, as `FunnelAnalysis.count` does, so nothing is copied.
+    public func merge(into other: inout (any DayCounts)?) {
+        guard var sum = other as? Self else {
+            other = self
+            return
+        }
+        other = nil
         sum.merge(self)
-        return sum
+        other = sum
     }
 }
 
