@@ -68,6 +68,12 @@ let package = Package(
             dependencies: ["LibPQ"],
             swiftSettings: strictness
         ),
+        // Who reads which apps (docs/access.md): the owner's grants, which the `analytics` views apply.
+        .target(
+            name: "Access",
+            dependencies: ["LibPQ"],
+            swiftSettings: strictness
+        ),
         // The funnel engine, its configuration, analyses and findings: pure Swift, no SQL, no HTTP.
         .target(
             name: "Funnels",
@@ -172,7 +178,7 @@ let package = Package(
             name: "onramp",
             dependencies: [
                 "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
-                "EventLog", "IngestServer", "Notifications", "Privacy",
+                "EventLog", "IngestServer", "Notifications", "Privacy", "Access",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -312,8 +318,13 @@ let package = Package(
             swiftSettings: strictness
         ),
         .testTarget(
+            name: "AccessTests",
+            dependencies: ["Access", "LibPQ", "LocalPostgres", "TestSupport"],
+            swiftSettings: strictness
+        ),
+        .testTarget(
             name: "AnalyticsTests",
-            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport"],
+            dependencies: ["Access", "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -1,0 +1,100 @@
+-- 026: each login reads only the apps it is granted (docs/access.md).
+-- Grants live in app_grants, which only the owner reads and writes
+-- (`onramp access`). Every relation in `analytics` becomes a security-barrier
+-- view over the view it was, now in the closed schema analytics_internal,
+-- keeping only the rows of the apps the session's login is granted. The key
+-- is session_user, the login that authenticated: a view keeps the caller as
+-- current_user, but a member of onramp_analyst may SET ROLE to it and a
+-- SECURITY DEFINER function switches current_user to its owner; neither
+-- changes session_user, which only a superuser can.
+
+CREATE TABLE app_grants (
+    -- The login's role, by OID: a role dropped and made again under the same
+    -- name does not inherit the old one's grants.
+    login      oid         NOT NULL,
+    -- NULL: every app, today's and those to come.
+    app        text,
+    granted_at timestamptz NOT NULL DEFAULT now(),
+    granted_by text        NOT NULL DEFAULT session_user,
+    UNIQUE NULLS NOT DISTINCT (login, app)
+);
+
+-- The owner (the role that ran `onramp migrate`) and superusers read every
+-- app without a grant: the job, the server and erasure read the tables
+-- behind these views as the owner, or do not read them at all.
+CREATE FUNCTION onramp_reads_every_app() RETURNS boolean
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT r.rolsuper
+        OR r.oid = (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'analytics')
+        OR EXISTS (SELECT 1 FROM app_grants g WHERE g.login = r.oid AND g.app IS NULL)
+    FROM pg_roles r WHERE r.rolname = session_user
+$$;
+
+-- The apps the session's login is granted one by one.
+CREATE FUNCTION onramp_granted_apps() RETURNS text[]
+LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
+    SELECT coalesce(array_agg(g.app ORDER BY g.app), '{}')
+    FROM app_grants g JOIN pg_roles r ON r.oid = g.login
+    WHERE r.rolname = session_user AND g.app IS NOT NULL
+$$;
+
+-- Upgrade without surprise: the two roles, and every login that is a member
+-- of either now, read every app as before. Logins made later read only what
+-- they are granted.
+INSERT INTO app_grants (login, app, granted_by)
+SELECT r.oid, NULL, 'migration 026'
+FROM pg_roles r
+WHERE r.rolname IN ('onramp_analyst', 'onramp_operator')
+   OR (r.rolcanlogin AND NOT r.rolsuper AND r.rolname <> current_user
+       AND (pg_has_role(r.oid, 'onramp_analyst', 'MEMBER') OR pg_has_role(r.oid, 'onramp_operator', 'MEMBER')))
+ON CONFLICT DO NOTHING;
+
+-- The views as they were, out of the analysts' reach.
+CREATE SCHEMA analytics_internal;
+
+DO $$
+DECLARE
+    v name;
+BEGIN
+    FOR v IN
+        SELECT c.relname FROM pg_class c
+        WHERE c.relnamespace = 'analytics'::regnamespace AND c.relkind = 'v' AND c.relname <> 'log_erasures'
+        ORDER BY c.relname
+    LOOP
+        EXECUTE format('ALTER VIEW analytics.%I SET SCHEMA analytics_internal', v);
+        EXECUTE format(
+            'CREATE VIEW analytics.%1$I WITH (security_barrier) AS SELECT * FROM analytics_internal.%1$I '
+            'WHERE (SELECT public.onramp_reads_every_app()) OR app = ANY ((SELECT public.onramp_granted_apps())::text[])', v);
+        EXECUTE format('GRANT SELECT ON analytics.%I TO onramp_analyst, onramp_operator', v);
+    END LOOP;
+END
+$$;
+
+-- The one view without an app column: erasures of the granted apps alone.
+CREATE OR REPLACE VIEW analytics.log_erasures WITH (security_barrier) AS
+SELECT count(*) AS erasures FROM privacy_requests
+WHERE kind = 'erase'
+  AND ((SELECT onramp_reads_every_app()) OR app = ANY ((SELECT onramp_granted_apps())::text[]));
+
+-- `onramp access create-login`: a login with onramp_analyst's membership and
+-- role settings (read-only, statement timeout, search path), which members
+-- do not inherit. The name is quoted here (format's %I); the password comes
+-- already encrypted by the client. It starts with no grant. Rows left by a
+-- dropped role are cleared on the way.
+CREATE FUNCTION onramp_create_login(login text, encrypted_password text) RETURNS oid
+LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
+DECLARE
+    setting text;
+BEGIN
+    EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE onramp_analyst', login, encrypted_password);
+    FOR setting IN
+        SELECT unnest(s.setconfig) FROM pg_db_role_setting s
+        WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = 'onramp_analyst') AND s.setdatabase = 0
+    LOOP
+        EXECUTE format('ALTER ROLE %I SET %I = %L', login, split_part(setting, '=', 1), substr(setting, strpos(setting, '=') + 1));
+    END LOOP;
+    DELETE FROM app_grants g WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.login);
+    RETURN (SELECT oid FROM pg_roles WHERE rolname = login);
+END
+$$;
+REVOKE EXECUTE ON FUNCTION onramp_create_login(text, text) FROM PUBLIC;
