@@ -1,0 +1,235 @@
+import Access
+import Foundation
+import LibPQ
+import LocalPostgres
+import Testing
+
+/// Per-app access, as PostgreSQL enforces it (docs/access.md): three logins
+/// (one app, two apps, none) over the four apps of the analyst dataset, and
+/// every relation and function in `analytics` read from the catalogue at test
+/// time, so what later migrations add is covered without touching this file.
+@Suite("per-app access, over every relation and function in analytics", .serialized)
+struct AccessMatrixTests {
+    static let apps = ["forma", "ops", "umuve", "yoked"]
+    /// Suffix → the apps its login is granted.
+    static let logins: [(suffix: String, apps: [String])] = [("one", ["ops"]), ("two", ["forma", "yoked"]), ("none", [])]
+
+    /// The dataset, folded, with an erasure request per app for `log_erasures`, and the three logins.
+    struct Matrix {
+        let session: AnalystSession
+        let logins: [(name: String, apps: [String], pool: ConnectionPool)]
+
+        static func make() async throws -> Matrix {
+            let session = try await AnalystSession.make()
+            var logins: [(name: String, apps: [String], pool: ConnectionPool)] = []
+            for (suffix, apps) in AccessMatrixTests.logins {
+                let name = "\(session.db.name)_\(suffix)"
+                try await session.admin.withConnection { c in
+                    try AppGrants.createLogin(c, name: name, password: "test \(suffix)", .apps(apps))
+                }
+                logins.append((name, apps, ConnectionPool(url: try session.db.url(as: name), maxConnections: 1)))
+            }
+            try await session.admin.withConnection { c in
+                try c.query(
+                    """
+                    INSERT INTO privacy_requests (kind, app, requested_by, id_hashes)
+                    VALUES ('erase', 'ops', 't', '{}'), ('erase', 'umuve', 't', '{}'), ('erase', 'umuve', 't', '{}'), ('unsuppress', 'ops', 't', '{}')
+                    """)
+            }
+            return Matrix(session: session, logins: logins)
+        }
+
+        func close() async throws {
+            for login in logins { await login.pool.close() }
+            try await session.close()
+            try await ConnectionPool.using(url: session.db.adminURL) { admin in
+                for login in logins { try await admin.query("DROP ROLE IF EXISTS \"\(login.name)\"") }
+            }
+        }
+    }
+
+    /// Every relation in analytics, from the catalogue, with whether it has an `app` column.
+    static func relations(_ pool: ConnectionPool) async throws -> [(name: String, hasApp: Bool, barrier: Bool, filtered: Bool)] {
+        try await pool.query(
+            """
+            SELECT c.relname::text AS name,
+                   EXISTS (SELECT 1 FROM pg_attribute a WHERE a.attrelid = c.oid AND a.attname = 'app' AND NOT a.attisdropped) AS has_app,
+                   coalesce('security_barrier=true' = ANY(c.reloptions), false) AS barrier,
+                   pg_get_viewdef(c.oid) LIKE '%onramp_granted_apps()%' AS filtered
+            FROM pg_class c WHERE c.relnamespace = 'analytics'::regnamespace AND c.relkind IN ('r', 'v', 'm', 'p', 'f')
+            ORDER BY 1
+            """
+        ).rows.map { ($0.text(at: 0) ?? "", try $0.decode(Bool.self, at: 1), try $0.decode(Bool.self, at: 2), try $0.decode(Bool.self, at: 3)) }
+    }
+
+    /// Per app, the row count and a digest of the rows' text.
+    static func perApp(_ pool: ConnectionPool, _ relation: String) async throws -> [String: String] {
+        let rows = try await pool.query(
+            """
+            SELECT app, count(*)::text || ' ' || md5(string_agg(t::text, E'\\n' ORDER BY t::text)) FROM analytics."\(relation)" t GROUP BY app
+            """
+        ).rows
+        return Dictionary(uniqueKeysWithValues: rows.map { ($0.text(at: 0) ?? "NULL", $0.text(at: 1) ?? "") })
+    }
+
+    @Test("each login reads exactly its apps' rows in every relation, as the owner reads them; the rest is as if those apps did not exist")
+    func everyRelation() async throws {
+        let matrix = try await Matrix.make()
+        let owner = matrix.session.admin
+        let relations = try await Self.relations(owner)
+        #expect(relations.count >= 22, "\(relations.map(\.name))")
+        var cells = 0
+        for relation in relations {
+            // Every relation applies the grants itself, behind a security barrier.
+            #expect(relation.barrier && relation.filtered, "analytics.\(relation.name) is no security-barrier view applying the grants")
+            if relation.hasApp {
+                let all = try await Self.perApp(owner, relation.name)
+                for login in matrix.logins {
+                    let seen = try await Self.perApp(login.pool, relation.name)
+                    #expect(seen == all.filter { login.apps.contains($0.key) }, "\(login.name) in \(relation.name)")
+                    cells += Self.apps.count
+                }
+            } else {
+                // log_erasures: a count over the granted apps.
+                #expect(relation.name == "log_erasures", "analytics.\(relation.name) has no app column: say how grants apply to it")
+                for login in matrix.logins {
+                    let seen = try await login.pool.query("SELECT erasures FROM analytics.log_erasures").scalar(Int.self)
+                    let expected = try await owner.query(
+                        "SELECT count(*) FROM privacy_requests WHERE kind = 'erase' AND app = ANY($1::text[])", [.textArray(login.apps)]
+                    ).scalar(Int.self)
+                    #expect(seen == expected, "\(login.name) in log_erasures")
+                    cells += Self.apps.count
+                }
+            }
+        }
+        print("access matrix: \(relations.count) relations × \(matrix.logins.count) logins × \(Self.apps.count) apps = \(cells) cells")
+        try await matrix.close()
+    }
+
+    @Test("every function in analytics is pure or answers only for the granted apps: funnel_report for an ungranted app is the one for an app that does not exist")
+    func everyFunction() async throws {
+        let matrix = try await Matrix.make()
+        let owner = matrix.session.admin
+        let functions = try await owner.query(
+            """
+            SELECT p.oid::regprocedure::text, p.provolatile = 'i' AS immutable, p.prosecdef
+            FROM pg_proc p WHERE p.pronamespace = 'analytics'::regnamespace ORDER BY 1
+            """
+        ).rows.map { ($0.text(at: 0) ?? "", try $0.decode(Bool.self, at: 1), try $0.decode(Bool.self, at: 2)) }
+        #expect(functions.count >= 15)
+        // Immutable functions read no table; the one that reads is run below. A new one that reads must join it.
+        let reading = functions.filter { !$0.1 || $0.2 }.map(\.0)
+        #expect(reading == ["analytics.funnel_report(jsonb,timestamp with time zone)"], "\(reading)")
+        // Per app, a funnel of its two most frequent events.
+        for app in Self.apps {
+            let top = try await owner.query(
+                """
+                SELECT CASE type WHEN 'screen' THEN 'screen' ELSE 'event' END, event FROM analytics.events
+                WHERE app = $1 AND event IS NOT NULL GROUP BY 1, 2 ORDER BY count(*) DESC, 2 LIMIT 2
+                """, [.text(app)]
+            ).rows.map { #""\#($0.text(at: 0) ?? "")": "\#($0.text(at: 1) ?? "")""# }
+            func definition(_ app: String) -> String {
+                #"{"app": "\#(app)", "window": "7d", "steps": [{\#(top[0])}, {\#(top[1])}]}"#
+            }
+            let query = "SELECT step_index, step_name, persons, drop_off, in_progress FROM analytics.funnel_report($1::jsonb, now()) ORDER BY 1"
+            let ownerAnswer = try await owner.query(query, [.text(definition(app))]).table
+            let nowhere = try await owner.query(query, [.text(definition("no such app"))]).table
+            #expect(ownerAnswer != nowhere, "\(app): the app's funnel counts someone")
+            for login in matrix.logins {
+                let seen = try await login.pool.query(query, [.text(definition(app))]).table
+                #expect(seen == (login.apps.contains(app) ? ownerAnswer : nowhere), "\(login.name), \(app)")
+            }
+        }
+        try await matrix.close()
+    }
+
+    @Test("the bypasses do not leak: leaky functions and RAISE in a WHERE, errors, COPY, temporary objects, SET ROLE, EXPLAIN ANALYZE")
+    func bypasses() async throws {
+        let matrix = try await Matrix.make()
+        let owner = matrix.session.admin
+        let login = matrix.logins[0]
+        let hidden = Self.apps.filter { !login.apps.contains($0) }
+        let relations = try await Self.relations(owner).filter(\.hasApp).map(\.name)
+        // Ids of the hidden apps, to look for in what the login can see.
+        let hiddenIds = try await owner.query(
+            "SELECT DISTINCT anonymous_id FROM analytics.events WHERE app <> ALL($1::text[])", [.textArray(login.apps)]
+        ).rows.compactMap { $0.text(at: 0) }.filter { $0.count >= 2 }
+        #expect(!hiddenIds.isEmpty)
+        try await login.pool.withConnection { c in
+            // Read-only is a guard, not a boundary: a login can turn it off and make temporary objects.
+            try c.query("SET default_transaction_read_only = off")
+            try c.executeScript(
+                """
+                CREATE TEMP TABLE seen (app text, row_text text);
+                CREATE FUNCTION pg_temp.peek(app text, row_text text) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
+                BEGIN INSERT INTO seen VALUES (app, row_text); RETURN true; END $$;
+                CREATE FUNCTION pg_temp.boom(app text, granted text[]) RETURNS boolean LANGUAGE plpgsql COST 0.0000001 AS $$
+                BEGIN IF app <> ALL(granted) THEN RAISE EXCEPTION 'saw %', app; END IF; RETURN true; END $$;
+                """)
+            for relation in relations {
+                // A cheap leaky function is still called only on rows past the barrier.
+                try c.query("SELECT count(*) FROM analytics.\"\(relation)\" t WHERE pg_temp.peek(t.app, t::text)")
+                // An error raised on a hidden row would say it exists (and name it): none is raised.
+                try c.query("SELECT count(*) FROM analytics.\"\(relation)\" t WHERE pg_temp.boom(t.app, $1)", [.textArray(login.apps)])
+                try c.query(
+                    "SELECT count(*) FROM analytics.\"\(relation)\" t WHERE 1 / (CASE WHEN t.app = ANY($1::text[]) THEN 1 ELSE 0 END) = 1",
+                    [.textArray(login.apps)])
+            }
+            let peeked = try c.query("SELECT DISTINCT app FROM seen ORDER BY 1").rows.compactMap { $0.text(at: 0) }
+            #expect(peeked == login.apps)
+            let rowsText = try c.query("SELECT string_agg(row_text, ' ') FROM seen").scalar(String.self)
+            #expect(hiddenIds.allSatisfy { !rowsText.contains("\"\($0)\"") && !rowsText.contains(",\($0),") }, "a hidden app's id reached a leaky function")
+            // COPY reads through the views, or not at all.
+            var copied = Data()
+            try c.copyOut("COPY (SELECT app, anonymous_id FROM analytics.events) TO STDOUT") { copied.append(contentsOf: $0) }
+            let copiedApps = Set(String(decoding: copied, as: UTF8.self).split(separator: "\n").map { String($0.split(separator: "\t")[0]) })
+            #expect(copiedApps == Set(login.apps))
+            for statement in [
+                "COPY public.events TO STDOUT", "SELECT count(*) FROM analytics_internal.events", "SELECT count(*) FROM public.app_grants",
+                "CREATE TEMP VIEW around AS SELECT * FROM analytics_internal.events", "SET SESSION AUTHORIZATION onramp_analyst",
+            ] {
+                #expect(throws: PostgresError.self, "\(statement)") { try c.query(statement) }
+            }
+            // A temporary view over analytics, or a role the login may become, still reads as the login.
+            try c.query("CREATE TEMP VIEW mine AS SELECT * FROM analytics.events")
+            #expect(try c.query("SELECT array_agg(DISTINCT app)::text FROM mine").scalar(String.self) == "{ops}")
+            try c.query("SET ROLE onramp_analyst")
+            #expect(try c.query("SELECT array_agg(DISTINCT app)::text FROM analytics.events").scalar(String.self) == "{ops}")
+            #expect(try c.query("SELECT count(*) FROM analytics.funnel_persons WHERE app <> 'ops'").scalar(Int.self) == 0)
+            try c.query("RESET ROLE")
+            // EXPLAIN ANALYZE names no hidden app or id (its row counts are table-wide sizes: docs/access.md).
+            for relation in ["events", "funnel_persons", "apps", "event_catalog"] {
+                let plan = try c.query("EXPLAIN (ANALYZE, VERBOSE, FORMAT JSON) SELECT * FROM analytics.\"\(relation)\"").scalar(String.self)
+                #expect(hidden.allSatisfy { !plan.contains("\"\($0)\"") && !plan.contains("'\($0)'") }, "\(relation): \(plan.prefix(300))")
+                #expect(hiddenIds.allSatisfy { !plan.contains("'\($0)'") }, "\(relation)")
+            }
+            // A hidden app and one that does not exist answer alike.
+            for relation in relations {
+                let hiddenCount = try c.query("SELECT count(*) FROM analytics.\"\(relation)\" WHERE app = $1", [.text(hidden[0])]).scalar(Int.self)
+                let noneCount = try c.query("SELECT count(*) FROM analytics.\"\(relation)\" WHERE app = 'no such app'").scalar(Int.self)
+                #expect(hiddenCount == 0 && noneCount == 0, "\(relation)")
+            }
+        }
+        try await matrix.close()
+    }
+
+    @Test("a grant and a revoke take effect for the login's next statement, in a session already open")
+    func grantAndRevokeAreImmediate() async throws {
+        let matrix = try await Matrix.make()
+        let login = matrix.logins[0]
+        let apps = "SELECT coalesce(array_agg(app ORDER BY app), '{}')::text FROM analytics.apps"
+        let funnels = "SELECT count(DISTINCT app) FROM analytics.funnel_cohorts"
+        try await login.pool.withConnection { c in
+            #expect(try c.query(apps).scalar(String.self) == "{ops}")
+            try AppGrants.grant(try Connection.connect(matrix.session.db.url), login: login.name, .apps(["forma"]))
+            #expect(try c.query(apps).scalar(String.self) == "{forma,ops}")
+            #expect(try c.query(funnels).scalar(Int.self) == 2)
+            try AppGrants.revoke(try Connection.connect(matrix.session.db.url), login: login.name, .apps(["ops", "forma"]))
+            #expect(try c.query(apps).scalar(String.self) == "{}", "revoking the last grant leaves no app")
+            #expect(try c.query("SELECT count(*) FROM analytics.events").scalar(Int.self) == 0)
+            try AppGrants.grant(try Connection.connect(matrix.session.db.url), login: login.name, .every)
+            #expect(try c.query(apps).scalar(String.self) == "{forma,ops,umuve,yoked}")
+        }
+        try await matrix.close()
+    }
+}
