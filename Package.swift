@@ -302,7 +302,7 @@ let package = Package(
         ),
         .testTarget(
             name: "ExploreTests",
-            dependencies: ["LibPQ", "LocalPostgres", "Funnels", "LogReading", "Projection", "Explore", "TestSupport", "onramp"],
+            dependencies: ["Access", "LibPQ", "LocalPostgres", "Funnels", "LogReading", "Projection", "Explore", "TestSupport", "onramp"],
             swiftSettings: strictness
         ),
         .testTarget(

@@ -138,12 +138,18 @@ extension Explorer {
 }
 
 extension Explorer {
-    /// `app`'s store for the database `c` is on; `unknownApp` when the log holds no event of it.
+    /// `app`'s store for the database `c` is on and its login; `unknownApp`
+    /// when the log holds no event of it that the login may read. Asked
+    /// before every query, so a revoked grant holds from the next one: a
+    /// store the login kept of an app it may no longer read is deleted, and
+    /// an app not granted reads as one that does not exist (docs/access.md).
     fileprivate func store(of app: String, on c: Connection) throws -> ColumnStore {
+        let store = ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: app)
         guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(app)]).scalar(Bool.self) else {
+            try? FileManager.default.removeItem(at: store.directory)
             throw ExploreError.unknownApp(app)
         }
-        return ColumnStore(root: cacheRoot, database: try ColumnStore.databaseIdentity(c), app: app)
+        return store
     }
 }
 
@@ -171,7 +177,7 @@ public enum ExploreError: Error, CustomStringConvertible, Equatable {
 
     public var description: String {
         switch self {
-        case .unknownApp(let app): "app: unknown app '\(app)' (the log holds no event of it)"
+        case .unknownApp(let app): "app: unknown app '\(app)' (the log holds no event of it that this login may read)"
         case .unknownTimeZone(let zone): "time zone: '\(zone)' is not an IANA time zone (e.g. Europe/Berlin)"
         case .timedOut(let seconds): "the query ran longer than its timeout of \(seconds) s (raise --timeout, or narrow it)"
         case .cancelled: "the query was cancelled"

@@ -61,13 +61,19 @@ struct ColumnStore {
         return "\(readable)-\(String(FNV1a.hash(text), radix: 16))"
     }
 
-    /// Who the log is: the database's name and object id on its server.
+    /// Who the log is and who reads it: the database's name and object id on
+    /// its server, and the login. Each login's stores are its own, since each
+    /// reads only the apps it is granted (docs/access.md): two logins on one
+    /// machine never share a file.
     static func databaseIdentity(_ c: Connection) throws -> String {
         let row = try c.query(
-            "SELECT current_database(), (SELECT oid::text FROM pg_database WHERE datname = current_database()), coalesce(inet_server_addr()::text, 'local'), coalesce(inet_server_port(), 0)::text"
+            """
+            SELECT current_database(), (SELECT oid::text FROM pg_database WHERE datname = current_database()),
+                   coalesce(inet_server_addr()::text, 'local'), coalesce(inet_server_port(), 0)::text, session_user::text
+            """
         ).first
         guard let row else { throw ColumnStoreError.damaged("no database identity") }
-        return try (0..<4).map { try row.decode(String.self, at: $0) }.joined(separator: "/")
+        return try (0..<5).map { try row.decode(String.self, at: $0) }.joined(separator: "/")
     }
 
     /// The log the store was read from: its database, and how many erasures
