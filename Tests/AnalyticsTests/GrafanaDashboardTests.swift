@@ -86,6 +86,61 @@ struct GrafanaDashboardTests {
         return variants
     }
 
+    /// The variables Grafana fills by running SQL: dashboard, name, query.
+    static func queryVariables() throws -> [(dashboard: String, name: String, sql: String)] {
+        let directory = grafanaDirectory.appendingPathComponent("dashboards")
+        return try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted().filter { $0.hasSuffix(".json") }.flatMap { file in
+            let dashboard = try JSONSerialization.jsonObject(with: Data(contentsOf: directory.appendingPathComponent(file))) as? [String: Any]
+            let list = ((dashboard?["templating"] as? [String: Any])?["list"] as? [[String: Any]]) ?? []
+            return list.compactMap { variable -> (String, String, String)? in
+                guard variable["type"] as? String == "query", let name = variable["name"] as? String, let sql = variable["query"] as? String else { return nil }
+                return (file, name, sql)
+            }
+        }
+    }
+
+    @Test("under per-app grants, each dashboard variable offers a login only its apps' funnels, and its panels show it what the analyst sees of them")
+    func dashboardsPerLogin() async throws {
+        let matrix = try await AccessMatrixTests.Matrix.make()
+        let session = matrix.session
+        let funnelApps = Dictionary(uniqueKeysWithValues: try await session.admin.query("SELECT DISTINCT funnel, app FROM funnel_cohorts").rows.map {
+            ($0.text(at: 0) ?? "", $0.text(at: 1) ?? "")
+        })
+        let variables = try Self.queryVariables()
+        #expect(variables.count >= 6)
+        for variable in variables {
+            let all = try await session.analyst.query(variable.sql).rows.compactMap { $0.text(at: 0) }
+            #expect(!all.isEmpty, "\(variable.dashboard) $\(variable.name)")
+            for login in matrix.logins {
+                let offered = try await login.pool.query(variable.sql).rows.compactMap { $0.text(at: 0) }
+                #expect(offered == all.filter { login.apps.contains(funnelApps[$0] ?? "") }, "\(login.name): \(variable.dashboard) $\(variable.name)")
+            }
+        }
+        // Every panel, for every funnel: the one-app login sees what the analyst sees of its app's funnels,
+        // and of the other apps' what the login with no app sees: nothing of them.
+        let (login, nobody) = (matrix.logins[0], matrix.logins[2])
+        let from = Timestamps.format(microseconds: AnalystDataset.t0 - 7 * AnalystDataset.day)
+        let to = Timestamps.format(microseconds: Timestamps.microseconds(Date()) + AnalystDataset.day)
+        var compared = (granted: 0, hidden: 0)
+        for panel in try Self.panels() {
+            for sql in Self.queries(panel, from: from, to: to) {
+                let named = Set(funnelApps.filter { sql.contains("'\($0.key)'") }.map(\.value))
+                    .union(AccessMatrixTests.apps.filter { sql.contains("'\($0)'") })
+                guard !named.isEmpty else { continue }
+                let seen = try await login.pool.query(sql).table
+                if named.isSubset(of: login.apps) {
+                    #expect(seen == (try await session.analyst.query(sql).table), "\(panel.dashboard) / \(panel.title)")
+                    compared.granted += 1
+                } else if named.isDisjoint(with: login.apps) {
+                    #expect(seen == (try await nobody.pool.query(sql).table), "\(panel.dashboard) / \(panel.title)")
+                    compared.hidden += 1
+                }
+            }
+        }
+        #expect(compared.granted >= 8 && compared.hidden >= 20, "\(compared)")
+        try await matrix.close()
+    }
+
     @Test("seven dashboards, one per concern, every panel with SQL")
     func dashboardsExist() throws {
         let panels = try Self.panels()
