@@ -56,11 +56,15 @@ public enum AppGrants {
         switch selection {
         case .every:
             result = try c.query(
-                "INSERT INTO app_grants (login, app) VALUES ($1::oid, NULL) ON CONFLICT DO NOTHING RETURNING app", [.int(role)])
+                """
+                INSERT INTO app_grants (login, login_name, app) SELECT oid, rolname, NULL FROM pg_roles WHERE oid = $1::oid
+                ON CONFLICT DO NOTHING RETURNING app
+                """, [.int(role)])
         case .apps(let apps):
             result = try c.query(
                 """
-                INSERT INTO app_grants (login, app) SELECT $1::oid, a FROM unnest($2::text[]) AS a
+                INSERT INTO app_grants (login, login_name, app) SELECT r.oid, r.rolname, a FROM pg_roles r, unnest($2::text[]) AS a
+                WHERE r.oid = $1::oid
                 ON CONFLICT DO NOTHING RETURNING app
                 """, [.int(role), .textArray(apps)])
         }
@@ -109,8 +113,8 @@ public enum AppGrants {
         }
     }
 
-    /// Makes a login with the analyst's membership and settings, holding the
-    /// apps given, in one transaction. The password is encrypted here, so only
+    /// Makes a login, a member of `onramp_reader` with the analyst's role
+    /// settings, holding the apps given, in one transaction. The password is encrypted here, so only
     /// its verifier reaches the server.
     public static func createLogin(_ c: Connection, name: String, password: String, _ selection: AppSelection) throws {
         guard !name.isEmpty, name.utf8.count <= 63, !name.hasPrefix("pg_"), !name.hasPrefix("onramp_") else {

@@ -7,7 +7,7 @@ import Testing
 /// The owner's grants: what `onramp access` writes, and the logins it makes.
 @Suite("app grants")
 struct AppGrantsTests {
-    @Test("create-login makes an analyst's login with the analyst's settings, an encrypted password and only its apps")
+    @Test("create-login makes a reader's login (not a member of the every-app roles) with the analyst's settings, an encrypted password and only its apps")
     func createLogin() async throws {
         let db = try await TestDatabase.create()
         // Roles are the cluster's: a name no other test uses, with a quote and capitals that need quoting.
@@ -16,7 +16,7 @@ struct AppGrantsTests {
             try AppGrants.createLogin(c, name: name, password: "s3cret pass", .apps(["ops", "forma"]))
             let role = try c.query(
                 """
-                SELECT r.rolcanlogin, pg_has_role(r.oid, 'onramp_analyst', 'MEMBER') AS analyst,
+                SELECT r.rolcanlogin, pg_has_role(r.oid, 'onramp_reader', 'MEMBER') AND NOT pg_has_role(r.oid, 'onramp_analyst', 'MEMBER') AS analyst,
                        a.rolpassword LIKE 'SCRAM-SHA-256$%' AS scram, array_to_string(s.setconfig, ';') AS settings
                 FROM pg_roles r JOIN pg_authid a ON a.oid = r.oid
                 LEFT JOIN LATERAL (SELECT array_agg(x ORDER BY x) AS setconfig FROM pg_db_role_setting d, unnest(d.setconfig) x

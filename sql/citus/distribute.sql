@@ -65,6 +65,10 @@ BEGIN
     IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'identity_links'::regclass) THEN
         PERFORM create_reference_table('identity_links');
     END IF;
+    -- The grants, where the workers check them (below).
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_partition WHERE logicalrelid = 'app_grants'::regclass) THEN
+        PERFORM create_reference_table('app_grants');
+    END IF;
 END
 $$;
 
@@ -89,11 +93,61 @@ $$;
 -- distributed tables the `analytics` views read. They hold nothing those
 -- views do not show; the keys, the ledger and the privacy tables stay closed.
 GRANT SELECT ON events, identity_links, funnel_persons, funnel_person_diagnostics, funnel_person_retention
-    TO onramp_analyst, onramp_operator;
+    TO onramp_analyst, onramp_operator, onramp_reader;
+
+-- So those tables apply the grants themselves (docs/access.md), on the
+-- workers, where Citus runs the shards' queries as the role the
+-- coordinator's session runs as, and where a view's filter arrives as a
+-- plain condition (the security barrier stays on the coordinator). Row-level
+-- security there makes the grant a security condition again, run before
+-- any of the query's own, for a query through a view and for one that
+-- reads the table. A worker's role OIDs are its own: it checks the grant by
+-- the login's name. The owner, which runs the job, is exempt as the tables'
+-- owner; the server and erasure read and write as before.
+-- Read per row (Citus refuses a subquery in a policy), from the grants'
+-- copy on the node (a reference table, hence the nested execution). Made
+-- once: replacing a distributed function after this script's parallel
+-- grants is refused.
+DO $$
+BEGIN
+    IF to_regprocedure('public.onramp_role_apps()') IS NULL THEN
+        CREATE FUNCTION onramp_role_apps() RETURNS text[]
+        LANGUAGE sql STABLE SECURITY DEFINER
+        SET search_path = pg_catalog, public, pg_temp SET citus.allow_nested_distributed_execution = on AS $f$
+            SELECT coalesce(array_agg(g.app), '{}') FROM app_grants g WHERE g.login_name = session_user AND g.app IS NOT NULL
+        $f$;
+    END IF;
+END
+$$;
+DO $$
+DECLARE
+    t text;
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = 'onramp_role_apps()'::regprocedure) THEN
+        PERFORM create_distributed_function('onramp_role_apps()');
+    END IF;
+    FOREACH t IN ARRAY ARRAY['events', 'identity_links', 'funnel_persons', 'funnel_person_diagnostics', 'funnel_person_retention'] LOOP
+        EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
+        -- The roles that hold every app, and their members, read every row.
+        IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'public' AND tablename = t AND policyname = 'every_app') THEN
+            EXECUTE format('CREATE POLICY every_app ON %I FOR SELECT TO onramp_analyst, onramp_operator USING (true)', t);
+        END IF;
+        -- A login holding some apps (a member of onramp_reader): its apps' rows alone.
+        IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'public' AND tablename = t AND policyname = 'granted_apps') THEN
+            EXECUTE format('CREATE POLICY granted_apps ON %I FOR SELECT TO onramp_reader USING (app = ANY (onramp_role_apps()))', t);
+        END IF;
+        IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'public' AND tablename = t AND policyname = 'server_and_erasure') THEN
+            EXECUTE format('CREATE POLICY server_and_erasure ON %I TO onramp_writer, onramp_privacy USING (true) WITH CHECK (true)', t);
+        END IF;
+    END LOOP;
+END
+$$;
 
 -- The apps with events: on one PostgreSQL a recursive walk of the log's
 -- index, which Citus cannot run over shards; here each shard's distinct apps.
-CREATE OR REPLACE VIEW analytics.apps AS SELECT DISTINCT app FROM events;
+-- Replaced behind analytics.apps, which keeps the login's apps alone
+-- (docs/access.md).
+CREATE OR REPLACE VIEW analytics_internal.apps AS SELECT DISTINCT app FROM events;
 
 -- A group commit holds many devices' events, so it writes to every shard of
 -- the log, and Citus copies an append's rows to each shard over a

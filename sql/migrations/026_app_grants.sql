@@ -12,6 +12,9 @@ CREATE TABLE app_grants (
     -- The login's role, by OID: a role dropped and made again under the same
     -- name does not inherit the old one's grants.
     login      oid         NOT NULL,
+    -- Its name when granted: what a Citus worker, whose role OIDs differ,
+    -- checks (sql/citus/distribute.sql).
+    login_name name        NOT NULL,
     -- NULL: every app, today's and those to come.
     app        text,
     granted_at timestamptz NOT NULL DEFAULT now(),
@@ -41,13 +44,27 @@ $$;
 -- Upgrade without surprise: the two roles, and every login that is a member
 -- of either now, read every app as before. Logins made later read only what
 -- they are granted.
-INSERT INTO app_grants (login, app, granted_by)
-SELECT r.oid, NULL, 'migration 026'
+INSERT INTO app_grants (login, login_name, app, granted_by)
+SELECT r.oid, r.rolname, NULL, 'migration 026'
 FROM pg_roles r
 WHERE r.rolname IN ('onramp_analyst', 'onramp_operator')
    OR (r.rolcanlogin AND NOT r.rolsuper AND r.rolname <> current_user
        AND (pg_has_role(r.oid, 'onramp_analyst', 'MEMBER') OR pg_has_role(r.oid, 'onramp_operator', 'MEMBER')))
 ON CONFLICT DO NOTHING;
+
+-- What `onramp access create-login` makes its logins members of: it may
+-- read analytics, and holds no app itself. A login that holds some apps is
+-- not a member of onramp_analyst or onramp_operator, which hold every app,
+-- so SET ROLE gives it no more than it has (on Citus, where a worker sees
+-- the role the coordinator sent the query as, that is what keeps it in).
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'onramp_reader') THEN
+        CREATE ROLE onramp_reader NOLOGIN;
+    END IF;
+END
+$$;
+GRANT USAGE ON SCHEMA analytics TO onramp_reader;
 
 -- The views as they were, out of the analysts' reach.
 CREATE SCHEMA analytics_internal;
@@ -65,7 +82,7 @@ BEGIN
         EXECUTE format(
             'CREATE VIEW analytics.%1$I WITH (security_barrier) AS SELECT * FROM analytics_internal.%1$I '
             'WHERE (SELECT public.onramp_reads_every_app()) OR app = ANY ((SELECT public.onramp_granted_apps())::text[])', v);
-        EXECUTE format('GRANT SELECT ON analytics.%I TO onramp_analyst, onramp_operator', v);
+        EXECUTE format('GRANT SELECT ON analytics.%I TO onramp_analyst, onramp_operator, onramp_reader', v);
     END LOOP;
 END
 $$;
@@ -75,10 +92,11 @@ CREATE OR REPLACE VIEW analytics.log_erasures WITH (security_barrier) AS
 SELECT count(*) AS erasures FROM privacy_requests
 WHERE kind = 'erase'
   AND ((SELECT onramp_reads_every_app()) OR app = ANY ((SELECT onramp_granted_apps())::text[]));
+GRANT SELECT ON analytics.log_erasures TO onramp_reader;
 
--- `onramp access create-login`: a login with onramp_analyst's membership and
--- role settings (read-only, statement timeout, search path), which members
--- do not inherit. The name is quoted here (format's %I); the password comes
+-- `onramp access create-login`: a member of onramp_reader with
+-- onramp_analyst's role settings (read-only, statement timeout, search
+-- path), which members would not inherit. The name is quoted here (format's %I); the password comes
 -- already encrypted by the client. It starts with no grant. Rows left by a
 -- dropped role are cleared on the way.
 CREATE FUNCTION onramp_create_login(login text, encrypted_password text) RETURNS oid
@@ -86,7 +104,7 @@ LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     setting text;
 BEGIN
-    EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE onramp_analyst', login, encrypted_password);
+    EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE onramp_reader', login, encrypted_password);
     FOR setting IN
         SELECT unnest(s.setconfig) FROM pg_db_role_setting s
         WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = 'onramp_analyst') AND s.setdatabase = 0
