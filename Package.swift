@@ -199,7 +199,7 @@ let package = Package(
         .target(
             name: "Benchmarks",
             dependencies: [
-                "LibPQ", "LocalPostgres", "Migrations", "Funnels", "Simulation", "OnrampClient", "EventLog", "IngestServer",
+                "Access", "LibPQ", "LocalPostgres", "Migrations", "Funnels", "Simulation", "OnrampClient", "EventLog", "IngestServer",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

@@ -13,7 +13,8 @@
 # compared (scripts/lib/projection_md5.sql) and must be equal, and the
 # cluster's rebuild must equal its incremental night. Last, every analytics
 # view, sql/examples query and Grafana panel's SQL runs on the coordinator
-# as the analysts' roles (a Swift test: the tests must be built).
+# as the analysts' roles, and three logins holding some apps read exactly
+# their apps' rows there (a Swift test: the tests must be built).
 
 # own_cluster NAME: the cluster started (if it was not) and a fresh database
 # NAME on it ($cluster_db), a folder for the run ($work); on exit, the servers
@@ -208,6 +209,7 @@ PY
     { grep -aE "✘|↳|^  |error" "$work/analyst.log" | head -40 >&2
       echo "citus check: the analysts' SQL failed on the cluster (the tests must be built: swift build --build-tests)" >&2; return 1; }
   echo "citus check: on the cluster, $(grep -aoE '[0-9]+ views, [0-9]+ examples, [0-9]+ panel queries' "$work/analyst.log") ran as the analysts' roles" >&2
+  echo "citus check: per-app access on the cluster (docs/access.md): $(grep -aoE 'access matrix: .*' "$work/analyst.log" | head -1)" >&2
 
   # An erasure on both (docs/privacy.md): two persons who signed in on two
   # devices, kept out afterwards; the tables equal after its run.
