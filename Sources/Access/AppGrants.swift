@@ -21,6 +21,7 @@ public struct AppGrant: Sendable, Equatable, Codable {
 /// Why an access change was refused, in words the operator can act on.
 public enum AccessError: Error, Equatable, CustomStringConvertible {
     case noSuchLogin(String)
+    case notALogin(String)
     case loginExists(String)
     case invalidLoginName(String)
     case holdsEveryApp(login: String, apps: [String])
@@ -30,6 +31,8 @@ public enum AccessError: Error, Equatable, CustomStringConvertible {
         switch self {
         case .noSuchLogin(let login):
             "no login named '\(login)' (make one with `onramp access create-login \(login) --app …`)"
+        case .notALogin(let login):
+            "'\(login)' cannot log in: grants are held by logins, and a member's grants are its own"
         case .loginExists(let login):
             "a role named '\(login)' exists already (grant it apps with `onramp access grant --login \(login) --app …`)"
         case .invalidLoginName(let login):
@@ -97,6 +100,7 @@ public enum AppGrants {
 
     /// Every grant, or one login's, by login then app (every app first).
     public static func list(_ c: Connection, login: String? = nil) throws -> [AppGrant] {
+        try clearStale(c)
         if let login { _ = try roleID(c, login) }
         let rows = try c.query(
             """
@@ -129,10 +133,48 @@ public enum AppGrants {
         }
     }
 
-    /// The role's OID, or `noSuchLogin`.
+    /// What the operator should know about `login`'s grants beside them:
+    /// that it reads every app whatever it is granted (the owner, a
+    /// superuser, an every-app grant), or that it may become a role that
+    /// holds more (on Citus, where a worker sees the role, that role's apps).
+    public static func notes(_ c: Connection, login: String) throws -> [String] {
+        let row = try c.query(
+            """
+            SELECT r.rolsuper, r.oid = (SELECT nspowner FROM pg_namespace WHERE nspname = 'analytics') AS owner,
+                   EXISTS (SELECT 1 FROM app_grants g WHERE g.login = r.oid AND g.login_name = r.rolname AND g.app IS NULL) AS every,
+                   coalesce((SELECT string_agg(m, ', ' ORDER BY m) FROM unnest(ARRAY['onramp_analyst', 'onramp_operator']) AS m
+                             WHERE r.rolname <> m AND pg_has_role(r.oid, m, 'MEMBER')), '') AS broader
+            FROM pg_roles r WHERE r.rolname = $1
+            """, [.text(login)]
+        ).first
+        guard let row else { return [] }
+        var notes: [String] = []
+        if try row.decode(Bool.self, "rolsuper") || row.decode(Bool.self, "owner") {
+            notes.append("'\(login)' owns the schema or is a superuser: it reads every app whatever it is granted")
+        } else if try row.decode(Bool.self, "every") {
+            notes.append("'\(login)' holds every app: its grants of single apps add nothing until the every-app grant is revoked")
+        }
+        let broader = try row.decode(String.self, "broader")
+        if !broader.isEmpty, try !row.decode(Bool.self, "every") {
+            notes.append(
+                "'\(login)' is a member of \(broader), which holds every app: on Citus it can SET ROLE to read them "
+                    + "(make logins with `onramp access create-login`)")
+        }
+        return notes
+    }
+
+    /// Clears the rows of roles dropped or renamed since their grant: a new
+    /// role under the old name must not hold them (docs/access.md).
+    static func clearStale(_ c: Connection) throws {
+        try c.query("DELETE FROM app_grants g WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.login AND r.rolname = g.login_name)")
+    }
+
+    /// The login's OID, or `noSuchLogin` (`notALogin` for a role that cannot log in).
     static func roleID(_ c: Connection, _ login: String) throws -> Int64 {
-        let found = try c.query("SELECT oid::int8 FROM pg_roles WHERE rolname = $1", [.text(login)])
+        try clearStale(c)
+        let found = try c.query("SELECT oid::int8, rolcanlogin FROM pg_roles WHERE rolname = $1", [.text(login)])
         guard let row = found.first else { throw AccessError.noSuchLogin(login) }
+        guard try row.decode(Bool.self, at: 1) else { throw AccessError.notALogin(login) }
         return try row.decode(Int64.self, at: 0)
     }
 }

@@ -239,12 +239,12 @@ public final class Connection: Sendable {
         }
     }
 
-    /// A password as the server stores it (SCRAM-SHA-256 by default), worked
-    /// out here by libpq, so the clear text never reaches the server, its
-    /// logs or `pg_stat_activity`.
+    /// A password as the server stores it, SCRAM-SHA-256, worked out here
+    /// by libpq, so the clear text never reaches the server, its logs or
+    /// `pg_stat_activity`.
     public func encryptedPassword(_ password: String, user: String) throws(PostgresError) -> String {
         try withHandle { (h: ConnectionHandle) throws(PostgresError) -> String in
-            guard let encrypted = PQencryptPasswordConn(h.raw, password, user, nil) else {
+            guard let encrypted = PQencryptPasswordConn(h.raw, password, user, "scram-sha-256") else {
                 throw PostgresError(.unexpectedResult, message: "libpq could not encrypt the password: \(Connection.lastError(h.raw))")
             }
             defer { PQfreemem(encrypted) }

@@ -32,12 +32,13 @@ struct AccessCommand: AsyncParsableCommand {
         @OptionGroup var apps: Apps
 
         func run() async throws {
-            let (added, unknown) = try await AccessCommand.withConnection(database) { c in
+            let (added, notes) = try await AccessCommand.withConnection(database) { c in
                 let added = try AppGrants.grant(c, login: login, apps.selection)
-                return (added, try AccessCommand.appsWithoutKey(c, apps.selection))
+                let unknown = try AccessCommand.appsWithoutKey(c, apps.selection)
+                return (added, (unknown.isEmpty ? [] : ["no write key names \(unknown.joined(separator: ", ")) yet"]) + (try AppGrants.notes(c, login: login)))
             }
             Console.info(added.isEmpty ? "'\(login)' held \(apps.words) already" : "'\(login)' may read \(apps.words)")
-            if !unknown.isEmpty { Console.info("note: no write key names \(unknown.joined(separator: ", ")) yet") }
+            for note in notes { Console.info("note: \(note)") }
         }
     }
 
@@ -48,8 +49,12 @@ struct AccessCommand: AsyncParsableCommand {
         @OptionGroup var apps: Apps
 
         func run() async throws {
-            try await AccessCommand.withConnection(database) { c in _ = try AppGrants.revoke(c, login: login, apps.selection) }
+            let notes = try await AccessCommand.withConnection(database) { c in
+                _ = try AppGrants.revoke(c, login: login, apps.selection)
+                return try AppGrants.notes(c, login: login)
+            }
             Console.info("'\(login)' may no longer read \(apps.words)")
+            for note in notes { Console.info("note: \(note)") }
         }
     }
 
@@ -94,14 +99,18 @@ struct AccessCommand: AsyncParsableCommand {
             Console.info("made login '\(name)'; it may read \(apps.words)")
         }
 
-        /// The first line of the file or of standard input, without its newline.
+        /// The first line of the file or of standard input, without its
+        /// newline; asked for without echo when standard input is a terminal.
         func readPassword() throws -> String {
             let text: String
             if let passwordFile {
-                guard let contents = try? String(contentsOfFile: passwordFile, encoding: .utf8) else {
-                    throw ValidationError("--password-file \(passwordFile): cannot be read as UTF-8 text")
+                do {
+                    text = try String(contentsOfFile: passwordFile, encoding: .utf8)
+                } catch {
+                    throw ValidationError("--password-file \(passwordFile): \(error.localizedDescription)")
                 }
-                text = contents
+            } else if isatty(STDIN_FILENO) == 1, let typed = getpass("password for \(name): ") {
+                text = String(cString: typed)
             } else {
                 text = String(decoding: FileHandle.standardInput.readDataToEndOfFile(), as: UTF8.self)
             }
@@ -122,11 +131,9 @@ struct AccessCommand: AsyncParsableCommand {
         return apps.filter { !names.contains($0) }
     }
 
+    /// Runs `body` on a connection to the database; a refusal (`AccessError`)
+    /// reaches the terminal as its sentence, without the usage text.
     static func withConnection<T: Sendable>(_ database: DatabaseOptions, _ body: @escaping @Sendable (Connection) throws -> T) async throws -> T {
-        do {
-            return try await ConnectionPool.using(url: try database.resolvedURL()) { pool in try await pool.withConnection(body) }
-        } catch let error as AccessError {
-            throw ValidationError(error.description)
-        }
+        try await ConnectionPool.using(url: try database.resolvedURL()) { pool in try await pool.withConnection(body) }
     }
 }

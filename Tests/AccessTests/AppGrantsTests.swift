@@ -26,7 +26,7 @@ struct AppGrantsTests {
             let row = try #require(role.first)
             #expect(try row.decode(Bool.self, "rolcanlogin") && row.decode(Bool.self, "analyst") && row.decode(Bool.self, "scram"))
             #expect(try row.decode(String.self, "settings")
-                == "default_transaction_read_only=on;search_path=analytics;statement_timeout=60s")
+                == "default_transaction_read_only=on;search_path=analytics;statement_timeout=1min")
             #expect(try AppGrants.list(c, login: name).map(\.app) == ["forma", "ops"])
             #expect(throws: AccessError.loginExists(name)) { try AppGrants.createLogin(c, name: name, password: "x", .every) }
             #expect(throws: AccessError.invalidLoginName("onramp_writer")) {
@@ -60,6 +60,22 @@ struct AppGrantsTests {
             try c.query("DROP ROLE \(login)")
             try c.query("CREATE ROLE \(login) LOGIN")
             #expect(try AppGrants.list(c, login: login).isEmpty)
+            // Nor does a role renamed keep them, nor a new role under its old name get them.
+            try AppGrants.grant(c, login: login, .apps(["ops"]))
+            try c.query("ALTER ROLE \(login) RENAME TO \(login)_2")
+            try c.query("CREATE ROLE \(login) LOGIN")
+            #expect(try AppGrants.list(c, login: login).isEmpty && AppGrants.list(c, login: "\(login)_2").isEmpty)
+            #expect(try c.query("SELECT count(*) FROM app_grants WHERE login_name IN ($1, $2)", [.text(login), .text("\(login)_2")]).scalar(Int.self) == 0)
+            // Grants are held by logins; one that may become an every-app role is told what that means on Citus.
+            try c.query("CREATE ROLE \(login)_group NOLOGIN")
+            #expect(throws: AccessError.notALogin("\(login)_group")) { try AppGrants.grant(c, login: "\(login)_group", .apps(["ops"])) }
+            try c.query("GRANT onramp_analyst TO \(login)")
+            try AppGrants.grant(c, login: login, .apps(["ops"]))
+            #expect(try AppGrants.notes(c, login: login).contains { $0.contains("member of onramp_analyst") })
+            try AppGrants.grant(c, login: login, .every)
+            #expect(try AppGrants.notes(c, login: login).contains { $0.contains("holds every app") })
+            try c.query("DROP ROLE \(login)_group")
+            try c.query("DROP ROLE \(login)_2")
             try c.query("DROP ROLE \(login)")
         }
         try await db.drop()

@@ -69,7 +69,7 @@ struct AnalystSQLOnDatabaseTests {
         await operatorPool.close()
     }
 
-    @Test("per-app access: three logins read exactly their apps' rows of every relation, the tables behind them too, and no bypass leaks",
+    @Test("per-app access: four logins (one app, two, none, every app) read exactly their apps' rows of every relation, the tables behind them too, and no bypass leaks",
           .enabled(if: url != nil, "ONRAMP_ANALYST_CHECK_URL names no database"))
     func accessMatrix() async throws {
         let owner = try Self.pool(as: "onramp")
@@ -77,13 +77,17 @@ struct AnalystSQLOnDatabaseTests {
         let apps = try await owner.query("SELECT DISTINCT app FROM events ORDER BY 1").rows.compactMap { $0.text(at: 0) }
         #expect(apps.count >= 3, "\(apps)")
         let tag = String(UUID().uuidString.prefix(8)).lowercased()
-        let plan: [(name: String, apps: [String])] = [("check_one_\(tag)", [apps[0]]), ("check_two_\(tag)", [apps[1], apps[2]]), ("check_none_\(tag)", [])]
+        let plan: [(name: String, apps: [String])] = [
+            ("check_one_\(tag)", [apps[0]]), ("check_two_\(tag)", [apps[1], apps[2]]), ("check_none_\(tag)", []), ("check_every_\(tag)", apps),
+        ]
         try await primary.withConnection { c in
-            for login in plan { try AppGrants.createLogin(c, name: login.name, password: "check", .apps(login.apps)) }
+            for login in plan {
+                try AppGrants.createLogin(c, name: login.name, password: "check", login.name.hasPrefix("check_every") ? .every : .apps(login.apps))
+            }
         }
         // On a replica: once the grants are replayed.
         for _ in 0..<100 {
-            if try await owner.query("SELECT count(*) FROM app_grants WHERE login_name LIKE $1", [.text("check_%_\(tag)")]).scalar(Int.self) == 3 { break }
+            if try await owner.query("SELECT count(*) FROM app_grants WHERE login_name LIKE $1", [.text("check_%_\(tag)")]).scalar(Int.self) == 4 { break }
             try await Task.sleep(for: .milliseconds(100))
         }
         var cells = 0

@@ -56,6 +56,10 @@ struct GrantedAppsTests {
         #expect(throws: ExploreError.unknownApp("x")) { try answer(one, "x") }
         #expect(try stores().count == 2)
         #expect(try answer(both, "x").storeRebuilt == false)
+        // An erasure in y starts y's store again, not x's: each store watches its own app's erasures.
+        try Connection.connect(db.url).query("INSERT INTO privacy_requests (kind, app, requested_by, id_hashes) VALUES ('erase', 'y', 't', '{}')")
+        #expect(try answer(both, "x").storeRebuilt == false)
+        #expect(try answer(both, "y").storeRebuilt == true)
         try await db.drop()
         try await ConnectionPool.using(url: db.adminURL) { admin in
             for login in [one, both] { try await admin.query("DROP ROLE \"\(login)\"") }

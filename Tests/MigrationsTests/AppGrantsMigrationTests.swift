@@ -26,7 +26,7 @@ struct AppGrantsMigrationTests {
             try c.query("CREATE ROLE \(outsider) LOGIN")
         }
         _ = try await pool.withConnection { c in try Migrator(files: files).migrate(c) }
-        try await pool.withConnection { c in try c.query("CREATE ROLE \(after) LOGIN IN ROLE onramp_analyst") }
+        _ = try await pool.withConnection { c in try c.query("CREATE ROLE \(after) LOGIN IN ROLE onramp_analyst") }
         let grants = try await pool.query(
             "SELECT r.rolname::text FROM app_grants g JOIN pg_roles r ON r.oid = g.login WHERE g.app IS NULL ORDER BY 1"
         ).rows.compactMap { $0.text(at: 0) }

@@ -2,9 +2,9 @@ import Access
 public import Foundation
 import LibPQ
 import LocalPostgres
-public import Simulation
+import Simulation
 
-/// `onramp-bench access` (BENCHMARKS.md, "Per-app access"): what the grants
+/// `onramp-bench access` (BENCHMARKS.md, "`onramp-bench access`"): what the grants
 /// cost a login. Over a generated history folded by `onramp report`, every
 /// sql/examples query and the explorer's first query (a fresh `onramp
 /// funnel`, its store read from the log) run interleaved as `onramp_analyst`

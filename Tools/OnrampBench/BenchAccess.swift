@@ -2,7 +2,7 @@ import ArgumentParser
 import Benchmarks
 import Foundation
 
-/// `onramp-bench access`: what per-app grants cost a login's queries (BENCHMARKS.md, "Per-app access").
+/// `onramp-bench access`: what per-app grants cost a login's queries (BENCHMARKS.md).
 struct BenchAccess: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "access",

@@ -13,7 +13,7 @@
 # compared (scripts/lib/projection_md5.sql) and must be equal, and the
 # cluster's rebuild must equal its incremental night. Last, every analytics
 # view, sql/examples query and Grafana panel's SQL runs on the coordinator
-# as the analysts' roles, and three logins holding some apps read exactly
+# as the analysts' roles, and four logins (some apps, none, every app) read exactly
 # their apps' rows there (a Swift test: the tests must be built).
 
 # own_cluster NAME: the cluster started (if it was not) and a fresh database

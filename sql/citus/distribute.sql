@@ -102,19 +102,23 @@ GRANT SELECT ON events, identity_links, funnel_persons, funnel_person_diagnostic
 -- security there makes the grant a security condition again, run before
 -- any of the query's own, for a query through a view and for one that
 -- reads the table. A worker's role OIDs are its own: it checks the grant by
--- the login's name. The owner, which runs the job, is exempt as the tables'
+-- the login's name (a role renamed, or dropped and made again under its
+-- name, until `onramp access` clears its rows, would hold the old one's
+-- grants there). The owner, which runs the job, is exempt as the tables'
 -- owner; the server and erasure read and write as before.
--- Read per row (Citus refuses a subquery in a policy), from the grants'
--- copy on the node (a reference table, hence the nested execution). Made
--- once: replacing a distributed function after this script's parallel
--- grants is refused.
+-- The apps granted to the role the node sees, or NULL for every app. Read
+-- per row (Citus refuses a subquery in a policy), from the grants' copy on
+-- the node (a reference table, hence the nested execution). Made once:
+-- replacing a distributed function after this script's parallel grants is
+-- refused.
 DO $$
 BEGIN
     IF to_regprocedure('public.onramp_role_apps()') IS NULL THEN
         CREATE FUNCTION onramp_role_apps() RETURNS text[]
         LANGUAGE sql STABLE SECURITY DEFINER
         SET search_path = pg_catalog, public, pg_temp SET citus.allow_nested_distributed_execution = on AS $f$
-            SELECT coalesce(array_agg(g.app), '{}') FROM app_grants g WHERE g.login_name = session_user AND g.app IS NOT NULL
+            SELECT CASE WHEN bool_or(g.app IS NULL) THEN NULL ELSE coalesce(array_agg(g.app), '{}') END
+            FROM app_grants g WHERE g.login_name = session_user
         $f$;
     END IF;
 END
@@ -128,13 +132,12 @@ BEGIN
     END IF;
     FOREACH t IN ARRAY ARRAY['events', 'identity_links', 'funnel_persons', 'funnel_person_diagnostics', 'funnel_person_retention'] LOOP
         EXECUTE format('ALTER TABLE %I ENABLE ROW LEVEL SECURITY', t);
-        -- The roles that hold every app, and their members, read every row.
-        IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'public' AND tablename = t AND policyname = 'every_app') THEN
-            EXECUTE format('CREATE POLICY every_app ON %I FOR SELECT TO onramp_analyst, onramp_operator USING (true)', t);
-        END IF;
-        -- A login holding some apps (a member of onramp_reader): its apps' rows alone.
+        -- The analysts' roles and their members: the rows of the apps granted
+        -- to the role the worker sees (every row for an every-app grant).
         IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'public' AND tablename = t AND policyname = 'granted_apps') THEN
-            EXECUTE format('CREATE POLICY granted_apps ON %I FOR SELECT TO onramp_reader USING (app = ANY (onramp_role_apps()))', t);
+            EXECUTE format(
+                'CREATE POLICY granted_apps ON %I FOR SELECT TO onramp_analyst, onramp_operator, onramp_reader '
+                'USING (app = ANY (coalesce(onramp_role_apps(), ARRAY[app])))', t);
         END IF;
         IF NOT EXISTS (SELECT 1 FROM pg_policies WHERE schemaname = 'public' AND tablename = t AND policyname = 'server_and_erasure') THEN
             EXECUTE format('CREATE POLICY server_and_erasure ON %I TO onramp_writer, onramp_privacy USING (true) WITH CHECK (true)', t);

@@ -29,15 +29,17 @@ CREATE FUNCTION onramp_reads_every_app() RETURNS boolean
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT r.rolsuper
         OR r.oid = (SELECT n.nspowner FROM pg_namespace n WHERE n.nspname = 'analytics')
-        OR EXISTS (SELECT 1 FROM app_grants g WHERE g.login = r.oid AND g.app IS NULL)
+        OR EXISTS (SELECT 1 FROM app_grants g WHERE g.login = r.oid AND g.login_name = r.rolname AND g.app IS NULL)
     FROM pg_roles r WHERE r.rolname = session_user
 $$;
 
--- The apps the session's login is granted one by one.
+-- The apps the session's login is granted one by one. A grant holds for
+-- the role it was given to under the name it had: a role renamed, or dropped
+-- and made again, holds none (`onramp access` clears such rows).
 CREATE FUNCTION onramp_granted_apps() RETURNS text[]
 LANGUAGE sql STABLE SECURITY DEFINER SET search_path = pg_catalog, public, pg_temp AS $$
     SELECT coalesce(array_agg(g.app ORDER BY g.app), '{}')
-    FROM app_grants g JOIN pg_roles r ON r.oid = g.login
+    FROM app_grants g JOIN pg_roles r ON r.oid = g.login AND r.rolname = g.login_name
     WHERE r.rolname = session_user AND g.app IS NOT NULL
 $$;
 
@@ -69,6 +71,11 @@ GRANT USAGE ON SCHEMA analytics TO onramp_reader;
 -- The views as they were, out of the analysts' reach.
 CREATE SCHEMA analytics_internal;
 
+-- Erasures per app: what a reader of one app's events (the explorer's
+-- store) watches to know its copy still matches the log.
+CREATE VIEW analytics.app_erasures AS
+SELECT app, count(*) AS erasures FROM privacy_requests WHERE kind = 'erase' GROUP BY app;
+
 DO $$
 DECLARE
     v name;
@@ -96,22 +103,26 @@ GRANT SELECT ON analytics.log_erasures TO onramp_reader;
 
 -- `onramp access create-login`: a member of onramp_reader with
 -- onramp_analyst's role settings (read-only, statement timeout, search
--- path), which members would not inherit. The name is quoted here (format's %I); the password comes
--- already encrypted by the client. It starts with no grant. Rows left by a
--- dropped role are cleared on the way.
+-- path), which members would not inherit. The name is quoted here
+-- (format's %I); the password comes already encrypted by the client. It
+-- starts with no grant. Rows left by a role dropped or renamed are cleared
+-- on the way.
 CREATE FUNCTION onramp_create_login(login text, encrypted_password text) RETURNS oid
 LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     setting text;
 BEGIN
+    DELETE FROM public.app_grants g WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.login AND r.rolname = g.login_name);
     EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE onramp_reader', login, encrypted_password);
+    -- Each setting as PostgreSQL holds it (a list such as a search path
+    -- stays a list): set here, then stored FROM CURRENT.
     FOR setting IN
         SELECT unnest(s.setconfig) FROM pg_db_role_setting s
         WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = 'onramp_analyst') AND s.setdatabase = 0
     LOOP
-        EXECUTE format('ALTER ROLE %I SET %I = %L', login, split_part(setting, '=', 1), substr(setting, strpos(setting, '=') + 1));
+        PERFORM set_config(split_part(setting, '=', 1), substr(setting, strpos(setting, '=') + 1), true);
+        EXECUTE format('ALTER ROLE %I SET %I FROM CURRENT', login, split_part(setting, '=', 1));
     END LOOP;
-    DELETE FROM app_grants g WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.login);
     RETURN (SELECT oid FROM pg_roles WHERE rolname = login);
 END
 $$;

@@ -77,10 +77,14 @@ struct ColumnStore {
     }
 
     /// The log the store was read from: its database, and how many erasures
-    /// it has had. After one, the store holds events the log no longer has,
-    /// and is cleared and read again (docs/privacy.md).
-    static func logIdentity(_ c: Connection) throws -> String {
-        let erasures = try c.query("SELECT erasures FROM analytics.log_erasures").scalar(Int.self)
+    /// the app has had. After one, the store holds events the log no longer
+    /// has, and is cleared and read again (docs/privacy.md). The app's own
+    /// count: a total over the login's apps could come back to its old value
+    /// when a grant is revoked.
+    static func logIdentity(_ c: Connection, app: String) throws -> String {
+        let erasures = try c.query(
+            "SELECT coalesce(sum(erasures), 0)::int8 FROM analytics.app_erasures WHERE app = $1", [.text(app)]
+        ).scalar(Int.self)
         return try databaseIdentity(c) + "/erasures \(erasures)"
     }
 
@@ -103,7 +107,7 @@ struct ColumnStore {
         _ c: Connection, paths wanted: Set<String>, keeping: Set<String> = [], deadline: Deadline? = nil, _ body: (Stored) throws -> T
     ) throws -> (T, Refresh) {
         let started = Date()
-        let database = try Self.logIdentity(c)
+        let database = try Self.logIdentity(c, app: app)
         // On a replica, the snapshot names no running transaction: its pending ones are found from the rows.
         let current = try c.query("SELECT pg_is_in_recovery()").scalar(Bool.self)
             ? try Checkpoint.unseen(c, app: app) : try Checkpoint.settled(c, layout: try EventLogLayout.read(c))
