@@ -26,7 +26,7 @@ struct AppGrantsTests {
             let row = try #require(role.first)
             #expect(try row.decode(Bool.self, "rolcanlogin") && row.decode(Bool.self, "analyst") && row.decode(Bool.self, "scram"))
             #expect(try row.decode(String.self, "settings")
-                == "default_transaction_read_only=on;search_path=analytics;statement_timeout=1min")
+                == "default_transaction_read_only=on;search_path=analytics;statement_timeout=60s")
             #expect(try AppGrants.list(c, login: name).map(\.app) == ["forma", "ops"])
             #expect(throws: AccessError.loginExists(name)) { try AppGrants.createLogin(c, name: name, password: "x", .every) }
             #expect(throws: AccessError.invalidLoginName("onramp_writer")) {

@@ -110,18 +110,23 @@ GRANT SELECT ON analytics.log_erasures TO onramp_reader;
 CREATE FUNCTION onramp_create_login(login text, encrypted_password text) RETURNS oid
 LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
-    setting text;
+    name text;
+    value text;
 BEGIN
     DELETE FROM public.app_grants g WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.login AND r.rolname = g.login_name);
     EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE onramp_reader', login, encrypted_password);
-    -- Each setting as PostgreSQL holds it (a list such as a search path
-    -- stays a list): set here, then stored FROM CURRENT.
-    FOR setting IN
-        SELECT unnest(s.setconfig) FROM pg_db_role_setting s
+    -- Each setting as PostgreSQL holds it, a list (a search path) given
+    -- element by element. (Not `FROM CURRENT`, which Citus cannot pass on
+    -- to its workers.)
+    FOR name, value IN
+        SELECT split_part(c, '=', 1), substr(c, strpos(c, '=') + 1)
+        FROM pg_db_role_setting s, unnest(s.setconfig) AS c
         WHERE s.setrole = (SELECT oid FROM pg_roles WHERE rolname = 'onramp_analyst') AND s.setdatabase = 0
     LOOP
-        PERFORM set_config(split_part(setting, '=', 1), substr(setting, strpos(setting, '=') + 1), true);
-        EXECUTE format('ALTER ROLE %I SET %I FROM CURRENT', login, split_part(setting, '=', 1));
+        EXECUTE format('ALTER ROLE %I SET %I = %s', login, name,
+            CASE WHEN lower(name) IN ('search_path', 'temp_tablespaces', 'datestyle', 'session_preload_libraries', 'local_preload_libraries')
+                 THEN (SELECT string_agg(quote_literal(trim(both ' "' FROM x)), ', ') FROM unnest(string_to_array(value, ',')) AS x)
+                 ELSE quote_literal(value) END);
     END LOOP;
     RETURN (SELECT oid FROM pg_roles WHERE rolname = login);
 END
