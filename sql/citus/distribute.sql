@@ -106,16 +106,21 @@ GRANT SELECT ON events, identity_links, funnel_persons, funnel_person_diagnostic
 -- name, until `onramp access` clears its rows, would hold the old one's
 -- grants there). The owner, which runs the job, is exempt as the tables'
 -- owner; the server and erasure read and write as before.
--- The apps granted to the role the node sees, or NULL for every app. Read
--- per row (Citus refuses a subquery in a policy), from the grants' copy on
--- the node (a reference table, hence the nested execution). Made once:
--- replacing a distributed function after this script's parallel grants is
--- refused.
+-- The apps granted to the role the node sees, or NULL for every app, from
+-- the grants' copy on the node (a reference table, hence the nested
+-- execution). Citus refuses a subquery in a policy, and a stable function
+-- there is called per row: 45 µs a row, 40 times the scan (measured). So it
+-- is declared immutable, which it is not: PostgreSQL works it out once
+-- when it plans a shard's query, and the plan holds the apps as they were
+-- then. Each statement is planned afresh, but for a prepared statement,
+-- whose plan keeps a revoked app until it is prepared again
+-- (docs/access.md). Made once: replacing a distributed function after this
+-- script's parallel grants is refused.
 DO $$
 BEGIN
     IF to_regprocedure('public.onramp_role_apps()') IS NULL THEN
         CREATE FUNCTION onramp_role_apps() RETURNS text[]
-        LANGUAGE sql STABLE SECURITY DEFINER
+        LANGUAGE sql IMMUTABLE SECURITY DEFINER
         SET search_path = pg_catalog, public, pg_temp SET citus.allow_nested_distributed_execution = on AS $f$
             SELECT CASE WHEN bool_or(g.app IS NULL) THEN NULL ELSE coalesce(array_agg(g.app), '{}') END
             FROM app_grants g WHERE g.login_name = session_user
