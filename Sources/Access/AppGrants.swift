@@ -100,8 +100,7 @@ public enum AppGrants {
 
     /// Every grant, or one login's, by login then app (every app first).
     public static func list(_ c: Connection, login: String? = nil) throws -> [AppGrant] {
-        try clearStale(c)
-        if let login { _ = try roleID(c, login) }
+        if let login { _ = try roleID(c, login) } else { try clearStale(c) }
         let rows = try c.query(
             """
             SELECT r.rolname::text AS login, g.app, g.granted_at, g.granted_by

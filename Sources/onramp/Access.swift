@@ -21,41 +21,51 @@ struct AccessCommand: AsyncParsableCommand {
             if app.contains(where: \.isEmpty) { throw ValidationError("--app must not be empty") }
         }
 
-        var selection: AppSelection { allApps ? .every : .apps(Array(Set(app)).sorted()) }
-        var words: String { allApps ? "every app" : Array(Set(app)).sorted().joined(separator: ", ") }
+        private var named: [String] { Array(Set(app)).sorted() }
+        var selection: AppSelection { allApps ? .every : .apps(named) }
+        var words: String { allApps ? "every app" : named.joined(separator: ", ") }
+    }
+
+    /// What `grant` and `revoke` change: a login's apps, in a database.
+    struct Change: ParsableArguments {
+        @OptionGroup var database: DatabaseOptions
+        @Option(help: "The login (a PostgreSQL role).") var login: String
+        @OptionGroup var apps: Apps
     }
 
     struct Grant: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "grant", abstract: "Let a login read apps (from its next statement).")
-        @OptionGroup var database: DatabaseOptions
-        @Option(help: "The login (a PostgreSQL role).") var login: String
-        @OptionGroup var apps: Apps
+        @OptionGroup var change: Change
 
         func run() async throws {
-            let (added, notes) = try await AccessCommand.withConnection(database) { c in
+            let (login, apps) = (change.login, change.apps)
+            let (added, notes) = try await AccessCommand.withConnection(change.database) { c in
                 let added = try AppGrants.grant(c, login: login, apps.selection)
                 let unknown = try AccessCommand.appsWithoutKey(c, apps.selection)
                 return (added, (unknown.isEmpty ? [] : ["no write key names \(unknown.joined(separator: ", ")) yet"]) + (try AppGrants.notes(c, login: login)))
             }
-            Console.info(added.isEmpty ? "'\(login)' held \(apps.words) already" : "'\(login)' may read \(apps.words)")
-            for note in notes { Console.info("note: \(note)") }
+            AccessCommand.say(added.isEmpty ? "'\(login)' held \(apps.words) already" : "'\(login)' may read \(apps.words)", notes: notes)
         }
     }
 
     struct Revoke: AsyncParsableCommand {
         static let configuration = CommandConfiguration(commandName: "revoke", abstract: "Take apps from a login (from its next statement).")
-        @OptionGroup var database: DatabaseOptions
-        @Option(help: "The login (a PostgreSQL role).") var login: String
-        @OptionGroup var apps: Apps
+        @OptionGroup var change: Change
 
         func run() async throws {
-            let notes = try await AccessCommand.withConnection(database) { c in
+            let (login, apps) = (change.login, change.apps)
+            let notes = try await AccessCommand.withConnection(change.database) { c in
                 _ = try AppGrants.revoke(c, login: login, apps.selection)
                 return try AppGrants.notes(c, login: login)
             }
-            Console.info("'\(login)' may no longer read \(apps.words)")
-            for note in notes { Console.info("note: \(note)") }
+            AccessCommand.say("'\(login)' may no longer read \(apps.words)", notes: notes)
         }
+    }
+
+    /// What was done, then what the operator should know about the login's grants.
+    static func say(_ done: String, notes: [String]) {
+        Console.info(done)
+        for note in notes { Console.info("note: \(note)") }
     }
 
     struct List: AsyncParsableCommand {

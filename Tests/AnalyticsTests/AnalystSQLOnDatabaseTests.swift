@@ -1,6 +1,7 @@
 import Access
 import Foundation
 import LibPQ
+import LocalPostgres
 import Testing
 
 /// What the analysts run — every `analytics` view, every sql/examples query
@@ -18,10 +19,8 @@ struct AnalystSQLOnDatabaseTests {
     static let primaryURL = ProcessInfo.processInfo.environment["ONRAMP_ANALYST_CHECK_PRIMARY_URL"] ?? url
 
     static func pool(as role: String) throws -> ConnectionPool {
-        guard let url, var components = URLComponents(string: url) else { throw PostgresError(.connectionFailed, message: "no URL") }
-        components.user = role
-        components.password = nil
-        return ConnectionPool(url: components.string ?? url, maxConnections: 1)
+        guard let url else { throw PostgresError(.connectionFailed, message: "no URL") }
+        return ConnectionPool(url: try TestDatabase.url(url, as: role), maxConnections: 1)
     }
 
     @Test("every view, example and panel runs as its role, and the funnel views have rows",

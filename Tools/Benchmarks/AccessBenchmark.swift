@@ -80,17 +80,15 @@ public struct AccessBenchmark: Sendable {
         defer {
             for login in [fourApps] + apps.map({ "bench_\($0)_\(tag)" }) { _ = try? owner.query("DROP ROLE \"\(login)\"") }
         }
-        func url(_ login: String) throws -> String {
-            guard var components = URLComponents(string: database.url) else { throw BenchError("not a URL: \(database.url)") }
-            components.user = login
-            components.password = nil
-            return components.string ?? database.url
-        }
+        func url(_ login: String) throws -> String { try TestDatabase.url(database.url, as: login) }
         let connections = try Dictionary(uniqueKeysWithValues: (["onramp_analyst", fourApps] + apps.map { "bench_\($0)_\(tag)" }).map {
             ($0, try Connection.connect(try url($0)))
         })
-        let files = try FileManager.default.contentsOfDirectory(atPath: examples.path).filter { $0.hasSuffix(".sql") }.sorted()
-            .filter { !(try String(contentsOf: examples.appendingPathComponent($0), encoding: .utf8)).hasPrefix("-- role: onramp_operator") }
+        // Each example's text, read once; the operator's is not the analysts'.
+        let texts = try Dictionary(uniqueKeysWithValues: FileManager.default.contentsOfDirectory(atPath: examples.path)
+            .filter { $0.hasSuffix(".sql") }.map { ($0, try String(contentsOf: examples.appendingPathComponent($0), encoding: .utf8)) })
+            .filter { !$0.value.hasPrefix("-- role: onramp_operator") }
+        let files = texts.keys.sorted()
         // The explorer's first query, a fresh process and a fresh store each time.
         let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-access-bench-\(UUID().uuidString)")
         defer { try? FileManager.default.removeItem(at: scratch) }
@@ -118,21 +116,16 @@ public struct AccessBenchmark: Sendable {
                     if query.hasPrefix("explorer") {
                         seconds = try explore(as: role)
                     } else {
-                        let sql = try String(contentsOf: examples.appendingPathComponent(query), encoding: .utf8)
                         let started = ContinuousClock.now
-                        try connections[role]?.query(sql)
-                        let elapsed = ContinuousClock.now - started
-                        seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+                        try connections[role]?.query(texts[query] ?? "")
+                        seconds = (ContinuousClock.now - started).seconds
                     }
                     let key = role == "onramp_analyst" ? "analyst" : role == fourApps ? "four" : "one"
                     samples[query, default: [:]][key, default: []].append(seconds)
                 }
             }
         }
-        func median(_ values: [Double]) -> Double {
-            let sorted = values.sorted()
-            return sorted.isEmpty ? 0 : sorted[sorted.count / 2]
-        }
+        let median = ReportBenchmark.median
         let timings = queries.map { query in
             let s = samples[query] ?? [:]
             return Timing(

@@ -38,6 +38,12 @@ public struct TestDatabase: Sendable {
     /// This database's URL as `user` logs in (the roles `onramp migrate` makes:
     /// `onramp_analyst`, `onramp_operator`), without a password.
     public func url(as user: String) throws -> String {
+        try Self.url(url, as: user)
+    }
+
+    /// `url` with `user` logging in, without a password: how the tests and
+    /// benchmarks reach one database as each of its roles and logins.
+    public static func url(_ url: String, as user: String) throws -> String {
         guard var components = URLComponents(string: url) else { throw PostgresError(.connectionFailed, message: "not a URL: \(url)") }
         components.user = user
         components.password = nil

@@ -105,15 +105,14 @@ GRANT SELECT ON analytics.log_erasures TO onramp_reader;
 -- onramp_analyst's role settings (read-only, statement timeout, search
 -- path), which members would not inherit. The name is quoted here
 -- (format's %I); the password comes already encrypted by the client. It
--- starts with no grant. Rows left by a role dropped or renamed are cleared
--- on the way.
+-- starts with no grant (rows a role dropped or renamed left under its name
+-- hold nothing: they name another OID, and `onramp access` clears them).
 CREATE FUNCTION onramp_create_login(login text, encrypted_password text) RETURNS oid
 LANGUAGE plpgsql SET search_path = pg_catalog, public, pg_temp AS $$
 DECLARE
     name text;
     value text;
 BEGIN
-    DELETE FROM public.app_grants g WHERE NOT EXISTS (SELECT 1 FROM pg_roles r WHERE r.oid = g.login AND r.rolname = g.login_name);
     EXECUTE format('CREATE ROLE %I LOGIN PASSWORD %L IN ROLE onramp_reader', login, encrypted_password);
     -- Each setting as PostgreSQL holds it, a list (a search path) given
     -- element by element. (Not `FROM CURRENT`, which Citus cannot pass on
