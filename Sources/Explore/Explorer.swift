@@ -97,11 +97,13 @@ public struct Explorer: Sendable {
                 ((counted, cached), refresh) = try count()
             }
             let (report, seconds) = counted.report(query)
-            return FunnelAnswer(
+            var answer = FunnelAnswer(
                 report: report, secondsToComplete: seconds,
                 histogram: TimeHistogram.bins(seconds, windowSeconds: query.funnel.windowSeconds),
                 events: refresh.events, newEvents: refresh.newEvents, storeRebuilt: refresh.rebuilt, reusedAnswer: cached,
                 refreshSeconds: refresh.seconds, evaluateSeconds: evaluateSeconds)
+            answer.analysisDays = Dictionary(zip(query.analyses.map(\.id), counted.analyses)) { first, _ in first }
+            return answer
         }
     }
 }

@@ -90,4 +90,11 @@ public struct FunnelAnswer: Sendable {
     public var reusedAnswer: Bool
     public var refreshSeconds: Double
     public var evaluateSeconds: Double
+    /// What each analysis asked counted, by cohort day, by the analysis's id.
+    public var analysisDays: [AnalysisID: [String: any DayCounts]] = [:]
+
+    /// What `analysis` (one the query asked) counted, by cohort day.
+    public func days<Analysis: FunnelAnalysis>(of analysis: Analysis) -> [String: Analysis.Counts] {
+        (analysisDays[analysis.id] ?? [:]).compactMapValues { $0 as? Analysis.Counts }
+    }
 }

@@ -43,13 +43,17 @@ struct QueryEvaluation {
 
     func run() throws -> Counted {
         let relevant = relevantNames()
-        let persons = try personOfEvents()
+        let (persons, personOfId) = try personOfEvents()
         let personCount = snapshot.idCount + 1
-        let (order, starts) = query.funnel.aggregateBy == .group ? groupTimelines(persons) : personTimelines(persons)
+        let groups = query.funnel.aggregateBy == .group
+        let (order, starts) = groups ? groupTimelines(persons) : personTimelines(persons)
         let owners = (0..<personCount).filter { starts[$0 + 1] > starts[$0] }
+        let units = query.analyses.contains(where: \.listsPersons)
+            ? Units(ids: try snapshot.ids(), columns: snapshot.columns, personOfId: personOfId, groups: groups) : nil
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, owners.count / 256 + 1))
-        let context = Context(query: query, snapshot: snapshot, order: order, starts: starts, relevant: relevant, deadline: deadline)
+        let context = Context(
+            query: query, snapshot: snapshot, order: order, starts: starts, relevant: relevant, units: units, deadline: deadline)
         let lanes = Background(threads: workers)
         defer { lanes.shutdown() }
         let parts = (0..<workers).map { worker in
@@ -148,7 +152,8 @@ struct QueryEvaluation {
     /// `IdentityLink.isPreferred`), and an event's id (its user, else its
     /// anonymous id) is followed link by link to an id with none; in a loop
     /// of links, the one seen last is not followed.
-    private func personOfEvents() throws -> [UInt32] {
+    /// Also returns each id's person (by id number; 0 for none).
+    private func personOfEvents() throws -> (events: [UInt32], ids: [UInt32]) {
         let columns = snapshot.columns
         var ids: StringTable?
         func text(_ id: UInt32) throws -> String {
@@ -213,7 +218,49 @@ struct QueryEvaluation {
             let id = columns.user[index] != 0 ? columns.user[index] : columns.anonymous[index]
             persons[index] = id != 0 ? person[Int(id)] : 0
         }
-        return persons
+        return (persons, person)
+    }
+
+    /// Who each person (or group) is, by number, for analyses that list
+    /// persons: their id, and every id merged into them (an id seen as a
+    /// user, anonymous or previous id whose links lead to them).
+    struct Units: Sendable {
+        let ids: StringTable
+        let groups: Bool
+        /// Person `p`'s other ids are `members[starts[p]..<starts[p + 1]]`.
+        let starts: [Int32]
+        let members: [UInt32]
+
+        init(ids: StringTable, columns: EventColumns, personOfId: [UInt32], groups: Bool) {
+            self.ids = ids
+            self.groups = groups
+            let size = personOfId.count
+            var seen = [Bool](repeating: false, count: size)
+            for index in 0..<columns.count {
+                for id in [columns.user[index], columns.anonymous[index], columns.previous[index]] where Int(id) < size { seen[Int(id)] = true }
+            }
+            var starts = [Int32](repeating: 0, count: size + 1)
+            for id in 1..<max(1, size) where seen[id] && Int(personOfId[id]) != id && Int(personOfId[id]) < size {
+                starts[Int(personOfId[id]) + 1] += 1
+            }
+            for person in 0..<size { starts[person + 1] += starts[person] }
+            var members = [UInt32](repeating: 0, count: Int(starts[size]))
+            var next = starts
+            for id in 1..<max(1, size) where seen[id] && Int(personOfId[id]) != id && Int(personOfId[id]) < size {
+                let person = Int(personOfId[id])
+                members[Int(next[person])] = UInt32(id)
+                next[person] += 1
+            }
+            self.starts = starts
+            self.members = members
+        }
+
+        func unit(_ number: Int) -> CountedUnit {
+            let id = ids.string(UInt32(number)) ?? ""
+            guard !groups, number + 1 < starts.count else { return CountedUnit(id: id, ids: [id]) }
+            let others = members[Int(starts[number])..<Int(starts[number + 1])].compactMap { ids.string($0) }
+            return CountedUnit(id: id, ids: [id] + others.sorted { $0.utf8.lexicographicallyPrecedes($1.utf8) })
+        }
     }
 
     /// What a worker reads: the columns and the persons' events in `order`.
@@ -224,6 +271,8 @@ struct QueryEvaluation {
         let starts: [Int32]
         /// `relevantNames()`: nil when every event goes to the engine.
         let relevant: [UInt8]?
+        /// Who the persons are, when an analysis lists them.
+        let units: Units?
         let deadline: Deadline?
 
         func count(_ persons: ArraySlice<Int>) throws -> Counted {
@@ -291,7 +340,9 @@ struct QueryEvaluation {
                 if counted.days[day] == nil { counted.days[day] = FunnelTally(funnel: funnel) }
                 counted.days[day]?.add(outcome, shape: shape, cohortDay: day, timeZone: zone)
                 for (index, analysis) in analyses.enumerated() {
-                    analysis.count(outcome, in: funnel, events: events, into: &counted.analyses[index][day])
+                    analysis.count(
+                        outcome, of: { units?.unit(person) ?? CountedUnit(id: "", ids: []) }, in: funnel, events: events,
+                        into: &counted.analyses[index][day])
                 }
             }
             // Each day's times sorted here, on the workers: merging and storing them then meets sorted runs.

@@ -91,9 +91,5 @@ struct CSVRenderer {
         return "\(value)"
     }
 
-    /// RFC 4180 quoting when a field needs it.
-    private func quote(_ field: String) -> String {
-        guard field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
-        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
-    }
+    private func quote(_ field: String) -> String { Formatting.csvField(field) }
 }

@@ -52,11 +52,11 @@ public enum EventCatalogText {
         for l in labels {
             rows.append([
                 l.label, "\(l.events)", String(format: "%.1f", Double(l.personDays) / Double(max(1, l.days))),
-                time(l.firstSeen), time(l.lastSeen),
+                Formatting.minute(l.firstSeen), Formatting.minute(l.lastSeen),
                 shares(l.versions, total: l.events), shares(l.platforms, total: l.events),
             ])
         }
-        out += layout(rows, right: [1, 2])
+        out += Formatting.columns(rows, right: [1, 2])
         if !counts.paths.isEmpty {
             let totals = counts.totals.reduce(into: [String: Int]()) { $0[$1.type + "\u{1F}" + $1.event + "\u{1F}" + $1.version, default: 0] += $1.events }
             var rows: [[String]] = [["label", "version", "property", "type", "events", "share"]]
@@ -67,27 +67,11 @@ public enum EventCatalogText {
                     total == 0 ? "—" : Formatting.percent(Double(p.events) / Double(total)),
                 ])
             }
-            out += "\nproperties\n" + layout(rows, right: [4, 5])
+            out += "\nproperties\n" + Formatting.columns(rows, right: [4, 5])
         }
         return out
     }
 
-    /// `2026-11-28 20:18` (UTC).
-    static func time(_ microseconds: Int64) -> String {
-        let seconds = ((microseconds / 1_000_000) % 86_400 + 86_400) % 86_400
-        return CohortCalendar.day(of: microseconds, in: TimeZone(identifier: "UTC") ?? .gmt)
-            + String(format: " %02d:%02d", seconds / 3600, seconds % 3600 / 60)
-    }
-
-    /// Columns padded to their widest cell, `right` ones aligned right.
-    private static func layout(_ rows: [[String]], right: Set<Int>) -> String {
-        var widths = [Int](repeating: 0, count: rows.first?.count ?? 0)
-        for row in rows { for (i, cell) in row.enumerated() { widths[i] = max(widths[i], cell.count) } }
-        return rows.map { row in
-            row.enumerated().map { i, cell in Formatting.pad(cell, widths[i], right: right.contains(i)) }.joined(separator: "  ")
-                .trimmingCharacters(in: .whitespaces) + "\n"
-        }.joined()
-    }
 
     public static func json(app: String, counts: EventCatalogCounts) -> String {
         let paths = Dictionary(grouping: counts.paths) { EventCatalogCounts.label(type: $0.type, event: $0.event) }
@@ -96,7 +80,7 @@ public enum EventCatalogText {
             ("labels", .array(labels(counts).map { l in
                 .object([
                     ("label", .string(l.label)), ("events", .number(Double(l.events))), ("person_days", .number(Double(l.personDays))),
-                    ("first_seen", .string(time(l.firstSeen))), ("last_seen", .string(time(l.lastSeen))),
+                    ("first_seen", .string(Formatting.minute(l.firstSeen))), ("last_seen", .string(Formatting.minute(l.lastSeen))),
                     ("versions", .object(l.versions.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) })),
                     ("platforms", .object(l.platforms.sorted { $0.key < $1.key }.map { ($0.key, .number(Double($0.value))) })),
                     ("properties", .array((paths[l.label] ?? []).map { p in

@@ -51,4 +51,37 @@ enum Formatting {
         let fill = String(repeating: " ", count: width - count)
         return right ? fill + s : s + fill
     }
+
+    /// `2026-11-28 20:18` (UTC): a time a person reads in a table.
+    static func minute(_ microseconds: Int64) -> String {
+        let seconds = ((microseconds / 1_000_000) % 86_400 + 86_400) % 86_400
+        return CohortCalendar.day(of: microseconds, in: TimeZone(identifier: "UTC") ?? .gmt)
+            + String(format: " %02d:%02d", seconds / 3600, seconds % 3600 / 60)
+    }
+
+    /// `2026-11-21T10:00:01.234567Z` (UTC; no fraction when whole): a time a tool reads, in CSV and JSON.
+    static func instant(_ microseconds: Int64) -> String {
+        let (days, rem) = microseconds.quotientAndRemainder(dividingBy: 86_400_000_000)
+        let (day, us) = rem < 0 ? (days - 1, rem + 86_400_000_000) : (days, rem)
+        let seconds = us / 1_000_000, fraction = us % 1_000_000
+        return CohortCalendar.text(ofDay: day)
+            + String(format: "T%02lld:%02lld:%02lld", seconds / 3600, seconds / 60 % 60, seconds % 60)
+            + (fraction == 0 ? "" : String(format: ".%06lld", fraction)) + "Z"
+    }
+
+    /// Columns padded to their widest cell, `right` ones aligned right.
+    static func columns(_ rows: [[String]], right: Set<Int> = []) -> String {
+        var widths = [Int](repeating: 0, count: rows.first?.count ?? 0)
+        for row in rows { for (i, cell) in row.enumerated() where i < widths.count { widths[i] = max(widths[i], cell.count) } }
+        return rows.map { row in
+            row.enumerated().map { i, cell in pad(cell, i < widths.count ? widths[i] : 0, right: right.contains(i)) }.joined(separator: "  ")
+                .trimmingCharacters(in: .whitespaces) + "\n"
+        }.joined()
+    }
+
+    /// A CSV field, RFC 4180 quoted when it needs to be.
+    static func csvField(_ field: String) -> String {
+        guard field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
+        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
 }

@@ -46,6 +46,8 @@ struct FunnelCommand: ParsableCommand {
 
     @OptionGroup var range: RangeOptions
 
+    @OptionGroup var list: PersonsOptions
+
     @Option(name: .customLong("as-of"), help: "The clock windows are judged at, e.g. '2026-11-28 12:00:00+00' (default: now).")
     var asOf: String?
 
@@ -70,7 +72,7 @@ struct FunnelCommand: ParsableCommand {
     static let formats = ["table", "markdown", "csv", "json", "html"]
 
     func validate() throws {
-        try range.check(formats: Self.formats)
+        if list.persons != nil { _ = try list.format(range.format) } else { try range.check(formats: Self.formats) }
         if let asOf, Timestamps.parse(asOf) == nil {
             throw ValidationError("--as-of must be a time such as '2026-11-28 12:00:00+00' (got '\(asOf)')")
         }
@@ -92,9 +94,12 @@ struct FunnelCommand: ParsableCommand {
         let (from, to) = (range.from, range.to)
         let zone = range.timeZone ?? configured.app(named: funnel.app)?.timeZone ?? configured.reportTimeZone ?? "UTC"
         let now = asOf.flatMap(Timestamps.parse) ?? Timestamps.microseconds(Date())
+        let cell = try list.cell(in: funnel)
         var query = FunnelQuery(funnel: funnel, timeZone: zone, now: now, from: from, to: to)
         query.diagnostics = diagnostics
         query.retention = retention
+        let listing = cell.map { PersonListAnalysis(cell: $0, funnel: funnel) }
+        if let listing { query.analyses.append(listing) }
         let explorer = Explorer(
             cacheRoot: cache.map { URL(fileURLWithPath: $0) } ?? Explorer.defaultCacheRoot, timeoutSeconds: timeout, reuseAnswers: !recount)
         let connection = try Connection.connect(try database.resolvedURL())
@@ -105,6 +110,10 @@ struct FunnelCommand: ParsableCommand {
                     + (answer.storeRebuilt ? " (columns read from the whole log)" : ", \(answer.newEvents) new")
                     + String(format: "; read %.2f s, ", answer.refreshSeconds)
                     + (answer.reusedAnswer ? "the answer counted before (no new events, no window closed since)" : String(format: "evaluated %.2f s", answer.evaluateSeconds)))
+        }
+        if let listing {
+            try printPersons(listing, answer: answer, funnel: funnel, now: now, connection: connection)
+            return
         }
         let generatedAt = Timestamps.format(microseconds: now)
         let days = ReportRange(from: from, to: to, generatedAt: generatedAt)
@@ -119,6 +128,21 @@ struct FunnelCommand: ParsableCommand {
         default:
             print((ReportFormat(rawValue: range.format) ?? .table).render([answer.report], range: days), terminator: "")
         }
+    }
+
+    /// The cell's persons, as counted with the answer; a breakdown value
+    /// the answer has none of is refused as bad input.
+    private func printPersons(_ listing: PersonListAnalysis, answer: FunnelAnswer, funnel: Funnel, now: Int64, connection: Connection) throws {
+        if let value = listing.cell.breakdown {
+            let known = answer.report.breakdowns.first { $0.dimension == value.path }?.values.map(\.value) ?? []
+            if !known.contains(value.value) {
+                _ = try PersonsOptions.refusingBadInput { () throws -> Void in throw PersonCellError.unknownBreakdownValue(value, known: known.sorted()) }
+            }
+        }
+        let persons = listing.persons(of: answer.days(of: listing))
+        var printer = list.printer(format: try list.format(range.format), funnel: funnel, cell: listing.cell, asOf: now) { connection }
+        for person in persons { try printer.add(person) }
+        try printer.finish(total: persons.count)
     }
 
     /// The funnel from --definition, or from the short flags (checked by the

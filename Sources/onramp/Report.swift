@@ -1,4 +1,6 @@
 import ArgumentParser
+import Foundation
+import Funnels
 import LibPQ
 import Projection
 
@@ -15,7 +17,20 @@ struct Report: AsyncParsableCommand {
     @Flag(help: "Only say which funnels this configuration would recompute from the whole log or remove, and why; write nothing.")
     var dryRun = false
 
+    @OptionGroup var list: PersonsOptions
+
+    func validate() throws {
+        guard list.persons != nil else { return }
+        _ = try list.format(report.range.format)
+        guard report.funnels.count == 1 else { throw ValidationError("--persons lists one funnel's persons: give one --funnel NAME") }
+        if dryRun { throw ValidationError("--persons reads the stored tables and writes nothing already: leave out --dry-run") }
+    }
+
     func run() async throws {
+        if list.persons != nil {
+            try printStoredPersons()
+            return
+        }
         guard dryRun else {
             try await report.run(mode: .incremental, databaseURL: try database.resolvedURL(), configuration: configuration)
             return
@@ -30,5 +45,30 @@ struct Report: AsyncParsableCommand {
         } else if !changes.unchanged.isEmpty {
             print("unchanged (incremental): \(changes.unchanged.joined(separator: ", "))")
         }
+    }
+
+    /// `--persons`: the cell's persons as of the last run, from the stored
+    /// tables; the job does not run and nothing is written.
+    private func printStoredPersons() throws {
+        let configured = try configuration.load()
+        let name = report.funnels[0]
+        guard let funnel = configured.funnels.first(where: { $0.name == name }) else {
+            throw ValidationError("--funnel: no funnel '\(name)' in the configuration (its funnels: \(configured.funnels.map(\.name).joined(separator: ", ")))")
+        }
+        guard let cell = try list.cell(in: funnel) else { return }
+        let url = try database.resolvedURL()
+        let rows = try Connection.connect(url)
+        var traits: Connection?
+        var printer = list.printer(
+            format: try list.format(report.range.format), funnel: funnel, cell: cell, asOf: Timestamps.microseconds(Date())
+        ) {
+            // The rows stream on their own connection: traits are read beside it.
+            if let traits { return traits }
+            let opened = try Connection.connect(url)
+            traits = opened
+            return opened
+        }
+        let total = try PersonsOptions.refusingBadInput { try StoredPersons.forEach(rows, funnel: funnel, cell: cell) { try printer.add($0) } }
+        try printer.finish(total: total)
     }
 }

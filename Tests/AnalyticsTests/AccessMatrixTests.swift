@@ -119,7 +119,11 @@ struct AccessMatrixTests {
         #expect(functions.count >= 15)
         // Immutable functions read no table; the one that reads is run below. A new one that reads must join it.
         let reading = functions.filter { !$0.1 || $0.2 }.map(\.0)
-        #expect(reading == ["analytics.funnel_report(jsonb,timestamp with time zone)"], "\(reading)")
+        #expect(
+            reading == [
+                "analytics.funnel_report(jsonb,timestamp with time zone)",
+                "analytics.funnel_step_persons(text,integer,text,text,text,timestamp with time zone)",
+            ], "\(reading)")
         // Per app, a funnel of its two most frequent events.
         for app in Self.apps {
             let top = try await owner.query(
@@ -139,6 +143,23 @@ struct AccessMatrixTests {
                 let seen = try await login.pool.query(query, [.text(definition(app))]).table
                 #expect(seen == (login.apps.contains(app) ? ownerAnswer : nowhere), "\(login.name), \(app)")
             }
+            // A configured funnel's persons: the owner's list to a login granted the app; to the others, no such funnel.
+            let funnels = try await owner.query("SELECT funnel FROM funnel_definitions WHERE app = $1 ORDER BY 1", [.text(app)]).rows.compactMap { $0.text(at: 0) }
+            var listing = 0
+            for funnel in funnels {
+                let persons = "SELECT person_id, group_id, ids, last_step_time FROM analytics.funnel_step_persons($1, 1, 'reached')"
+                let listed = try await owner.query(persons, [.text(funnel)]).table
+                if !listed.isEmpty { listing += 1 }
+                for login in matrix.logins {
+                    do {
+                        let seen = try await login.pool.query(persons, [.text(funnel)]).table
+                        #expect(login.apps.contains(app) && seen == listed, "\(login.name), \(funnel)")
+                    } catch let error as PostgresError {
+                        #expect(!login.apps.contains(app) && error.message.contains("unknown funnel"), "\(login.name), \(funnel): \(error.message)")
+                    }
+                }
+            }
+            #expect(listing > 0, "\(app): a funnel lists someone")
         }
         try await matrix.close()
     }

@@ -294,6 +294,11 @@ struct QueryTimeTests {
     /// id, else its anonymous id) is followed link by link to its end, and
     /// in a loop the member whose link was seen last is the person.
     static func referenceLevels(_ c: Connection, funnel: Funnel) throws -> [Int] {
+        try referenceHistories(c, funnel: funnel).values.map { FunnelReference.bruteForce(events: $0, funnel: funnel).level }
+    }
+
+    /// Each person's events (by the person's id), read and linked in plain SQL as `referenceLevels` says.
+    static func referenceHistories(_ c: Connection, funnel: Funnel) throws -> [String: [FunnelEvent]] {
         var persons: [String: [FunnelEvent]] = [:]
         let paths = Array(funnel.referencedPaths).sorted()
         try c.forEachRow(
@@ -341,6 +346,6 @@ struct QueryTimeTests {
                 name: try row.decode(String?.self, at: 3), timestamp: try row.decode(Int64.self, at: 4), attributes: attributes)
             persons[try row.decode(String.self, at: 0), default: []].append(event)
         }
-        return persons.values.map { FunnelReference.bruteForce(events: $0, funnel: funnel).level }
+        return persons
     }
 }

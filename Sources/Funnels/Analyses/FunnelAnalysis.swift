@@ -45,20 +45,34 @@ public protocol FunnelAnalysis: Sendable {
     /// engine saw, in time order) to their cohort day's counts; says whether
     /// it counted them (a day none counted for has no counts).
     func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts) -> Bool
+    /// Whether it lists persons, and so needs to know who each one is
+    /// (`count(_:of:in:events:into:)`): query time works out the ids only then.
+    var listsPersons: Bool { get }
+    /// `count`, for an analysis that lists persons: `unit` says who the
+    /// person is, worked out when called.
+    func count(_ outcome: PersonOutcome, of unit: () -> CountedUnit, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts) -> Bool
     /// Its part of `funnel`'s report (whose persons `tally` adds up), from
     /// the counts of the days reported, at the clock `now`.
     func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, days: [String: Counts], now: Int64)
 }
 
 extension FunnelAnalysis {
+    public var listsPersons: Bool { false }
+
+    public func count(_ outcome: PersonOutcome, of unit: () -> CountedUnit, in funnel: Funnel, events: [FunnelEvent], into counts: inout Counts) -> Bool {
+        count(outcome, in: funnel, events: events, into: &counts)
+    }
+
     /// `count` into a day's counts whatever their type (nil until someone
     /// counts for the day). The counts leave the existential while they
     /// change, so they have one owner and adding to them copies nothing.
-    public func count(_ outcome: PersonOutcome, in funnel: Funnel, events: [FunnelEvent], into counts: inout (any DayCounts)?) {
+    public func count(
+        _ outcome: PersonOutcome, of unit: () -> CountedUnit, in funnel: Funnel, events: [FunnelEvent], into counts: inout (any DayCounts)?
+    ) {
         let had = counts != nil
         var day = counts as? Counts ?? Counts()
         counts = nil
-        let counted = count(outcome, in: funnel, events: events, into: &day)
+        let counted = count(outcome, of: unit, in: funnel, events: events, into: &day)
         if had || counted { counts = day }
     }
 
@@ -90,6 +104,19 @@ extension DayCounts {
         other = nil
         sum.merge(self)
         other = sum
+    }
+}
+
+/// Who an outcome is about, for an analysis that lists persons.
+public struct CountedUnit: Sendable, Hashable {
+    /// The person's id (where their ids' links lead), or the group's id.
+    public var id: String
+    /// Every id merged into the person, theirs first (`ListedPerson.ids`).
+    public var ids: [String]
+
+    public init(id: String, ids: [String]) {
+        self.id = id
+        self.ids = ids
     }
 }
 

@@ -1,0 +1,128 @@
+import ArgumentParser
+import Foundation
+import Funnels
+import LibPQ
+import LogReading
+import Reports
+
+/// What `funnel` and `report` share to list the persons behind one number
+/// of a report (docs/funnels.md, "The persons behind a number").
+struct PersonsOptions: ParsableArguments {
+    @Option(help: ArgumentHelp(
+        "List the persons behind one number instead of the report: OUTCOME:STEP, e.g. dropped:3.",
+        discussion: "OUTCOME is reached, converted, dropped or in_progress; STEP the report's row (from 1, optional steps included)."))
+    var persons: String?
+
+    @Option(name: .customLong("breakdown-value"), help: "With --persons: only those with this breakdown value, PATH=VALUE (e.g. context.os.name=iOS).")
+    var breakdownValue: String?
+
+    @Option(help: "With --persons: also their latest identify traits, comma-separated paths (e.g. traits.email,plan).")
+    var traits: String?
+
+    @Option(help: "With --persons: list at most this many, the most recent first (default: 50 in a table, all in csv and json).")
+    var limit: Int?
+
+    static let formats = PersonListText.Format.allCases.map(\.rawValue)
+
+    func validate() throws {
+        if persons == nil, breakdownValue != nil || traits != nil || limit != nil {
+            throw ValidationError("--breakdown-value, --traits and --limit go with --persons OUTCOME:STEP")
+        }
+        if let limit, limit < 1 { throw ValidationError("--limit must be at least 1 (got \(limit))") }
+    }
+
+    var traitPaths: [String] {
+        (traits ?? "").split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+    }
+
+    /// The cell asked of `funnel`; nil when no list is asked.
+    func cell(in funnel: Funnel) throws -> PersonCell? {
+        guard let persons else { return nil }
+        return try Self.refusingBadInput { try PersonCell.parse(persons, breakdownValue: breakdownValue, in: funnel) }
+    }
+
+    /// Checks the output format for a list.
+    func format(_ text: String) throws -> PersonListText.Format {
+        guard let format = PersonListText.Format(rawValue: text) else {
+            throw ValidationError("--format with --persons must be one of \(Self.formats.joined(separator: ", ")) (got '\(text)')")
+        }
+        return format
+    }
+
+    /// Runs `body`; a cell that cannot be listed is said on stderr, naming
+    /// what was wrong, and the command exits with status 2 having written
+    /// nothing on stdout (a function's refusal arrives as SQLSTATE 22023).
+    static func refusingBadInput<T>(_ body: () throws -> T) throws -> T {
+        do {
+            return try body()
+        } catch let error as PersonCellError {
+            Console.info("error: \(error)")
+            throw ExitCode(2)
+        } catch let error as PostgresError where error.sqlState == "22023" {
+            Console.info("error: \(error.message)")
+            throw ExitCode(2)
+        }
+    }
+
+    /// Writes a list as its persons come: `traits` reads a batch's traits
+    /// (nil: none asked). CSV and JSON go out batch by batch; a table at the end.
+    struct Printer {
+        var text: PersonListText
+        let limit: Int?
+        let traits: (([ListedPerson]) throws -> [String: [String: String]])?
+        private var pending: [ListedPerson] = []
+        private(set) var shown = 0
+        private var started = false
+
+        init(text: PersonListText, limit: Int?, traits: (([ListedPerson]) throws -> [String: [String: String]])?) {
+            self.text = text
+            self.limit = limit ?? (text.format == .table ? 50 : nil)
+            self.traits = traits
+        }
+
+        mutating func add(_ person: ListedPerson) throws {
+            if !started {
+                started = true
+                write(text.start())
+            }
+            guard limit.map({ shown < $0 }) ?? true else { return }
+            shown += 1
+            pending.append(person)
+            if pending.count >= 500 { try flush() }
+        }
+
+        mutating func finish(total: Int) throws {
+            if !started {
+                started = true
+                write(text.start())
+            }
+            try flush()
+            write(text.finish(total: total))
+        }
+
+        private mutating func flush() throws {
+            let found = try traits?(pending) ?? [:]
+            for person in pending { write(text.add(person, traits: found[person.id] ?? [:])) }
+            pending.removeAll(keepingCapacity: true)
+        }
+
+        private func write(_ out: String) {
+            if !out.isEmpty { FileHandle.standardOutput.write(Data(out.utf8)) }
+        }
+    }
+
+    /// A printer for `cell` of `funnel`, its traits read on `traitsConnection`.
+    func printer(
+        format: PersonListText.Format, funnel: Funnel, cell: PersonCell, asOf: Int64, traitsConnection: @escaping () throws -> Connection
+    ) -> Printer {
+        let paths = traitPaths
+        let about = PersonListText.About(
+            funnel: funnel.name, app: funnel.app, cell: cell, stepName: funnel.rowName(cell.step - 1), groups: funnel.aggregateBy == .group,
+            breakdowns: funnel.breakdowns, traits: paths, asOf: asOf)
+        let groups = funnel.aggregateBy == .group
+        let traits: (([ListedPerson]) throws -> [String: [String: String]])? = paths.isEmpty ? nil : { batch in
+            try PersonTraits.read(try traitsConnection(), app: funnel.app, persons: batch, paths: paths, groups: groups)
+        }
+        return Printer(text: PersonListText(format: format, about: about), limit: limit, traits: traits)
+    }
+}
