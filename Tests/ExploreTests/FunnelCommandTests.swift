@@ -110,4 +110,121 @@ struct FunnelCommandTests {
         }
         try await db.drop()
     }
+
+    @Test("--persons: the terminal lists the same persons from the log and from the night, with traits; bad cells exit 2 with nothing on stdout")
+    func persons() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        var configuration = try FunnelConfiguration.default()
+        let funnel = try FunnelConfiguration.parseFunnel(yaml: Self.definition, source: "test")
+        configuration.funnels.append(funnel)
+        let events = EventSeeder.journeys(configuration: configuration, personsPerFunnel: 200, seed: 5, detours: true)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        // Who some of them are: two identify calls each, the later one changing the plan.
+        let users = try await pool.query(
+            "SELECT DISTINCT user_id FROM events WHERE app = 'yoked' AND user_id IS NOT NULL ORDER BY 1 LIMIT 80").rows.compactMap { $0.text(at: 0) }
+        for (n, user) in users.enumerated() {
+            for (step, traits) in [(0, #"{"email": "\#(user)@example.com", "plan": "free"}"#), (1, #"{"plan": "pro\#(n % 3)"}"#)] {
+                try await pool.query(
+                    """
+                    INSERT INTO events (app, type, message_id, user_id, "timestamp", received_at, traits)
+                    VALUES ('yoked', 'identify', $1, $2, now() - interval '1 hour' + $3 * interval '1 minute', now(), $4::jsonb)
+                    """, [.text("traits-\(n)-\(step)"), .text(user), .int(Int64(step)), .text(traits)])
+            }
+        }
+        await pool.close()
+        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("funnel-persons-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: directory) }
+        let definitionFile = directory.appendingPathComponent("android_otp.yaml")
+        try Self.definition.write(to: definitionFile, atomically: true, encoding: .utf8)
+        let configurationFile = directory.appendingPathComponent("funnels.yaml")
+        let entry = Self.definition.split(separator: "\n").enumerated()
+            .map { $0.offset == 0 ? "  - \($0.element)" : "    \($0.element)" }.joined(separator: "\n")
+        try ("apps: [{name: yoked}]\nfunnels:\n" + entry + "\n").write(to: configurationFile, atomically: true, encoding: .utf8)
+        let cache = directory.appendingPathComponent("cache").path
+        let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", configurationFile.path, "--quiet", "--format", "json"])
+        #expect(report.status == 0, "\(report.stderr)")
+        let night = try Self.json(report.stdout)
+        let asOf = try #require(night["generated_at"] as? String)
+        let steps = try #require((night["funnels"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])
+
+        var checked = 0
+        for (cell, expected) in [("reached:1", steps[0]["persons"]), ("dropped:1", steps[0]["drop_off"]), ("converted:2", steps[2]["persons"]),
+                                 ("dropped:2", steps[1]["drop_off"])] {
+            let traits = ["--traits", "traits.email,plan"]
+            let stored = try OnrampBinary.run(
+                ["report", "--database-url", db.url, "--config", configurationFile.path, "--funnel", "android_otp", "--persons", cell, "--format", "csv"] + traits)
+            let asked = try OnrampBinary.run([
+                "funnel", "--database-url", db.url, "--definition", definitionFile.path, "--as-of", asOf, "--cache", cache, "--quiet",
+                "--persons", cell, "--format", "csv",
+            ] + traits)
+            #expect(stored.status == 0 && asked.status == 0, "\(stored.stderr) \(asked.stderr)")
+            // Everything but the seconds since the last step, which each takes at its own clock.
+            func rows(_ csv: String) -> [[String]] {
+                csv.split(separator: "\n").map { line in
+                    var fields = Self.csvFields(String(line))
+                    if fields.count > 7 { fields.remove(at: 7) }
+                    return fields
+                }
+            }
+            let lines = rows(stored.stdout)
+            #expect(lines == rows(asked.stdout), "\(cell)")
+            #expect(lines.first?.suffix(3) == ["properties.auth_method", "traits.email", "plan"], "\(lines.first ?? [])")
+            #expect(lines.count - 1 == expected as? Int, "\(cell): \(lines.count - 1) listed, the report says \(expected ?? "nothing")")
+            // The latest value of each trait, from the identify calls of any of the person's ids.
+            for line in lines.dropFirst() where line.count == 10 && !line[8].isEmpty {
+                #expect(line[8] == line[0] + "@example.com" && line[9].hasPrefix("pro"), "\(line)")
+                #expect(line[1] == "[\"\(line[0])\",\"\(line[0].replacingOccurrences(of: "-user-", with: "-anon-"))\"]", "\(line)")
+                checked += 1
+            }
+        }
+        #expect(checked > 5, "persons with traits listed: \(checked)")
+        let json = try OnrampBinary.run([
+            "funnel", "--database-url", db.url, "--definition", definitionFile.path, "--as-of", asOf, "--cache", cache, "--quiet",
+            "--persons", "dropped:1", "--format", "json", "--limit", "3",
+        ])
+        let listed = try Self.json(json.stdout)
+        #expect(listed["total"] as? Int == steps[0]["drop_off"] as? Int && (listed["persons"] as? [Any])?.count == 3, "\(json.stdout)")
+
+        // Bad cells: named on stderr, exit 2, nothing on stdout.
+        let bad: [([String], String)] = [
+            (["--persons", "left:1"], "unknown outcome 'left'"),
+            (["--persons", "dropped:9"], "step 9 is out of range"),
+            (["--persons", "converted:3"], "last required step"),
+            (["--persons", "reached:1", "--breakdown-value", "properties.auth_method=carrier_pigeon"], "no properties.auth_method=carrier_pigeon"),
+            (["--persons", "reached:1", "--breakdown-value", "context.os.name=iOS"], "not a breakdown"),
+        ]
+        for (arguments, message) in bad {
+            for command in [
+                ["funnel", "--database-url", db.url, "--definition", definitionFile.path, "--cache", cache, "--quiet"],
+                ["report", "--database-url", db.url, "--config", configurationFile.path, "--funnel", "android_otp"],
+            ] {
+                let run = try OnrampBinary.run(command + arguments)
+                #expect(run.status == 2 && run.stdout.isEmpty, "\(command[0]) \(arguments): \(run.status) \(run.stdout)")
+                #expect(run.stderr.contains(message), "\(command[0]) \(arguments): \(run.stderr)")
+            }
+        }
+        try await db.drop()
+    }
+
+    /// One CSV line's fields (RFC 4180 quoting).
+    static func csvFields(_ line: String) -> [String] {
+        var fields: [String] = [], field = "", quoted = false, previous: Character?
+        for character in line {
+            if quoted {
+                if character == "\"" { quoted = false } else { field.append(character) }
+            } else if character == "\"" {
+                if previous == "\"" { field.append("\"") }
+                quoted = true
+            } else if character == "," {
+                fields.append(field)
+                field = ""
+            } else {
+                field.append(character)
+            }
+            previous = character
+        }
+        return fields + [field]
+    }
 }
