@@ -24,7 +24,7 @@ struct ExampleQueriesTests {
         "09_operator_quarantine_by_reason.sql", "10_yoked_what_otp_dropoffs_did_next.sql",
         "11_yoked_app_versions_driving_profile_dropoff.sql", "12_forma_d7_retention_by_app_version.sql",
         "13_what_each_funnel_was_built_from.sql", "14_any_funnel_in_sql.sql",
-        "15_any_funnel_report_in_sql.sql",
+        "15_any_funnel_report_in_sql.sql", "16_yoked_who_dropped_at_phone_entered.sql",
     ]
 
     @Test("the examples give the answers the dataset implies")
@@ -153,6 +153,18 @@ struct ExampleQueriesTests {
             "SELECT sum(drop_off)::text AS d FROM analytics.funnel_daily WHERE funnel = 'yoked_onboarding' GROUP BY step_index ORDER BY step_index"
         ).table.map { $0["d"] ?? "" }
         #expect(report.map { $0["drop_off"] ?? "" } == nightlyDropOff)
+
+        // 16: the persons of the report's drop-off at phone_entered, and what the night stored for them, in plain SQL.
+        let dropped = try await run("16_yoked_who_dropped_at_phone_entered.sql")
+        let stored = try await session.admin.query(
+            """
+            SELECT person_id FROM funnel_persons
+            WHERE funnel = 'yoked_onboarding' AND level = 2 AND NOT completed AND NOT in_progress AND NOT excluded
+            ORDER BY step_times_us[2] DESC, person_id
+            """
+        ).rows.compactMap { $0.text(at: 0) }
+        #expect(dropped.map { $0["person_id"] ?? "" } == stored && !stored.isEmpty, "\(dropped)")
+        #expect(dropped.allSatisfy { ($0["ids"] ?? "").hasPrefix("{\($0["person_id"] ?? "")") })
 
         // 09 is the operator's: the analyst is refused, the operator sees the reasons.
         let refused = await #expect(throws: PostgresError.self) { try await run("09_operator_quarantine_by_reason.sql") }
