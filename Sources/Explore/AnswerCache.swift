@@ -42,6 +42,8 @@ struct AnswerCache {
         let key = Self.key(query)
         guard let data = try? Data(contentsOf: file(key)), let entry = try? JSONDecoder().decode(Entry.self, from: data),
               entry.key == key, entry.events == events, entry.countedAt <= query.now, entry.validUntil.map({ query.now < $0 }) ?? true,
+              // Tallies of an earlier form lack counts the report now shows: counted again.
+              entry.days.values.allSatisfy({ $0.first == TallyEncoding.version }),
               let days = try? entry.days.mapValues({ try TallyEncoding.decode([UInt8]($0), funnel: query.funnel) }),
               let analyses = try? query.analyses.map({ analysis in try entry.analyses[analysis.id.rawValue].map { try analysis.decode($0) } ?? [:] })
         else { return nil }

@@ -116,10 +116,22 @@ enum JSONReport {
                             b.dimension,
                             .array(
                                 b.values.map { v in
-                                    .object([
+                                    var fields: [(String, JSON)] = [
                                         ("value", .string(v.value)), ("started", .number(Double(v.started))),
                                         ("completed", .number(Double(v.completed))), ("completion_rate", rate(v.completionRate)),
-                                    ])
+                                    ]
+                                    // Per step, what a list of the value's persons (`--breakdown-value`) is compared with.
+                                    if !v.steps.isEmpty {
+                                        fields.append((
+                                            "steps",
+                                            .array(v.steps.enumerated().map { index, step in
+                                                .object([
+                                                    ("index", .number(Double(index + 1))), ("persons", .number(Double(step.persons))),
+                                                    ("drop_off", .number(Double(step.dropOff))), ("in_progress", .number(Double(step.inProgress))),
+                                                ])
+                                            })))
+                                    }
+                                    return .object(fields)
                                 })
                         )
                     })

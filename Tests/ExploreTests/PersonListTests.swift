@@ -92,23 +92,35 @@ struct PersonListTests {
                 #expect(asked == kept, "\(cell) \(context)")
             }
 
-            // One breakdown value's cell: those of its group who started.
+            // One breakdown value's cells: the report's per-step counts of the value, at query time and from the night.
             if let dimension = funnel.breakdowns.first, let value = report.breakdowns.first(where: { $0.dimension == dimension })?.values.first {
-                let cell = PersonCell(.reached, step: 1, breakdown: .init(path: dimension, value: value.value))
+                let narrowedCells = cells.map { PersonCell($0.outcome, step: $0.step, breakdown: .init(path: dimension, value: value.value)) }
                 var narrowed = FunnelQuery(funnel: funnel, timeZone: "UTC", now: now)
-                let analysis = PersonListAnalysis(cell: cell, funnel: funnel)
-                narrowed.analyses = [analysis]
+                let narrowedAnalyses = narrowedCells.map { PersonListAnalysis(cell: $0, funnel: funnel) }
+                narrowed.analyses = narrowedAnalyses
                 let question = narrowed
-                let list = try await pool.withConnection { c in
-                    analysis.persons(of: try explorer.answer(question, on: c).days(of: analysis))
+                let answered = try await pool.withConnection { c in try explorer.answer(question, on: c) }
+                #expect(value.steps.count == funnel.steps.count, context)
+                for (cell, analysis) in zip(narrowedCells, narrowedAnalyses) {
+                    let list = analysis.persons(of: answered.days(of: analysis))
+                    let counts = value.steps[cell.step - 1]
+                    let position = required.firstIndex(of: cell.step - 1) ?? 0
+                    let expected = switch cell.outcome {
+                    case .reached: counts.persons
+                    case .converted: value.steps[required[position + 1]].persons
+                    case .dropped: counts.dropOff
+                    case .inProgress: counts.inProgress
+                    }
+                    #expect(list.count == expected, "\(cell) \(context)")
+                    if cell.step == 1 && cell.outcome == .reached { #expect(list.count == value.started, context) }
+                    let kept = try await pool.withConnection { c in
+                        var kept: [ListedPerson] = []
+                        try StoredPersons.forEach(c, funnel: funnel, cell: cell) { kept.append($0) }
+                        return kept
+                    }
+                    #expect(list == kept, "\(cell) \(context)")
                 }
-                #expect(list.count == value.started, context)
-                let kept = try await pool.withConnection { c in
-                    var kept: [ListedPerson] = []
-                    try StoredPersons.forEach(c, funnel: funnel, cell: cell) { kept.append($0) }
-                    return kept
-                }
-                #expect(list == kept, context)
+                seen["breakdown value", default: 0] += 1
             }
         }
         #expect(seen["reference", default: 0] >= 4, "\(seen)")

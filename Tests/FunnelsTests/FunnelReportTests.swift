@@ -95,10 +95,21 @@ import Testing
         let report = FunnelReport(funnel: funnel, outcomes: Self.outcomes(funnel), now: Self.now, timeZone: try #require(TimeZone(identifier: "UTC")))
         #expect(report.breakdowns.map(\.dimension) == ["context.os.name", "context.app.version"])
         let os = try #require(report.breakdown("context.os.name"))
+        // Per step, each value's part of the rows: iOS 3 / 2 / 2, one dropped at step 1; Android 2 / 1, one in progress at step 1, one dropped at 2.
+        typealias Step = FunnelTally.Step
         #expect(os.values == [
-            BreakdownValue(value: "iOS", started: 3, completed: 2, inProgress: 0),
-            BreakdownValue(value: "Android", started: 2, completed: 0, inProgress: 1),
+            BreakdownValue(
+                value: "iOS", started: 3, completed: 2, inProgress: 0,
+                steps: [Step(persons: 3, dropOff: 1), Step(persons: 2), Step(persons: 2)]),
+            BreakdownValue(
+                value: "Android", started: 2, completed: 0, inProgress: 1,
+                steps: [Step(persons: 2, inProgress: 1), Step(persons: 1, dropOff: 1), Step()]),
         ])
+        for (index, row) in report.steps.enumerated() {
+            #expect(os.values.map { $0.steps[index].persons }.reduce(0, +) == row.persons)
+            #expect(os.values.map { $0.steps[index].dropOff }.reduce(0, +) == row.dropOff)
+            #expect(os.values.map { $0.steps[index].inProgress }.reduce(0, +) == row.inProgress)
+        }
         #expect(report.breakdown("context.app.version")?.values.map(\.value) == ["(none)"])
 
         let comparison = try #require(report.compare(breakdown: "context.os.name", a: "iOS", b: "Android"))

@@ -121,7 +121,10 @@ import Testing
         #expect(tally.steps.map(\.dropOff) == [1, 1, 0])
         #expect(tally.steps.map(\.inProgress) == [1, 0, 0])
         #expect(tally.steps[1].gaps.sorted() == [30_000_000, 60_000_000, 100_000_000])
-        #expect(tally.breakdowns["context.os.name"]?["iOS"] == FunnelTally.Group(started: 3, completed: 2, inProgress: 0))
-        #expect(tally.breakdowns["context.os.name"]?["Android"] == FunnelTally.Group(started: 2, completed: 0, inProgress: 1))
+        typealias Step = FunnelTally.Step
+        #expect(tally.breakdowns["context.os.name"]?["iOS"]
+            == FunnelTally.Group(started: 3, completed: 2, inProgress: 0, steps: [Step(persons: 3, dropOff: 1), Step(persons: 2), Step(persons: 2)]))
+        #expect(tally.breakdowns["context.os.name"]?["Android"]
+            == FunnelTally.Group(started: 2, completed: 0, inProgress: 1, steps: [Step(persons: 2, inProgress: 1), Step(persons: 1, dropOff: 1), Step()]))
     }
 }

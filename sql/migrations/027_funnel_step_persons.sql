@@ -36,10 +36,14 @@ DECLARE
     name text := funnel;
     steps jsonb;
     breakdowns jsonb;
+    app_name text;
+    -- Persons an erasure queued for the next run: read apart, since on
+    -- Citus the queue is a local table the workers cannot join.
+    erased text[];
     required integer[];
     reach integer;
 BEGIN
-    SELECT d.definition -> 'steps', d.definition -> 'breakdowns' INTO steps, breakdowns
+    SELECT d.definition -> 'steps', d.definition -> 'breakdowns', d.app INTO steps, breakdowns, app_name
     FROM funnel_definitions d
     WHERE d.funnel = name AND ((SELECT onramp_reads_every_app()) OR d.app = ANY ((SELECT onramp_granted_apps())::text[]));
     IF steps IS NULL THEN
@@ -82,6 +86,7 @@ BEGIN
                 USING ERRCODE = 'invalid_parameter_value';
         END IF;
     END IF;
+    erased := ARRAY(SELECT e.person_id FROM privacy_pending e WHERE e.app = app_name);
     RETURN QUERY
     SELECT p.person_id, p.group_id,
            CASE WHEN p.group_id IS NOT NULL THEN ARRAY[p.group_id]
@@ -94,7 +99,7 @@ BEGIN
     CROSS JOIN LATERAL (SELECT p.step_times[p.last_step_index] AS at) t
     WHERE p.funnel = name AND NOT p.excluded AND p.level > 0
       -- The funnel's app is granted: its definition was found above.
-      AND (p.person_id IS NULL OR NOT EXISTS (SELECT 1 FROM privacy_pending e WHERE e.app = p.app AND e.person_id = p.person_id))
+      AND (p.person_id IS NULL OR p.person_id <> ALL (erased))
       AND (breakdown_path IS NULL OR coalesce(p.breakdown ->> breakdown_path, '(none)') = breakdown_value)
       AND CASE
             WHEN reach IS NULL THEN step = ANY (p.optional_steps_done)

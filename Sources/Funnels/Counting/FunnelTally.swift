@@ -48,11 +48,38 @@ public struct FunnelTally: Sendable, Hashable {
         public var started = 0
         public var completed = 0
         public var inProgress = 0
+        /// Per configured step, as the tally's `steps` count them (no gaps):
+        /// what a list of one value's persons is compared with. Empty in a
+        /// tally stored before they were counted.
+        public var steps: [Step] = []
 
-        public init(started: Int = 0, completed: Int = 0, inProgress: Int = 0) {
+        public init(started: Int = 0, completed: Int = 0, inProgress: Int = 0, steps: [Step] = []) {
             self.started = started
             self.completed = completed
             self.inProgress = inProgress
+            self.steps = steps
+        }
+
+        /// Adds `other`'s persons (of the same funnel and value).
+        mutating func add(_ other: Group) {
+            started += other.started
+            completed += other.completed
+            inProgress += other.inProgress
+            steps = steps.isEmpty ? other.steps : other.steps.isEmpty ? steps : zip(steps, other.steps).map { mine, theirs in
+                Step(persons: mine.persons + theirs.persons, dropOff: mine.dropOff + theirs.dropOff, inProgress: mine.inProgress + theirs.inProgress)
+            }
+        }
+
+        /// Takes out `other`'s persons, which this group holds.
+        mutating func remove(_ other: Group) {
+            started -= other.started
+            completed -= other.completed
+            inProgress -= other.inProgress
+            if steps.count == other.steps.count {
+                steps = zip(steps, other.steps).map { mine, theirs in
+                    Step(persons: mine.persons - theirs.persons, dropOff: mine.dropOff - theirs.dropOff, inProgress: mine.inProgress - theirs.inProgress)
+                }
+            }
         }
     }
 
@@ -152,22 +179,7 @@ public struct FunnelTally: Sendable, Hashable {
         started += 1
         if outcome.completed { completed += 1 } else if outcome.inProgress { inProgress += 1 }
         if let duration = outcome.microsecondsToComplete { durations.append(duration) }
-        for (position, stepIndex) in shape.required.enumerated() where outcome.level > position {
-            steps[stepIndex].persons += 1
-            if outcome.level == position + 1 && !outcome.completed {
-                if outcome.inProgress { steps[stepIndex].inProgress += 1 } else { steps[stepIndex].dropOff += 1 }
-            }
-            if position > 0, let gap = Self.span(outcome.stepTimes, from: shape.required[position - 1], to: stepIndex) {
-                steps[stepIndex].gaps.append(gap)
-            }
-        }
-        for stepIndex in outcome.optionalStepsDone where steps.indices.contains(stepIndex) {
-            steps[stepIndex].persons += 1
-            let next = shape.nextRequired[stepIndex]
-            if next > 0, let gap = Self.span(outcome.stepTimes, from: shape.required[next - 1], to: stepIndex) {
-                steps[stepIndex].gaps.append(gap)
-            }
-        }
+        Self.count(outcome, shape: shape, into: &steps, gaps: true)
         if let cohortDay, let start = outcome.startTime {
             var cohort = cohorts[cohortDay] ?? Cohort(endOfDay: CohortCalendar.endOfDay(containing: start, in: timeZone))
             cohort.started += 1
@@ -176,9 +188,10 @@ public struct FunnelTally: Sendable, Hashable {
         }
         for dimension in shape.dimensions {
             let value = outcome.breakdown[dimension] ?? PersonOutcome.missingBreakdownValue
-            var group = breakdowns[dimension, default: [:]][value] ?? Group()
+            var group = breakdowns[dimension, default: [:]][value] ?? Group(steps: Array(repeating: Step(), count: steps.count))
             group.started += 1
             if outcome.completed { group.completed += 1 } else if outcome.inProgress { group.inProgress += 1 }
+            Self.count(outcome, shape: shape, into: &group.steps, gaps: false)
             breakdowns[dimension, default: [:]][value] = group
         }
         if shape.versions, let value = outcome.breakdown[Funnel.versionDimension], value != PersonOutcome.missingBreakdownValue {
@@ -188,6 +201,29 @@ public struct FunnelTally: Sendable, Hashable {
             if let duration = outcome.microsecondsToComplete { version.durations.append(duration) }
             for (position, stepIndex) in shape.required.enumerated() where outcome.level > position { version.reached[stepIndex] += 1 }
             versions[value] = version
+        }
+    }
+
+    /// Counts a started person in the rows of `steps` (aligned with the
+    /// funnel's steps): the steps they reached, where they stopped, and with
+    /// `gaps` the time from the previous required step.
+    private static func count(_ outcome: PersonOutcome, shape: Shape, into steps: inout [Step], gaps: Bool) {
+        guard steps.count == shape.nextRequired.count else { return }
+        for (position, stepIndex) in shape.required.enumerated() where outcome.level > position {
+            steps[stepIndex].persons += 1
+            if outcome.level == position + 1 && !outcome.completed {
+                if outcome.inProgress { steps[stepIndex].inProgress += 1 } else { steps[stepIndex].dropOff += 1 }
+            }
+            if gaps, position > 0, let gap = span(outcome.stepTimes, from: shape.required[position - 1], to: stepIndex) {
+                steps[stepIndex].gaps.append(gap)
+            }
+        }
+        for stepIndex in outcome.optionalStepsDone where steps.indices.contains(stepIndex) {
+            steps[stepIndex].persons += 1
+            let next = shape.nextRequired[stepIndex]
+            if gaps, next > 0, let gap = span(outcome.stepTimes, from: shape.required[next - 1], to: stepIndex) {
+                steps[stepIndex].gaps.append(gap)
+            }
         }
     }
 
@@ -210,8 +246,8 @@ public struct FunnelTally: Sendable, Hashable {
                 inProgressPersons: mine.inProgressPersons + theirs.inProgressPersons, endOfDay: mine.endOfDay)
         }
         for (dimension, groups) in other.breakdowns {
-            breakdowns[dimension, default: [:]].merge(groups) { mine, theirs in
-                Group(started: mine.started + theirs.started, completed: mine.completed + theirs.completed, inProgress: mine.inProgress + theirs.inProgress)
+            for (value, group) in groups {
+                if breakdowns[dimension]?[value] == nil { breakdowns[dimension, default: [:]][value] = group } else { breakdowns[dimension]?[value]?.add(group) }
             }
         }
         // In place: merged by a closure, each version's lists were copied for every tally added.
@@ -261,9 +297,7 @@ public struct FunnelTally: Sendable, Hashable {
         for (dimension, groups) in other.breakdowns {
             for (value, theirs) in groups {
                 guard var mine = breakdowns[dimension]?[value] else { continue }
-                mine.started -= theirs.started
-                mine.completed -= theirs.completed
-                mine.inProgress -= theirs.inProgress
+                mine.remove(theirs)
                 breakdowns[dimension]?[value] = mine.started == 0 ? nil : mine
             }
             if breakdowns[dimension]?.isEmpty == true { breakdowns[dimension] = nil }

@@ -4,11 +4,14 @@
 /// printed report reads every day of every funnel, so the form is chosen for
 /// size: a typical gap takes three bytes instead of a JSON number's ten.
 package enum TallyEncoding {
-    /// 2 adds the per-app-version counts; 1 (written before them) still reads, without versions.
-    package static let version: UInt8 = 2
+    /// 2 adds the per-app-version counts, 3 the per-step counts of each
+    /// breakdown value; 1 and 2 (written before them) still read, without them.
+    package static let version: UInt8 = 3
 
-    package static func encode(_ tally: FunnelTally) -> [UInt8] {
-        var out: [UInt8] = [version]
+    /// The tally's bytes; `as` an earlier version writes them as that one
+    /// did, without what came after it (for the tests of reading them).
+    package static func encode(_ tally: FunnelTally, as written: UInt8 = version) -> [UInt8] {
+        var out: [UInt8] = [written]
         out.reserveCapacity(16 + 3 * (tally.durations.count + tally.steps.reduce(0) { $0 + $1.gaps.count }))
         for count in [tally.started, tally.completed, tally.inProgress, tally.excluded] { put(UInt64(count), &out) }
         putSorted(tally.durations, &out)
@@ -30,8 +33,14 @@ package enum TallyEncoding {
             for (value, group) in groups.sorted(by: { $0.key < $1.key }) {
                 put(value, &out)
                 for count in [group.started, group.completed, group.inProgress] { put(UInt64(count), &out) }
+                guard written >= 3 else { continue }
+                put(UInt64(group.steps.count), &out)
+                for step in group.steps {
+                    for count in [step.persons, step.dropOff, step.inProgress] { put(UInt64(count), &out) }
+                }
             }
         }
+        guard written >= 2 else { return out }
         put(UInt64(tally.versions.count), &out)
         for (value, version) in tally.versions.sorted(by: { $0.key < $1.key }) {
             put(value, &out)
@@ -50,7 +59,7 @@ package enum TallyEncoding {
     package static func decode(_ bytes: [UInt8], funnel: Funnel) throws -> FunnelTally {
         var reader = Reader(bytes: bytes)
         let stored = try reader.byte()
-        guard stored == 1 || stored == version else { throw reader.error("unknown version") }
+        guard (1...version).contains(stored) else { throw reader.error("unknown version") }
         var tally = FunnelTally(funnel: funnel)
         tally.started = try reader.count()
         tally.completed = try reader.count()
@@ -76,7 +85,13 @@ package enum TallyEncoding {
             var groups: [String: FunnelTally.Group] = [:]
             for _ in 0..<(try reader.count()) {
                 let value = try reader.string()
-                groups[value] = FunnelTally.Group(started: try reader.count(), completed: try reader.count(), inProgress: try reader.count())
+                var group = FunnelTally.Group(started: try reader.count(), completed: try reader.count(), inProgress: try reader.count())
+                if stored >= 3 {
+                    group.steps = try (0..<(try reader.count())).map { _ in
+                        FunnelTally.Step(persons: try reader.count(), dropOff: try reader.count(), inProgress: try reader.count())
+                    }
+                }
+                groups[value] = group
             }
             tally.breakdowns[dimension] = groups
         }

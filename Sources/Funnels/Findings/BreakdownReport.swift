@@ -4,6 +4,10 @@ public struct BreakdownValue: Sendable, Hashable {
     public var started: Int
     public var completed: Int
     public var inProgress: Int
+    /// The value's persons per configured step, as the report's rows count
+    /// everyone (`persons`, `dropOff`, `inProgress`); empty when the stored
+    /// days did not count them.
+    public var steps: [FunnelTally.Step] = []
     public var completionRate: Rate { Rate(successes: completed, trials: started) }
 }
 
@@ -15,7 +19,7 @@ public struct BreakdownReport: Sendable, Hashable {
     init(dimension: String, groups: [String: FunnelTally.Group]) {
         self.dimension = dimension
         self.values = groups.map { value, group in
-            BreakdownValue(value: value, started: group.started, completed: group.completed, inProgress: group.inProgress)
+            BreakdownValue(value: value, started: group.started, completed: group.completed, inProgress: group.inProgress, steps: group.steps)
         }.sorted { ($1.started, $0.value) < ($0.started, $1.value) }
     }
 
