@@ -72,7 +72,7 @@ struct FunnelCommand: ParsableCommand {
     static let formats = ["table", "markdown", "csv", "json", "html"]
 
     func validate() throws {
-        if list.persons != nil { _ = try list.format(range.format) } else { try range.check(formats: Self.formats) }
+        if list.asked { _ = try list.format(range.format) } else { try range.check(formats: Self.formats) }
         if let asOf, Timestamps.parse(asOf) == nil {
             throw ValidationError("--as-of must be a time such as '2026-11-28 12:00:00+00' (got '\(asOf)')")
         }
@@ -100,6 +100,8 @@ struct FunnelCommand: ParsableCommand {
         query.retention = retention
         let listing = cell.map { PersonListAnalysis(cell: $0, funnel: funnel) }
         if let listing { query.analyses.append(listing) }
+        let paths = try list.paths(in: funnel)
+        if let paths { query.analyses.append(paths) }
         let explorer = Explorer(
             cacheRoot: cache.map { URL(fileURLWithPath: $0) } ?? Explorer.defaultCacheRoot, timeoutSeconds: timeout, reuseAnswers: !recount)
         let connection = try Connection.connect(try database.resolvedURL())
@@ -113,6 +115,10 @@ struct FunnelCommand: ParsableCommand {
         }
         if let listing {
             try printPersons(listing, answer: answer, funnel: funnel, now: now, connection: connection)
+            return
+        }
+        if let paths {
+            try list.printPaths(paths, days: answer.days(of: paths), funnel: funnel, format: range.format)
             return
         }
         let generatedAt = Timestamps.format(microseconds: now)
@@ -136,7 +142,7 @@ struct FunnelCommand: ParsableCommand {
         if let value = listing.cell.breakdown {
             let known = answer.report.breakdowns.first { $0.dimension == value.path }?.values.map(\.value) ?? []
             if !known.contains(value.value) {
-                _ = try PersonsOptions.refusingBadInput { () throws -> Void in throw PersonCellError.unknownBreakdownValue(value, known: known.sorted()) }
+                _ = try PersonsOptions.refusingBadInput(flag: "--breakdown-value") { () throws -> Void in throw PersonCellError.unknownBreakdownValue(value, known: known.sorted()) }
             }
         }
         let persons = listing.persons(of: answer.days(of: listing))

@@ -22,6 +22,12 @@ struct PersonsOptions: ParsableArguments {
     @Option(help: "With --persons: list at most this many, the most recent first (default: 50 in a table, all in csv and json).")
     var limit: Int?
 
+    @Option(name: .customLong("paths-after"), help: "Where those who dropped at this step went next, instead of the report: a tree of up to 3 levels.")
+    var pathsAfter: Int?
+
+    @Option(help: "With --paths-after: follow the paths this long after the step (e.g. 1h, 2d; default: to the window's end).")
+    var horizon: String?
+
     static let formats = PersonListText.Format.allCases.map(\.rawValue)
 
     func validate() throws {
@@ -29,6 +35,31 @@ struct PersonsOptions: ParsableArguments {
             throw ValidationError("--breakdown-value, --traits and --limit go with --persons OUTCOME:STEP")
         }
         if let limit, limit < 1 { throw ValidationError("--limit must be at least 1 (got \(limit))") }
+        if persons != nil, pathsAfter != nil { throw ValidationError("--persons and --paths-after are two questions: ask one at a time") }
+        if horizon != nil, pathsAfter == nil { throw ValidationError("--horizon goes with --paths-after STEP") }
+        if let horizon, WindowDuration.seconds(from: horizon) == nil {
+            throw ValidationError("--horizon must be a duration such as 30m, 6h or 2d (got '\(horizon)')")
+        }
+    }
+
+    /// Whether a list or a tree is asked instead of the report.
+    var asked: Bool { persons != nil || pathsAfter != nil }
+
+    /// The paths asked of `funnel`; nil when none are.
+    func paths(in funnel: Funnel) throws -> PathsAnalysis? {
+        guard let pathsAfter else { return nil }
+        let horizon = self.horizon.flatMap(WindowDuration.seconds).map { $0 * 1_000_000 }
+        return try Self.refusingBadInput(flag: "--paths-after") { try PathsAnalysis.checked(step: pathsAfter, horizon: horizon, funnel: funnel) }
+    }
+
+    /// Prints the tree of `paths` from what it counted (`days`).
+    func printPaths(_ paths: PathsAnalysis, days: [String: PathCounts], funnel: Funnel, format: String) throws {
+        let tree = paths.tree(days.values.reduce(into: PathCounts()) { $0.merge($1) })
+        let about = PathTreeText.About(
+            funnel: funnel.name, app: funnel.app, step: paths.step, stepName: funnel.rowName(paths.step - 1),
+            horizonSeconds: paths.horizon.map { $0 / 1_000_000 })
+        let text = try self.format(format) == .json ? PathTreeText.json(tree, about: about) : PathTreeText.table(tree, about: about)
+        FileHandle.standardOutput.write(Data(text.utf8))
     }
 
     var traitPaths: [String] {
@@ -38,7 +69,7 @@ struct PersonsOptions: ParsableArguments {
     /// The cell asked of `funnel`; nil when no list is asked.
     func cell(in funnel: Funnel) throws -> PersonCell? {
         guard let persons else { return nil }
-        return try Self.refusingBadInput { try PersonCell.parse(persons, breakdownValue: breakdownValue, in: funnel) }
+        return try Self.refusingBadInput(flag: "--persons") { try PersonCell.parse(persons, breakdownValue: breakdownValue, in: funnel) }
     }
 
     /// Checks the output format for a list.
@@ -52,11 +83,12 @@ struct PersonsOptions: ParsableArguments {
     /// Runs `body`; a cell that cannot be listed is said on stderr, naming
     /// what was wrong, and the command exits with status 2 having written
     /// nothing on stdout (a function's refusal arrives as SQLSTATE 22023).
-    static func refusingBadInput<T>(_ body: () throws -> T) throws -> T {
+    static func refusingBadInput<T>(flag: String, _ body: () throws -> T) throws -> T {
         do {
             return try body()
         } catch let error as PersonCellError {
-            Console.info("error: \(error)")
+            let message = "\(error)"
+            Console.info("error: " + (message.hasPrefix("--") ? message : "\(flag): \(message)"))
             throw ExitCode(2)
         } catch let error as PostgresError where error.sqlState == "22023" {
             Console.info("error: \(error.message)")

@@ -20,6 +20,9 @@ struct Report: AsyncParsableCommand {
     @OptionGroup var list: PersonsOptions
 
     func validate() throws {
+        if list.pathsAfter != nil {
+            throw ValidationError("--paths-after is answered at query time for now: onramp funnel --definition FILE --paths-after STEP")
+        }
         guard list.persons != nil else { return }
         _ = try list.format(report.range.format)
         guard report.funnels.count == 1 else { throw ValidationError("--persons lists one funnel's persons: give one --funnel NAME") }
@@ -68,7 +71,7 @@ struct Report: AsyncParsableCommand {
             traits = opened
             return opened
         }
-        let total = try PersonsOptions.refusingBadInput { try StoredPersons.forEach(rows, funnel: funnel, cell: cell) { try printer.add($0) } }
+        let total = try PersonsOptions.refusingBadInput(flag: "--persons") { try StoredPersons.forEach(rows, funnel: funnel, cell: cell) { try printer.add($0) } }
         try printer.finish(total: total)
     }
 }

@@ -187,6 +187,23 @@ struct FunnelCommandTests {
         let listed = try Self.json(json.stdout)
         #expect(listed["total"] as? Int == steps[0]["drop_off"] as? Int && (listed["persons"] as? [Any])?.count == 3, "\(json.stdout)")
 
+        // Where those who dropped at step 1 went: as many as the report's drop-off, level 1 as the table's "did next".
+        let paths = try OnrampBinary.run([
+            "funnel", "--database-url", db.url, "--definition", definitionFile.path, "--as-of", asOf, "--cache", cache, "--quiet",
+            "--paths-after", "1", "--format", "json",
+        ])
+        let tree = try Self.json(paths.stdout)
+        #expect(tree["dropped"] as? Int == steps[0]["drop_off"] as? Int && (tree["next"] as? [Any])?.isEmpty == false, "\(paths.stdout)")
+        let pathsTable = try OnrampBinary.run([
+            "funnel", "--database-url", db.url, "--definition", definitionFile.path, "--as-of", asOf, "--cache", cache, "--quiet",
+            "--paths-after", "1", "--horizon", "10m",
+        ])
+        #expect(pathsTable.status == 0 && pathsTable.stdout.contains("within 10m 0s of the step"), "\(pathsTable.stdout)")
+        for (arguments, message) in [(["--paths-after", "3"], "last required step"), (["--paths-after", "0"], "out of range")] {
+            let run = try OnrampBinary.run(["funnel", "--database-url", db.url, "--definition", definitionFile.path, "--cache", cache, "--quiet"] + arguments)
+            #expect(run.status == 2 && run.stdout.isEmpty && run.stderr.contains(message), "\(arguments): \(run.stderr)")
+        }
+
         // Bad cells: named on stderr, exit 2, nothing on stdout.
         let bad: [([String], String)] = [
             (["--persons", "left:1"], "unknown outcome 'left'"),

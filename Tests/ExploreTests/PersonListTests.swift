@@ -129,6 +129,91 @@ struct PersonListTests {
         try await db.drop()
     }
 
+    @Test("random definitions: the paths after each step equal a brute force's, level 1 is what they did instead")
+    func pathsAfterEveryStep() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("paths-test-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let events = QueryTimeTests.log(seed: 41, persons: 300)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
+        var rng = SplitMix(seed: 43)
+        let explorer = Explorer(cacheRoot: cache)
+        let now = (events.map(\.timestamp).max() ?? 0) + 600_000_000
+        var seen: [String: Int] = [:]
+        for index in 1...12 {
+            var random = QueryTimeTests.randomFunnel(&rng, index: index)
+            random.exclusions = []
+            let funnel = random
+            let context = Comment(rawValue: "definition \(index): \(funnel)")
+            let required = funnel.requiredStepIndices
+            let horizon: Int64? = index % 3 == 0 ? 600_000_000 : nil
+            let steps = required.dropLast().map { $0 + 1 }
+            var query = FunnelQuery(funnel: funnel, timeZone: "UTC", now: now)
+            let paths = steps.map { PathsAnalysis(step: $0, horizon: horizon, funnel: funnel) }
+            let lists = steps.map { PersonListAnalysis(cell: PersonCell(.dropped, step: $0), funnel: funnel) }
+            query.analyses = paths + lists
+            query.diagnostics = true
+            let asked = query
+            let answer = try await pool.withConnection { c in try explorer.answer(asked, on: c) }
+            let histories = try await pool.withConnection { c in try QueryTimeTests.referenceHistories(c, funnel: funnel) }
+            for (position, (analysis, list)) in zip(paths, lists).enumerated() {
+                let counted = answer.days(of: analysis).values.reduce(into: PathCounts()) { $0.merge($1) }
+                let dropped = list.persons(of: answer.days(of: list)).map(\.id)
+                var reference = PathCounts()
+                for person in dropped {
+                    let path = Self.referencePath(histories[person] ?? [], funnel: funnel, position: position, horizon: horizon)
+                    reference.persons[path, default: 0] += 1
+                }
+                #expect(counted == reference, "step \(analysis.step) \(context)")
+                let tree = analysis.tree(counted)
+                #expect(tree.persons == dropped.count && tree.persons == answer.report.steps[analysis.step - 1].dropOff, context)
+                #expect(tree.children.count <= PathsAnalysis.branches + 1, context)
+                // Level 1 is "what they did instead", at the default horizon (the log's funnels ignore nothing but heartbeats).
+                if horizon == nil, funnel.ignore.isEmpty, let diagnosed = answer.report.diagnostics?.steps.first(where: { $0.index == analysis.step }) {
+                    var level1: [String: Int] = [:]
+                    for (path, persons) in counted.persons { level1[path[0], default: 0] += persons }
+                    #expect(Dictionary(uniqueKeysWithValues: diagnosed.nextEvents.map { ($0.label, $0.persons) }) == level1, "step \(analysis.step) \(context)")
+                    seen["level 1", default: 0] += 1
+                }
+                if counted.persons.keys.contains(where: { $0.count == PathsAnalysis.depth && $0.last != DropOffFacts.noFurtherEvents }) {
+                    seen["three levels", default: 0] += 1
+                }
+                seen["dropped", default: 0] += dropped.count
+            }
+        }
+        #expect(seen["level 1", default: 0] >= 5 && seen["three levels", default: 0] >= 3 && seen["dropped", default: 0] > 100, "\(seen)")
+        await pool.close()
+        try await db.drop()
+    }
+
+    /// A dropped person's path by docs/funnels.md, "Where they went": their
+    /// chain's times by the brute force, then their events after the step
+    /// (strictly later, to the window's end or the horizon, ignored events
+    /// skipped, one instant in label order), each level the first whose
+    /// label differs from the one before, the step's own event's first.
+    static func referencePath(_ history: [FunnelEvent], funnel: Funnel, position: Int, horizon: Int64?) -> [String] {
+        let events = FunnelReference.distinct(history)
+        let reference = FunnelReference.bruteForce(events: events, funnel: funnel)
+        guard reference.level == position + 1 else { return ["(not dropped here by the reference)"] }
+        let best = reference.firstReach[position]
+        let at = best.end
+        let end = horizon.map { at + $0 } ?? best.start + funnel.windowMicroseconds
+        let required = funnel.requiredStepIndices
+        let isStep: (FunnelEvent) -> Bool = { event in
+            funnel.order == .any ? required.contains { funnel.steps[$0].matches(event) } : funnel.steps[required[position]].matches(event)
+        }
+        var previous = events.filter { $0.timestamp == at && isStep($0) }.map(\.label).min()
+        var path: [String] = []
+        let later = events.filter { event in event.timestamp > at && event.timestamp <= end && !funnel.ignore.contains { $0.matches(event) } }
+            .sorted { ($0.timestamp, $0.label) < ($1.timestamp, $1.label) }
+        for event in later where event.label != previous && path.count < 3 {
+            path.append(event.label)
+            previous = event.label
+        }
+        return path.count == 3 ? path : path + ["(no further events)"]
+    }
+
     /// Every cell a funnel's report has: each outcome of each required
     /// step (converted but at the last), `reached` of each optional one.
     static func cells(of funnel: Funnel) -> [PersonCell] {

@@ -87,28 +87,36 @@ BEGIN
         END IF;
     END IF;
     erased := ARRAY(SELECT e.person_id FROM privacy_pending e WHERE e.app = app_name);
+    -- The cell's rows first, then the ids merged into them: on Citus the
+    -- rows of the distributed table come back before the ids, a reference
+    -- table, are joined to them.
     RETURN QUERY
-    SELECT p.person_id, p.group_id,
-           CASE WHEN p.group_id IS NOT NULL THEN ARRAY[p.group_id]
-                ELSE p.person_id || ARRAY(SELECT m.id FROM analytics_internal.person_ids m
-                                          WHERE m.app = p.app AND m.person_id = p.person_id ORDER BY m.id COLLATE "C")
-           END,
-           p.cohort_day, p.chain_start_time, p.last_step_index, p.last_step_name, t.at,
-           extract(epoch FROM as_of - t.at)::double precision, p.breakdown
-    FROM analytics_internal.funnel_persons p
-    CROSS JOIN LATERAL (SELECT p.step_times[p.last_step_index] AS at) t
-    WHERE p.funnel = name AND NOT p.excluded AND p.level > 0
-      -- The funnel's app is granted: its definition was found above.
-      AND (p.person_id IS NULL OR p.person_id <> ALL (erased))
-      AND (breakdown_path IS NULL OR coalesce(p.breakdown ->> breakdown_path, '(none)') = breakdown_value)
-      AND CASE
-            WHEN reach IS NULL THEN step = ANY (p.optional_steps_done)
-            WHEN outcome = 'reached' THEN p.level >= reach
-            WHEN outcome = 'converted' THEN p.level > reach
-            WHEN outcome = 'dropped' THEN p.level = reach AND NOT p.completed AND NOT p.in_progress
-            ELSE p.level = reach AND NOT p.completed AND p.in_progress
-          END
-    ORDER BY t.at DESC NULLS LAST, coalesce(p.person_id, p.group_id) COLLATE "C";
+    WITH listed AS MATERIALIZED (
+        SELECT p.person_id, p.group_id, p.cohort_day, p.chain_start_time, p.last_step_index, p.last_step_name,
+               p.step_times[p.last_step_index] AS at, p.breakdown
+        FROM analytics_internal.funnel_persons p
+        WHERE p.funnel = name AND NOT p.excluded AND p.level > 0
+          AND (p.person_id IS NULL OR p.person_id <> ALL (erased))
+          AND (breakdown_path IS NULL OR coalesce(p.breakdown ->> breakdown_path, '(none)') = breakdown_value)
+          AND CASE
+                WHEN reach IS NULL THEN step = ANY (p.optional_steps_done)
+                WHEN outcome = 'reached' THEN p.level >= reach
+                WHEN outcome = 'converted' THEN p.level > reach
+                WHEN outcome = 'dropped' THEN p.level = reach AND NOT p.completed AND NOT p.in_progress
+                ELSE p.level = reach AND NOT p.completed AND p.in_progress
+              END
+    ), merged AS (
+        SELECT m.person_id, array_agg(m.id ORDER BY m.id COLLATE "C") AS ids
+        FROM analytics_internal.person_ids m
+        WHERE m.app = app_name AND m.person_id IN (SELECT l.person_id FROM listed l WHERE l.person_id IS NOT NULL)
+        GROUP BY m.person_id
+    )
+    SELECT l.person_id, l.group_id,
+           CASE WHEN l.group_id IS NOT NULL THEN ARRAY[l.group_id] ELSE l.person_id || coalesce(g.ids, '{}'::text[]) END,
+           l.cohort_day, l.chain_start_time, l.last_step_index, l.last_step_name, l.at,
+           extract(epoch FROM as_of - l.at)::double precision, l.breakdown
+    FROM listed l LEFT JOIN merged g ON g.person_id = l.person_id
+    ORDER BY l.at DESC NULLS LAST, coalesce(l.person_id, l.group_id) COLLATE "C";
 END $$;
 
 REVOKE EXECUTE ON FUNCTION analytics.funnel_step_persons(text, integer, text, text, text, timestamptz) FROM PUBLIC;

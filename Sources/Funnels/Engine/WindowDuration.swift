@@ -2,9 +2,9 @@ import Foundation
 
 /// Parses conversion windows such as `24h`, `30m`, `90s`, `2d` or a plain
 /// integer number of seconds, so configs read like the product spec does.
-enum WindowDuration {
+public enum WindowDuration {
     /// Whole seconds, or `nil` when the text is not a positive duration.
-    static func seconds(from text: String) -> Int64? {
+    public static func seconds(from text: String) -> Int64? {
         let trimmed = text.trimmingCharacters(in: .whitespaces)
         guard let unit = trimmed.last else { return nil }
         let multiplier: Int64

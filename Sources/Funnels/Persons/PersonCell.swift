@@ -100,25 +100,31 @@ public enum PersonCellError: Error, Equatable, CustomStringConvertible {
     case malformedBreakdownValue(String)
     case notABreakdown(String, breakdowns: [String])
     case unknownBreakdownValue(PersonCell.BreakdownValue, known: [String])
+    case lastStepHasNoDropOff(Int)
+    case optionalStepHasNoDropOff(Int)
 
     public var description: String {
         switch self {
         case .malformed(let text):
-            "persons: '\(text)' is not OUTCOME:STEP (expected e.g. dropped:3)"
+            "'\(text)' is not OUTCOME:STEP (expected e.g. dropped:3)"
         case .unknownOutcome(let outcome):
-            "persons: unknown outcome '\(outcome)' (expected reached, converted, dropped or in_progress)"
+            "unknown outcome '\(outcome)' (expected reached, converted, dropped or in_progress)"
         case .stepOutOfRange(let step, let steps):
-            "persons: step \(step) is out of range (the funnel's rows are 1 to \(steps))"
+            "step \(step) is out of range (the funnel's rows are 1 to \(steps))"
         case .optionalStep(let outcome, let step):
-            "persons: \(outcome.rawValue):\(step): step \(step) is optional, only reached:\(step) lists its persons"
+            "\(outcome.rawValue):\(step): step \(step) is optional, only reached:\(step) lists its persons"
         case .convertedAtLastStep(let step):
-            "persons: converted:\(step): step \(step) is the last required step, no one converts from it (reached:\(step) lists who got there)"
+            "converted:\(step): step \(step) is the last required step, no one converts from it (reached:\(step) lists who got there)"
         case .malformedBreakdownValue(let text):
-            "breakdown value: '\(text)' is not PATH=VALUE (expected e.g. context.os.name=iOS)"
+            "--breakdown-value: '\(text)' is not PATH=VALUE (expected e.g. context.os.name=iOS)"
         case .notABreakdown(let path, let breakdowns):
-            "breakdown value: '\(path)' is not a breakdown of the funnel (its breakdowns: \(breakdowns.isEmpty ? "none" : breakdowns.joined(separator: ", ")))"
+            "--breakdown-value: '\(path)' is not a breakdown of the funnel (its breakdowns: \(breakdowns.isEmpty ? "none" : breakdowns.joined(separator: ", ")))"
+        case .lastStepHasNoDropOff(let step):
+            "step \(step) is the last required step, no one drops there (give an earlier step)"
+        case .optionalStepHasNoDropOff(let step):
+            "step \(step) is optional, no one drops there (give a required step)"
         case .unknownBreakdownValue(let value, let known):
-            "breakdown value: the funnel has no \(value.path)=\(value.value) (its values: \(known.prefix(20).joined(separator: ", "))\(known.count > 20 ? ", …" : ""))"
+            "--breakdown-value: the funnel has no \(value.path)=\(value.value) (its values: \(known.prefix(20).joined(separator: ", "))\(known.count > 20 ? ", …" : ""))"
         }
     }
 }
