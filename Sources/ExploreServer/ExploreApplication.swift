@@ -17,6 +17,8 @@ import ServiceLifecycle
 ///   JSON, with `from` and `to`), answering its id; `GET /api/queries/ID`
 ///   polls it (progress, then the answer `onramp funnel --format json`
 ///   gives); `DELETE /api/queries/ID` cancels it.
+/// - `POST /api/persons`, `/api/paths`, `/api/person-events`: the persons
+///   behind a number, where they went, one person's events (`PersonRoutes`).
 public func buildExploreApplication(configuration: ExploreConfiguration) throws -> some ApplicationProtocol {
     let logger = configuration.logger
     let pool = ConnectionPool(
@@ -75,6 +77,7 @@ public func buildExploreApplication(configuration: ExploreConfiguration) throws 
         }
         return ExploreResponse.json(status)
     }
+    PersonRoutes.add(to: router, pool: pool, explorer: explorer, configuration: configuration)
     router.delete("/api/queries/:id") { _, context in
         guard let id = context.parameters.get("id"),
               try await NIOThreadPool.singleton.runIfActive({ jobs.cancel(id) }), let status = jobs.status(id)

@@ -131,6 +131,55 @@ struct ExploreBrowserTests {
         try await harness.close()
     }
 
+    @Test("a drop-off clicked in the page lists the persons, draws where they went and downloads the CSV that onramp funnel prints",
+          .timeLimit(.minutes(8)))
+    func persons() async throws {
+        let python = try #require(Self.python, "selenium or chromedriver is missing: scripts/test installs them — this test does not skip")
+        let harness = try await ExplorerHarness.make(seed: 11)
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("explore-persons-\(UUID().uuidString)")
+        let downloads = scratch.appendingPathComponent("downloads")
+        try FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let scenario = scratch.appendingPathComponent("scenario.json")
+        try #"""
+            {"app": "yoked", "window": "1h", "breakdown": "context.os.name",
+             "steps": [{"label": "onboarding_started"}, {"label": "phone_entered"}, {"label": "otp_verified"}, {"label": "profile_created"}]}
+            """#.write(to: scenario, atomically: true, encoding: .utf8)
+        let screenshot = ProcessInfo.processInfo.environment["ONRAMP_PERSONS_SCREENSHOT"] ?? scratch.appendingPathComponent("persons.png").path
+        let terminal = [
+            "funnel", "--database-url", harness.analystURL, "--app", "yoked", "--step", "onboarding_started", "--step", "phone_entered",
+            "--step", "otp_verified", "--step", "profile_created", "--window", "1h", "--breakdown", "context.os.name", "--quiet",
+            "--cache", scratch.appendingPathComponent("cache").path,
+        ]
+        let csv = try OnrampBinary.run(terminal + ["--persons", "dropped:2", "--format", "csv"])
+        let tree = try OnrampBinary.run(terminal + ["--paths-after", "2", "--format", "json"])
+        #expect(csv.status == 0 && tree.status == 0, "\(csv.stderr) \(tree.stderr)")
+        let rows = csv.stdout.split(separator: "\n").map { CSVLine.fields(String($0)) }
+        #expect(rows.count > 2, "some dropped at step 2: \(csv.stdout)")
+
+        try await harness.withExplorer { base in
+            let page = try await Self.drive(python, ["persons", "\(base)/?token=\(ExplorerHarness.token)", scenario.path, "2", downloads.path, screenshot])
+            #expect(page["state"] as? String == "done" && page["cell"] as? String == "dropped:2", "\(page)")
+            #expect(page["total"] as? Int == rows.count - 1)
+            #expect(page["listed"] as? [String] == rows.dropFirst().prefix(100).map { $0[0] })
+            #expect((page["command"] as? String)?.contains("--persons dropped:2") == true)
+            // The CSV the page downloaded is the terminal's, but for the seconds since the last step.
+            let file = try #require((page["downloads"] as? [String])?.first, "\(page)")
+            let downloaded = try String(contentsOf: downloads.appendingPathComponent(file), encoding: .utf8)
+            func withoutSeconds(_ rows: [[String]]) -> [[String]] { rows.map { row in row.enumerated().filter { $0.offset != 7 }.map(\.element) } }
+            #expect(withoutSeconds(downloaded.split(separator: "\n").map { CSVLine.fields(String($0)) }) == withoutSeconds(rows))
+            // The tree drawn is the terminal's: level 1's labels and persons.
+            let json = try #require(try JSONSerialization.jsonObject(with: Data(tree.stdout.utf8)) as? [String: Any])
+            let level1 = (json["next"] as? [[String: Any]] ?? []).map { "\($0["label"] ?? "") \($0["persons"] ?? "")" }
+            let drawn = (page["paths"] as? [[String: Any]] ?? []).filter { $0["depth"] as? Int == 1 }.map { "\($0["label"] ?? "") \($0["persons"] ?? "")" }
+            #expect(drawn == level1 && !level1.isEmpty, "\(drawn) vs \(level1)")
+            #expect((page["events"] as? [String])?.isEmpty == false, "a person's events: \(page)")
+            #expect((page["console"] as? [Any])?.isEmpty == true, "console errors: \(page["console"] ?? "")")
+            #expect(FileManager.default.fileExists(atPath: screenshot))
+        }
+        try await harness.close()
+    }
+
     /// Takes every app store's lock under `cache`, as a long query would.
     static func holdStoreLocks(_ cache: URL) throws -> [Int32] {
         var descriptors: [Int32] = []

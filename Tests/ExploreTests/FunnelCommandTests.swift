@@ -163,7 +163,7 @@ struct FunnelCommandTests {
             // Everything but the seconds since the last step, which each takes at its own clock.
             func rows(_ csv: String) -> [[String]] {
                 csv.split(separator: "\n").map { line in
-                    var fields = Self.csvFields(String(line))
+                    var fields = CSVLine.fields(String(line))
                     if fields.count > 7 { fields.remove(at: 7) }
                     return fields
                 }
@@ -223,25 +223,5 @@ struct FunnelCommandTests {
             }
         }
         try await db.drop()
-    }
-
-    /// One CSV line's fields (RFC 4180 quoting).
-    static func csvFields(_ line: String) -> [String] {
-        var fields: [String] = [], field = "", quoted = false, previous: Character?
-        for character in line {
-            if quoted {
-                if character == "\"" { quoted = false } else { field.append(character) }
-            } else if character == "\"" {
-                if previous == "\"" { field.append("\"") }
-                quoted = true
-            } else if character == "," {
-                fields.append(field)
-                field = ""
-            } else {
-                field.append(character)
-            }
-            previous = character
-        }
-        return fields + [field]
     }
 }

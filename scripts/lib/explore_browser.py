@@ -5,12 +5,17 @@ test (Tests/ExploreServerTests); prints one JSON object.
 
     python explore_browser.py build URL SCENARIO.json SCREENSHOT.png
     python explore_browser.py cancel URL
+    python explore_browser.py persons URL SCENARIO.json STEP DOWNLOADS SCREENSHOT.png
 
 `build` types the scenario's funnel, waits for the answer, reads the steps
 table, the completion headline and the breakdown table, saves a screenshot,
 copies the YAML and the shareable link, and then types a bad filter and
 reads the error shown. `cancel` opens URL (a shared link whose query will
 wait), waits for the progress line and the Cancel button, and clicks it.
+`persons` types the scenario's funnel, clicks the steps table's drop-off of STEP,
+reads the panel (the total, the persons listed, the command, the paths'
+tree), downloads the CSV into DOWNLOADS, clicks the first person for their
+events and saves a screenshot.
 """
 import json
 import os
@@ -24,8 +29,10 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 
-def browser():
+def browser(downloads=None):
     options = Options()
+    if downloads:
+        options.add_experimental_option("prefs", {"download.default_directory": downloads, "download.prompt_for_download": False})
     size = os.environ.get("EXPLORE_WINDOW", "1280,1000")  # a taller one for the README's screenshot
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--window-size=" + size):
         options.add_argument(flag)
@@ -93,32 +100,71 @@ def expected(scenario):
             "steps": [[step["label"], step.get("where", "")] for step in scenario["steps"]]}
 
 
+def open_funnel(driver, url, scenario):
+    """Opens the page at URL and types the scenario's funnel; returns how its query ended."""
+    driver.get(url)
+    WebDriverWait(driver, 30).until(lambda d: len(Select(d.find_element(By.ID, "app")).options) > 0)
+    Select(driver.find_element(By.ID, "app")).select_by_value(scenario["app"])
+    WebDriverWait(driver, 60).until(
+        lambda d: d.execute_script("return document.querySelectorAll('#event-names option').length") > 0)
+    for _ in range(3):
+        for index, step in enumerate(scenario["steps"]):
+            while len(driver.find_elements(By.CSS_SELECTOR, "#steps li.step")) <= index:
+                driver.find_element(By.ID, "add-step").click()
+            row = driver.find_elements(By.CSS_SELECTOR, "#steps li.step")[index]
+            type_into(row.find_element(By.CSS_SELECTOR, ".step-event"), step["label"])
+            type_into(row.find_element(By.CSS_SELECTOR, ".step-where"), step.get("where", ""))
+        type_into(driver.find_element(By.ID, "window"), scenario["window"])
+        type_into(driver.find_element(By.ID, "breakdown"), scenario["breakdown"])
+        time.sleep(1.0)
+        if typed(driver) == expected(scenario):
+            break
+    return wait_done(driver)
+
+
+def persons(url, scenario_path, step, downloads, screenshot):
+    scenario = json.load(open(scenario_path))
+    driver = browser(downloads)
+    try:
+        result = {"state": open_funnel(driver, url, scenario)}
+        driver.find_element(By.CSS_SELECTOR, "#steps-table tr[data-step='%s'] td.drop-off" % step).click()
+        WebDriverWait(driver, 60, poll_frequency=0.1).until(
+            lambda d: d.execute_script("const p = document.getElementById('persons-panel'); return p && p.dataset.total !== undefined"))
+        panel = driver.find_element(By.ID, "persons-panel")
+        result["cell"] = panel.get_attribute("data-cell")
+        result["total"] = int(panel.get_attribute("data-total"))
+        result["listed"] = [row.get_attribute("data-id") for row in driver.find_elements(By.CSS_SELECTOR, "#persons-table tr[data-id]")]
+        result["command"] = driver.find_element(By.ID, "persons-command").text
+        # The paths' tree, drawn for a drop-off.
+        WebDriverWait(driver, 60, poll_frequency=0.1).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "svg#paths g.node")) > 0)
+        result["paths"] = [{"label": g.get_attribute("data-label"), "persons": int(g.get_attribute("data-persons")),
+                            "depth": int(g.get_attribute("data-depth"))} for g in driver.find_elements(By.CSS_SELECTOR, "svg#paths g.node")]
+        driver.find_element(By.ID, "persons-csv").click()
+        WebDriverWait(driver, 60, poll_frequency=0.2).until(
+            lambda d: any(name.endswith(".csv") for name in os.listdir(downloads)))
+        time.sleep(0.5)
+        result["downloads"] = sorted(name for name in os.listdir(downloads) if name.endswith(".csv"))
+        rows = driver.find_elements(By.CSS_SELECTOR, "#persons-table tr[data-id]")
+        if rows:
+            rows[0].click()
+            WebDriverWait(driver, 60, poll_frequency=0.1).until(lambda d: len(d.find_elements(By.CSS_SELECTOR, "#person-events-table tr")) > 0)
+            result["events"] = [row.text for row in driver.find_elements(By.CSS_SELECTOR, "#person-events-table tr")]
+        driver.execute_script("document.getElementById('persons-panel').scrollIntoView()")
+        driver.save_screenshot(screenshot)
+        result["console"] = [entry["message"] for entry in driver.get_log("browser") if entry["level"] == "SEVERE"]
+        print(json.dumps(result))
+    finally:
+        driver.quit()
+
+
 def build(url, scenario_path, screenshot):
     scenario = json.load(open(scenario_path))
     driver = browser()
     try:
-        driver.get(url)
-        WebDriverWait(driver, 30).until(lambda d: len(Select(d.find_element(By.ID, "app")).options) > 0)
-        Select(driver.find_element(By.ID, "app")).select_by_value(scenario["app"])
-        # The catalog of the chosen app fills the step pickers.
-        WebDriverWait(driver, 60).until(
-            lambda d: d.execute_script("return document.querySelectorAll('#event-names option').length") > 0)
         # On a loaded machine a keystroke can land late or in a row the page
-        # was still drawing: type until the page's own definition is the
-        # scenario's, then wait for its query.
-        for _ in range(3):
-            for index, step in enumerate(scenario["steps"]):
-                while len(driver.find_elements(By.CSS_SELECTOR, "#steps li.step")) <= index:
-                    driver.find_element(By.ID, "add-step").click()
-                row = driver.find_elements(By.CSS_SELECTOR, "#steps li.step")[index]
-                type_into(row.find_element(By.CSS_SELECTOR, ".step-event"), step["label"])
-                type_into(row.find_element(By.CSS_SELECTOR, ".step-where"), step.get("where", ""))
-            type_into(driver.find_element(By.ID, "window"), scenario["window"])
-            type_into(driver.find_element(By.ID, "breakdown"), scenario["breakdown"])
-            time.sleep(1.0)  # past the page's debounce: the last edit's query is the one waited for
-            if typed(driver) == expected(scenario):
-                break
-        outcome = wait_done(driver)
+        # was still drawing: open_funnel types until the page's own
+        # definition is the scenario's, then waits for its query.
+        outcome = open_funnel(driver, url, scenario)
         result = read_result(driver) if outcome == "done" else {}
         result["state"] = outcome
         result["error"] = driver.find_element(By.ID, "error").text
@@ -166,5 +212,7 @@ def cancel(url):
 if __name__ == "__main__":
     if sys.argv[1] == "build":
         build(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1] == "persons":
+        persons(sys.argv[2], sys.argv[3], sys.argv[4], sys.argv[5], sys.argv[6])
     else:
         cancel(sys.argv[2])
