@@ -122,6 +122,7 @@ struct AccessMatrixTests {
         #expect(
             reading == [
                 "analytics.funnel_report(jsonb,timestamp with time zone)",
+                "analytics.funnel_report_persons(jsonb,integer,text,timestamp with time zone)",
                 "analytics.funnel_step_persons(text,integer,text,text,text,timestamp with time zone)",
             ], "\(reading)")
         // Per app, a funnel of its two most frequent events.
@@ -139,9 +140,14 @@ struct AccessMatrixTests {
             let ownerAnswer = try await owner.query(query, [.text(definition(app))]).table
             let nowhere = try await owner.query(query, [.text(definition("no such app"))]).table
             #expect(ownerAnswer != nowhere, "\(app): the app's funnel counts someone")
+            let persons = "SELECT person_id, ids, last_step_time FROM analytics.funnel_report_persons($1::jsonb, 1, 'reached', now())"
+            let ownerPersons = try await owner.query(persons, [.text(definition(app))]).table
+            #expect(!ownerPersons.isEmpty, "\(app): the app's funnel lists someone")
             for login in matrix.logins {
                 let seen = try await login.pool.query(query, [.text(definition(app))]).table
                 #expect(seen == (login.apps.contains(app) ? ownerAnswer : nowhere), "\(login.name), \(app)")
+                let listed = try await login.pool.query(persons, [.text(definition(app))]).table
+                #expect(listed == (login.apps.contains(app) ? ownerPersons : []), "\(login.name), \(app)")
             }
             // A configured funnel's persons: the owner's list to a login granted the app; to the others, no such funnel.
             let funnels = try await owner.query("SELECT funnel FROM funnel_definitions WHERE app = $1 ORDER BY 1", [.text(app)]).rows.compactMap { $0.text(at: 0) }

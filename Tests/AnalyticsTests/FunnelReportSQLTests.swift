@@ -104,6 +104,76 @@ struct FunnelReportSQLTests {
         try await db.drop()
     }
 
+    @Test("random definitions and histories: every cell's persons equal the engine's, as many as funnel_report counts", arguments: [UInt64(9)])
+    func samePersons(seed: UInt64) async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        var rng = SplitMix(seed: seed)
+        var histories: [(String, [FunnelEvent])] = []
+        var seeds: [SeedEvent] = []
+        for person in 0..<200 {
+            let history = Self.randomHistory(&rng, person: person)
+            seeds += history
+            histories.append(("p\(person)", try history.map(Self.funnelEvent)))
+        }
+        let batch = seeds
+        try await pool.withConnection { try EventSeeder.insert($0, batch) }
+        let asOf = Self.base + 8 * Self.second
+        var compared = 0, listed = 0
+        for _ in 0..<20 {
+            let definition = Self.randomDefinition(&rng)
+            let funnel = try FunnelConfiguration.parseFunnel(yaml: definition, source: "test")
+            let outcomes = histories.map { ($0.0, FunnelEvaluator.evaluate(events: $0.1, funnel: funnel, now: asOf)) }
+            let report = FunnelReport(funnel: funnel, outcomes: outcomes.map(\.1), now: asOf, timeZone: .gmt)
+            for row in report.steps {
+                for outcome in PersonCell.Outcome.allCases where outcome != .converted || row.index < funnel.steps.count {
+                    let cell = PersonCell(outcome, step: row.index)
+                    let expected = outcomes.filter { cell.contains($0.1, required: funnel.requiredStepIndices) }
+                        .map { ListedPerson(id: $0.0, ids: [$0.0], cohortDay: CohortCalendar.day(of: $0.1.startTime ?? 0, in: .gmt), outcome: $0.1, in: funnel) }
+                        .sorted(by: ListedPerson.listedBefore)
+                        .map { "\($0.id) \($0.cohortDay) \($0.chainStart ?? -1) \($0.lastStep) \($0.lastStepName) \($0.lastStepTime ?? -1)" }
+                    let rows = try await pool.withConnection { c in
+                        try c.query("SET TIME ZONE 'UTC'")
+                        return try c.query(
+                            """
+                            SELECT person_id, cohort_day::text, (extract(epoch FROM chain_start) * 1000000)::int8, last_step_index, last_step_name,
+                                   (extract(epoch FROM last_step_time) * 1000000)::int8
+                            FROM analytics.funnel_report_persons($1::jsonb, $2::integer, $3, to_timestamp($4 / 1000000.0))
+                            """, [.text(definition), .int(Int64(row.index)), .text(outcome.rawValue), .int(asOf)]
+                        ).rows.map { row in (0..<6).map { row.text(at: $0) ?? "" }.joined(separator: " ") }
+                    }
+                    #expect(rows == expected, "\(cell) \(definition)")
+                    let number = switch outcome {
+                    case .reached: row.persons
+                    case .converted: report.steps[row.index].persons
+                    case .dropped: row.dropOff
+                    case .inProgress: row.inProgress
+                    }
+                    #expect(rows.count == number, "\(cell) \(definition)")
+                    compared += 1
+                    listed += rows.count
+                }
+            }
+        }
+        #expect(compared > 100 && listed > 500, "\(compared) cells, \(listed) persons")
+        // What funnel_report refuses, this refuses alike, naming itself.
+        let error = await #expect(throws: PostgresError.self) {
+            try await pool.query(
+                "SELECT * FROM analytics.funnel_report_persons($1::jsonb, 1, 'reached')", [.text(#"{"app": "x", "order": "strict", "steps": [{"event": "a"}]}"#)])
+        }
+        #expect(error?.message.contains("funnel_report_persons: order: not supported in SQL") == true, "\(String(describing: error))")
+        for (step, outcome, message) in [(1, "left", "unknown outcome 'left'"), (3, "reached", "out of range"), (2, "converted", "last required step")] {
+            let refused = await #expect(throws: PostgresError.self) {
+                try await pool.query(
+                    "SELECT * FROM analytics.funnel_report_persons($1::jsonb, $2::integer, $3)",
+                    [.text(#"{"app": "x", "steps": [{"event": "a"}, {"event": "b"}]}"#), .int(Int64(step)), .text(outcome)])
+            }
+            #expect(refused?.message.contains(message) == true, "\(String(describing: refused))")
+        }
+        await pool.close()
+        try await db.drop()
+    }
+
     static func ratio(_ rate: Rate) -> String { ratio(rate.trials == 0 ? nil : Double(rate.successes) / Double(rate.trials)) }
     static func ratio(_ value: Double?) -> String { value.map { String(format: "%.9f", $0) } ?? "-" }
 
