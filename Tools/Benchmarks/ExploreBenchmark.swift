@@ -41,6 +41,34 @@ public struct ExploreBenchmark: Sendable {
         public var chdbBestSeconds: Double?
         public var chdbStepPersons: [Int]?
         public var chdbNote: String?
+        /// The persons behind q1's numbers (docs/funnels.md, "The persons behind a number").
+        public var persons: PersonsRun?
+    }
+
+    /// q1's largest drop-off as persons and as paths, each against what it
+    /// stands beside; the SQL function on the night's tables; peak RSS of
+    /// lists of two sizes.
+    public struct PersonsRun: Sendable, Codable {
+        /// The step (the report's row) with the most drop-offs, and how many.
+        public var step: Int
+        public var dropped: Int
+        /// `--persons dropped:STEP --recount`, CSV: the best of the repeats; q1's `--recount` of the same run beside it.
+        public var listSeconds: Double
+        public var recountSeconds: Double
+        /// `--paths-after STEP --recount`, against q1 `--diagnostics --recount`.
+        public var pathsSeconds: Double
+        public var diagnosticsRecountSeconds: Double
+        /// `analytics.funnel_step_persons` for the configured yoked funnel's same cell, best of the repeats.
+        public var sqlSeconds: Double
+        public var sqlPersons: Int
+        /// Peak RSS (KB) of `--persons … --format csv`: the largest cell (reached:1) and the smallest non-empty drop-off, with their lengths.
+        public var largeList: Int
+        public var largeRSS: Int
+        public var smallList: Int
+        public var smallRSS: Int
+        /// The same two lists from the night's tables (`onramp report --persons`).
+        public var storedLargeRSS: Int
+        public var storedSmallRSS: Int
     }
 
     public var events: Int
@@ -177,8 +205,63 @@ public struct ExploreBenchmark: Sendable {
         var result = Result(
             events: written, appEvents: appEvents, loadSeconds: load, storeBuildSeconds: build, storeBytes: storeBytes, logBytes: logBytes,
             queries: queries, sqlSeconds: sqlSeconds, sqlStepPersons: sqlPersons)
+        if let q1 = files.first {
+            result.persons = try await persons(pool, q1: q1, database: database, cache: cache, asOf: asOf)
+        }
         try await chdb(pool, directory: directory, into: &result)
         return result
+    }
+
+    /// The persons behind q1's largest drop-off (`PersonsRun`), after the
+    /// night's tables are built (the rebuild above).
+    private func persons(_ pool: ConnectionPool, q1: URL, database: BenchDatabase, cache: URL, asOf: String) async throws -> PersonsRun {
+        func run(_ arguments: [String], rss: Bool = false) throws -> (seconds: Double, output: String, rss: Int) {
+            let command = [executable] + arguments + ["--database-url", database.url]
+            let run = try ChildProcess.run(rss ? ["/usr/bin/time", "-f", "peak-rss-kb %M"] + command : command)
+            guard run.exit.status == 0 else { throw BenchError("\(arguments.joined(separator: " ")) failed: \(run.output.suffix(2000))") }
+            let peak = rss ? run.output.split(separator: "\n").last { $0.hasPrefix("peak-rss-kb ") }.flatMap { Int($0.dropFirst(12)) } ?? 0 : 0
+            return (run.exit.seconds, run.output, peak)
+        }
+        let funnel = ["funnel", "--definition", q1.path, "--cache", cache.path, "--as-of", asOf, "--quiet"]
+        let (_, report, _) = try run(funnel + ["--format", "json"])
+        guard let start = report.firstIndex(of: "{"),
+              let steps = (try JSONSerialization.jsonObject(with: Data(report[start...].utf8)) as? [String: Any])?["steps"] as? [[String: Any]]
+        else { throw BenchError("q1's report: no steps") }
+        let drops = steps.dropLast().map { ($0["index"] as? Int ?? 0, $0["drop_off"] as? Int ?? 0) }
+        guard let largest = drops.max(by: { $0.1 < $1.1 }), let smallest = drops.filter({ $0.1 > 0 }).min(by: { $0.1 < $1.1 }) else {
+            throw BenchError("q1 has no drop-off")
+        }
+        log("the persons behind q1's largest drop-off (step \(largest.0), \(largest.1) persons), as list and paths, against q1 recounted …")
+        var lists: [Double] = [], recounts: [Double] = [], paths: [Double] = [], diagnosed: [Double] = []
+        for _ in 0..<repeats {
+            lists.append(try run(funnel + ["--recount", "--persons", "dropped:\(largest.0)", "--format", "csv"]).seconds)
+            recounts.append(try run(funnel + ["--recount", "--format", "json"]).seconds)
+            paths.append(try run(funnel + ["--recount", "--paths-after", "\(largest.0)", "--format", "json"]).seconds)
+            diagnosed.append(try run(funnel + ["--recount", "--diagnostics", "--format", "json"]).seconds)
+        }
+        log("peak RSS of a long list and a short one, at query time and from the night's tables …")
+        let large = try run(funnel + ["--persons", "reached:1", "--format", "csv"], rss: true)
+        let small = try run(funnel + ["--persons", "dropped:\(smallest.0)", "--format", "csv"], rss: true)
+        let stored = ["report", "--funnel", "yoked_onboarding", "--format", "csv"]
+        let storedLarge = try run(stored + ["--persons", "reached:1"], rss: true)
+        let storedSmall = try run(stored + ["--persons", "dropped:\(smallest.0)"], rss: true)
+        log("analytics.funnel_step_persons for the configured funnel's same cell …")
+        var sqlSeconds: [Double] = [], sqlPersons = 0
+        for _ in 0..<repeats {
+            let (count, seconds) = try await measure {
+                try await pool.query(
+                    "SELECT count(*) FROM analytics.funnel_step_persons('yoked_onboarding', $1::integer, 'dropped')", [.int(Int64(largest.0))]
+                ).scalar(Int.self)
+            }
+            sqlSeconds.append(seconds)
+            sqlPersons = count
+        }
+        func lines(_ output: String) -> Int { output.split(separator: "\n").filter { !$0.hasPrefix("peak-rss-kb ") }.count - 1 }
+        return PersonsRun(
+            step: largest.0, dropped: largest.1, listSeconds: lists.min() ?? 0, recountSeconds: recounts.min() ?? 0,
+            pathsSeconds: paths.min() ?? 0, diagnosticsRecountSeconds: diagnosed.min() ?? 0, sqlSeconds: sqlSeconds.min() ?? 0,
+            sqlPersons: sqlPersons, largeList: lines(large.output), largeRSS: large.rss, smallList: lines(small.output), smallRSS: small.rss,
+            storedLargeRSS: storedLarge.rss, storedSmallRSS: storedSmall.rss)
     }
 
     /// Exports the events to Parquet (with chDB itself, untimed), then times

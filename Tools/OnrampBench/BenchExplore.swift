@@ -58,6 +58,16 @@ struct BenchExplore: AsyncParsableCommand {
             line += String(format: "   first ÷ SQL %.3f", q.firstSeconds / r.sqlSeconds)
             lines.append(line)
         }
+        if let p = r.persons {
+            lines.append(String(
+                format: "persons dropped:%d (%d): list %.2f s ÷ q1 recounted %.2f s = %.2f; paths %.2f s ÷ q1 --diagnostics recounted %.2f s = %.2f; SQL %.3f s (%d persons)",
+                p.step, p.dropped, p.listSeconds, p.recountSeconds, p.listSeconds / p.recountSeconds, p.pathsSeconds,
+                p.diagnosticsRecountSeconds, p.pathsSeconds / p.diagnosticsRecountSeconds, p.sqlSeconds, p.sqlPersons))
+            lines.append(String(
+                format: "peak RSS, %d persons ÷ %d: query time %d ÷ %d KB = %.2f; from the night %d ÷ %d KB = %.2f",
+                p.largeList, p.smallList, p.largeRSS, p.smallRSS, Double(p.largeRSS) / Double(max(1, p.smallRSS)), p.storedLargeRSS,
+                p.storedSmallRSS, Double(p.storedLargeRSS) / Double(max(1, p.storedSmallRSS))))
+        }
         print(lines.joined(separator: "\n"))
     }
 
