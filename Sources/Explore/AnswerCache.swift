@@ -51,7 +51,10 @@ struct AnswerCache {
     }
 
     /// Keeps `counted` for `query`; a cache that cannot be written is only slower.
+    /// A list of persons is not kept: written as JSON, a long one cost more
+    /// time and memory than counting it again (BENCHMARKS.md, "Explore").
     func store(_ counted: QueryEvaluation.Counted, query: FunnelQuery, events: Int) {
+        guard !query.analyses.contains(where: \.listsPersons) else { return }
         let key = Self.key(query)
         var analyses: [String: Data] = [:]
         for (analysis, days) in zip(query.analyses, counted.analyses) {

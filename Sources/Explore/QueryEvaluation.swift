@@ -236,8 +236,9 @@ struct QueryEvaluation {
             self.groups = groups
             let size = personOfId.count
             var seen = [Bool](repeating: false, count: size)
-            for index in 0..<columns.count {
-                for id in [columns.user[index], columns.anonymous[index], columns.previous[index]] where Int(id) < size { seen[Int(id)] = true }
+            // Three columns read side by side, without an array per event.
+            for column in [columns.user, columns.anonymous, columns.previous] {
+                for id in column where Int(id) < size { seen[Int(id)] = true }
             }
             var starts = [Int32](repeating: 0, count: size + 1)
             for id in 1..<max(1, size) where seen[id] && Int(personOfId[id]) != id && Int(personOfId[id]) < size {

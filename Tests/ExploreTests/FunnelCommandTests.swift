@@ -26,26 +26,45 @@ struct FunnelCommandTests {
         return try #require(try JSONSerialization.jsonObject(with: Data(text[start...].utf8)) as? [String: Any])
     }
 
+    /// The definition as a file of its own and as the only funnel of a
+    /// configuration, with a cache for `onramp funnel`, in a directory of
+    /// their own.
+    struct Files {
+        let directory: URL
+        let definition: URL
+        let configuration: URL
+        var cache: String { directory.appendingPathComponent("cache").path }
+
+        init(_ name: String) throws {
+            directory = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            definition = directory.appendingPathComponent("android_otp.yaml")
+            try FunnelCommandTests.definition.write(to: definition, atomically: true, encoding: .utf8)
+            configuration = directory.appendingPathComponent("funnels.yaml")
+            let entry = FunnelCommandTests.definition.split(separator: "\n").enumerated()
+                .map { $0.offset == 0 ? "  - \($0.element)" : "    \($0.element)" }.joined(separator: "\n")
+            try ("apps: [{name: yoked}]\nfunnels:\n" + entry + "\n").write(to: configuration, atomically: true, encoding: .utf8)
+        }
+
+        func remove() { try? FileManager.default.removeItem(at: directory) }
+    }
+
+    /// A database with journeys through the shipped funnels and the definition's.
+    static func database(seed: UInt64, persons: Int) async throws -> TestDatabase {
+        let db = try await TestDatabase.create()
+        var configuration = try FunnelConfiguration.default()
+        configuration.funnels.append(try FunnelConfiguration.parseFunnel(yaml: definition, source: "test"))
+        let events = EventSeeder.journeys(configuration: configuration, personsPerFunnel: persons, seed: seed, detours: true)
+        try await ConnectionPool.using(url: db.url) { pool in try await pool.withConnection { c in try EventSeeder.insert(c, events) } }
+        return db
+    }
+
     @Test("a definition file, the same funnel in flags and the nightly report of it configured give the same JSON")
     func sameNumbersAsTheNight() async throws {
-        let db = try await TestDatabase.create()
-        let pool = db.pool(maxConnections: 1)
-        var configuration = try FunnelConfiguration.default()
-        let funnel = try FunnelConfiguration.parseFunnel(yaml: Self.definition, source: "test")
-        configuration.funnels.append(funnel)
-        let events = EventSeeder.journeys(configuration: configuration, personsPerFunnel: 150, seed: 3, detours: true)
-        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
-        await pool.close()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("funnel-command-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let definitionFile = directory.appendingPathComponent("android_otp.yaml")
-        try Self.definition.write(to: definitionFile, atomically: true, encoding: .utf8)
-        let configurationFile = directory.appendingPathComponent("funnels.yaml")
-        let entry = Self.definition.split(separator: "\n").enumerated()
-            .map { $0.offset == 0 ? "  - \($0.element)" : "    \($0.element)" }.joined(separator: "\n")
-        try ("apps: [{name: yoked}]\nfunnels:\n" + entry + "\n").write(to: configurationFile, atomically: true, encoding: .utf8)
-        let cache = directory.appendingPathComponent("cache").path
+        let db = try await Self.database(seed: 3, persons: 150)
+        let files = try Files("funnel-command")
+        defer { files.remove() }
+        let (definitionFile, configurationFile, cache) = (files.definition, files.configuration, files.cache)
 
         let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", configurationFile.path, "--quiet", "--format", "json"])
         #expect(report.status == 0, "\(report.stderr)")
@@ -113,13 +132,8 @@ struct FunnelCommandTests {
 
     @Test("--persons: the terminal lists the same persons from the log and from the night, with traits; bad cells exit 2 with nothing on stdout")
     func persons() async throws {
-        let db = try await TestDatabase.create()
+        let db = try await Self.database(seed: 5, persons: 200)
         let pool = db.pool(maxConnections: 1)
-        var configuration = try FunnelConfiguration.default()
-        let funnel = try FunnelConfiguration.parseFunnel(yaml: Self.definition, source: "test")
-        configuration.funnels.append(funnel)
-        let events = EventSeeder.journeys(configuration: configuration, personsPerFunnel: 200, seed: 5, detours: true)
-        try await pool.withConnection { c in try EventSeeder.insert(c, events) }
         // Who some of them are: two identify calls each, the later one changing the plan.
         let users = try await pool.query(
             "SELECT DISTINCT user_id FROM events WHERE app = 'yoked' AND user_id IS NOT NULL ORDER BY 1 LIMIT 80").rows.compactMap { $0.text(at: 0) }
@@ -133,16 +147,9 @@ struct FunnelCommandTests {
             }
         }
         await pool.close()
-        let directory = FileManager.default.temporaryDirectory.appendingPathComponent("funnel-persons-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: directory) }
-        let definitionFile = directory.appendingPathComponent("android_otp.yaml")
-        try Self.definition.write(to: definitionFile, atomically: true, encoding: .utf8)
-        let configurationFile = directory.appendingPathComponent("funnels.yaml")
-        let entry = Self.definition.split(separator: "\n").enumerated()
-            .map { $0.offset == 0 ? "  - \($0.element)" : "    \($0.element)" }.joined(separator: "\n")
-        try ("apps: [{name: yoked}]\nfunnels:\n" + entry + "\n").write(to: configurationFile, atomically: true, encoding: .utf8)
-        let cache = directory.appendingPathComponent("cache").path
+        let files = try Files("funnel-persons")
+        defer { files.remove() }
+        let (definitionFile, configurationFile, cache) = (files.definition, files.configuration, files.cache)
         let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", configurationFile.path, "--quiet", "--format", "json"])
         #expect(report.status == 0, "\(report.stderr)")
         let night = try Self.json(report.stdout)

@@ -3,6 +3,7 @@ import Foundation
 import Funnels
 import LibPQ
 import LocalPostgres
+import LogReading
 import Projection
 import TestSupport
 import Testing
@@ -212,6 +213,51 @@ struct PersonListTests {
             previous = event.label
         }
         return path.count == 3 ? path : path + ["(no further events)"]
+    }
+
+    @Test("a funnel counting groups lists groups: every cell at query time is the night's and the reference's; with their members")
+    func groups() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("persons-groups-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        try await pool.withConnection { c in try EventSeeder.insert(c, CompanyLog.events(seed: 6)) }
+        let funnel = CompanyLog.funnel
+        var configured = try FunnelConfiguration.default()
+        configured.funnels.append(funnel)
+        let job = ProjectionJob(configuration: configured, showProgress: false)
+        let now = Timestamps.microseconds(Date())
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild, now: now) }
+        let cells = Self.cells(of: funnel)
+        var query = FunnelQuery(funnel: funnel, timeZone: "UTC", now: now)
+        let analyses = cells.map { PersonListAnalysis(cell: $0, funnel: funnel) }
+        query.analyses = analyses
+        let asked = query
+        let answer = try await pool.withConnection { c in try Explorer(cacheRoot: cache).answer(asked, on: c) }
+        let levels = try await pool.withConnection { c in try CompanyLog.referenceLevels(c) }
+        for (cell, analysis) in zip(cells, analyses) {
+            let list = analysis.persons(of: answer.days(of: analysis))
+            #expect(list.allSatisfy { $0.ids == [$0.id] }, "a group's ids are its own")
+            let kept = try await pool.withConnection { c in
+                var kept: [ListedPerson] = []
+                try StoredPersons.forEach(c, funnel: funnel, cell: cell) { kept.append($0) }
+                return kept
+            }
+            #expect(list == kept, "\(cell)")
+            if cell.outcome == .reached {
+                #expect(Set(list.map(\.id)) == Set(levels.filter { $0.value >= cell.step }.keys), "\(cell)")
+            }
+        }
+        // Their name and members: who sent group calls naming them.
+        let reached = try #require(analyses.first).persons(of: answer.days(of: try #require(analyses.first)))
+        let traits = try await pool.withConnection { c in
+            try PersonTraits.read(c, app: "ops", persons: reached, paths: ["name", PersonTraits.members], groups: true)
+        }
+        let members = try await pool.query("SELECT group_id, string_agg(person_id, ' ' ORDER BY person_id COLLATE \"C\") FROM analytics.group_members WHERE app = 'ops' GROUP BY 1").rows
+        let expected = Dictionary(uniqueKeysWithValues: members.compactMap { row in row.text(at: 0).map { ($0, row.text(at: 1) ?? "") } })
+        #expect(!reached.isEmpty && reached.allSatisfy { traits[$0.id]?[PersonTraits.members] == expected[$0.id] }, "\(traits)")
+        await pool.close()
+        try await db.drop()
     }
 
     /// Every cell a funnel's report has: each outcome of each required

@@ -178,8 +178,8 @@ END $$;
 -- The chain a person's level was reached along, as the engine reports it:
 -- the first time the level is reached, and the latest start among the
 -- chains reaching it then. [level, chain start, last step's time] in
--- microseconds; window_funnel_level's sweep, keeping when each level was
--- first reached.
+-- microseconds: the sweep window_funnel_level was (016), keeping when each
+-- level was first reached.
 CREATE FUNCTION analytics.window_funnel_chain(state bigint[])
 RETURNS bigint[] LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
 DECLARE
@@ -254,6 +254,12 @@ BEGIN
     END LOOP;
     RETURN ARRAY[0, NULL, NULL]::bigint[];
 END $$;
+
+-- The level alone is the chain's first element: one sweep serves both.
+CREATE OR REPLACE FUNCTION analytics.window_funnel_level(state bigint[])
+RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
+    SELECT (analytics.window_funnel_chain(state))[1]::integer
+$$;
 
 CREATE AGGREGATE analytics.window_funnel_chain_masks(interval, timestamptz, bigint, integer) (
     SFUNC = analytics.window_funnel_add_mask,
