@@ -20,18 +20,15 @@ struct Report: AsyncParsableCommand {
     @OptionGroup var list: PersonsOptions
 
     func validate() throws {
-        if list.pathsAfter != nil {
-            throw ValidationError("--paths-after is answered at query time for now: onramp funnel --definition FILE --paths-after STEP")
-        }
-        guard list.persons != nil else { return }
+        guard list.asked else { return }
         _ = try list.format(report.range.format)
-        guard report.funnels.count == 1 else { throw ValidationError("--persons lists one funnel's persons: give one --funnel NAME") }
-        if dryRun { throw ValidationError("--persons reads the stored tables and writes nothing already: leave out --dry-run") }
+        guard report.funnels.count == 1 else { throw ValidationError("--persons and --paths-after are about one funnel: give one --funnel NAME") }
+        if dryRun { throw ValidationError("--persons and --paths-after read the stored tables and write nothing already: leave out --dry-run") }
     }
 
     func run() async throws {
-        if list.persons != nil {
-            try printStoredPersons()
+        if list.asked {
+            try printStored()
             return
         }
         guard dryRun else {
@@ -50,16 +47,27 @@ struct Report: AsyncParsableCommand {
         }
     }
 
-    /// `--persons`: the cell's persons as of the last run, from the stored
-    /// tables; the job does not run and nothing is written.
-    private func printStoredPersons() throws {
+    /// `--persons` and `--paths-after`: a cell's persons, or where those
+    /// who dropped went, as of the last run, from the stored tables; the job
+    /// does not run and nothing is written.
+    private func printStored() throws {
         let configured = try configuration.load()
         let name = report.funnels[0]
         guard let funnel = configured.funnels.first(where: { $0.name == name }) else {
             throw ValidationError("--funnel: no funnel '\(name)' in the configuration (its funnels: \(configured.funnels.map(\.name).joined(separator: ", ")))")
         }
-        guard let cell = try list.cell(in: funnel) else { return }
         let url = try database.resolvedURL()
+        if let paths = try list.paths(in: funnel) {
+            guard funnel.aggregateBy == .person else {
+                throw ValidationError("--paths-after of a funnel counting groups is answered from the log: onramp funnel --paths-after")
+            }
+            let counts = try PersonsOptions.refusingBadInput(flag: "--paths-after") {
+                try StoredPaths.count(try Connection.connect(url), funnel: funnel, paths: paths)
+            }
+            try list.printPaths(paths, days: ["": counts], funnel: funnel, format: report.range.format)
+            return
+        }
+        guard let cell = try list.cell(in: funnel) else { return }
         let rows = try Connection.connect(url)
         var traits: Connection?
         var printer = list.printer(

@@ -201,6 +201,11 @@ struct FunnelCommandTests {
         ])
         let tree = try Self.json(paths.stdout)
         #expect(tree["dropped"] as? Int == steps[0]["drop_off"] as? Int && (tree["next"] as? [Any])?.isEmpty == false, "\(paths.stdout)")
+        // The same tree from the night's tables and the log: as of that night, the same.
+        let stored = try OnrampBinary.run([
+            "report", "--database-url", db.url, "--config", configurationFile.path, "--funnel", "android_otp", "--paths-after", "1", "--format", "json",
+        ])
+        #expect(stored.status == 0 && stored.stdout == paths.stdout, "\(stored.stderr)\n\(stored.stdout)\n\(paths.stdout)")
         let pathsTable = try OnrampBinary.run([
             "funnel", "--database-url", db.url, "--definition", definitionFile.path, "--as-of", asOf, "--cache", cache, "--quiet",
             "--paths-after", "1", "--horizon", "10m",
