@@ -82,6 +82,11 @@ BEGIN
         SELECT p.oid::regprocedure FROM pg_proc p
         WHERE p.pronamespace = 'analytics'::regnamespace
           AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+        -- Functions before the aggregates made of them, each in the order
+        -- made. In pg_proc's own order a function a later migration replaced
+        -- (window_funnel_level, 028) came after the aggregates using it, and
+        -- its copy failed on the workers: schema "analytics" does not exist.
+        ORDER BY p.prokind = 'a', p.oid
     LOOP
         PERFORM create_distributed_function(f);
     END LOOP;

@@ -256,10 +256,13 @@ BEGIN
 END $$;
 
 -- The level alone is the chain's first element: one sweep serves both.
+-- PL/pgSQL, whose body is resolved when it runs: on Citus the functions are
+-- copied to the workers one by one, and this one may go before the chain's.
 CREATE OR REPLACE FUNCTION analytics.window_funnel_level(state bigint[])
-RETURNS integer LANGUAGE sql IMMUTABLE PARALLEL SAFE AS $$
-    SELECT (analytics.window_funnel_chain(state))[1]::integer
-$$;
+RETURNS integer LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE AS $$
+BEGIN
+    RETURN (analytics.window_funnel_chain(state))[1]::integer;
+END $$;
 
 CREATE AGGREGATE analytics.window_funnel_chain_masks(interval, timestamptz, bigint, integer) (
     SFUNC = analytics.window_funnel_add_mask,
