@@ -50,13 +50,12 @@ enum PersonRoutes {
             } catch let error as ExploreError {
                 return ExploreResponse.error(error.status, error.description)
             }
-            if let value = cell.breakdown, report.breakdown(value.path)?.value(value.value) == nil {
-                let known = report.breakdown(value.path)?.values.map(\.value).sorted() ?? []
-                return ExploreResponse.error(.badRequest, "\(PersonCellError.unknownBreakdownValue(value, known: known))")
+            do {
+                try cell.check(against: report)
+            } catch {
+                return ExploreResponse.error(.badRequest, "\(error)")
             }
-            let about = PersonListText.About(
-                funnel: query.funnel.name, app: query.funnel.app, cell: cell, stepName: query.funnel.rowName(cell.step - 1),
-                groups: query.funnel.aggregateBy == .group, breakdowns: query.funnel.breakdowns, traits: [], asOf: query.now)
+            let about = PersonListText.About(funnel: query.funnel, cell: cell, traits: [], asOf: query.now)
             if object["format"] as? String == "csv" {
                 return csv(persons, about: about)
             }
@@ -96,10 +95,7 @@ enum PersonRoutes {
             } catch let error as ExploreError {
                 return ExploreResponse.error(error.status, error.description)
             }
-            let tree = paths.tree(days.values.reduce(into: PathCounts()) { $0.merge($1) })
-            return ExploreResponse.json(PathTreeText.json(tree, about: PathTreeText.About(
-                funnel: query.funnel.name, app: query.funnel.app, step: paths.step, stepName: query.funnel.rowName(paths.step - 1),
-                horizonSeconds: horizon.map { $0 / 1_000_000 })))
+            return ExploreResponse.json(PathTreeText.json(paths.tree(PathCounts(adding: days.values)), about: PathTreeText.About(query.funnel, paths: paths)))
         }
         router.post("/api/person-events") { request, _ -> Response in
             guard let object = try await body(request) else {

@@ -14,12 +14,13 @@ public enum PathTreeText {
         /// Seconds after the step the paths look; nil: to the window's end.
         public var horizonSeconds: Int64?
 
-        public init(funnel: String, app: String, step: Int, stepName: String, horizonSeconds: Int64?) {
-            self.funnel = funnel
-            self.app = app
-            self.step = step
-            self.stepName = stepName
-            self.horizonSeconds = horizonSeconds
+        /// The tree `paths` counts for `funnel`.
+        public init(_ funnel: Funnel, paths: PathsAnalysis) {
+            self.funnel = funnel.name
+            app = funnel.app
+            step = paths.step
+            stepName = funnel.rowName(paths.step - 1)
+            horizonSeconds = paths.horizon.map { $0 / 1_000_000 }
         }
     }
 

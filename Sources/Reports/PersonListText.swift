@@ -26,15 +26,14 @@ public struct PersonListText {
         /// The clock `seconds_since_last_step` is taken at (microseconds).
         public var asOf: Int64
 
-        public init(
-            funnel: String, app: String, cell: PersonCell, stepName: String, groups: Bool, breakdowns: [String], traits: [String], asOf: Int64
-        ) {
-            self.funnel = funnel
-            self.app = app
+        /// A list of `cell` of `funnel`, with the `traits` asked, at `asOf`.
+        public init(funnel: Funnel, cell: PersonCell, traits: [String], asOf: Int64) {
+            self.funnel = funnel.name
+            app = funnel.app
             self.cell = cell
-            self.stepName = stepName
-            self.groups = groups
-            self.breakdowns = breakdowns
+            stepName = funnel.rowName(cell.step - 1)
+            groups = funnel.aggregateBy == .group
+            breakdowns = funnel.breakdowns
             self.traits = traits
             self.asOf = asOf
         }

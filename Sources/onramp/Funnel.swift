@@ -139,12 +139,7 @@ struct FunnelCommand: ParsableCommand {
     /// The cell's persons, as counted with the answer; a breakdown value
     /// the answer has none of is refused as bad input.
     private func printPersons(_ listing: PersonListAnalysis, answer: FunnelAnswer, funnel: Funnel, now: Int64, connection: Connection) throws {
-        if let value = listing.cell.breakdown {
-            let known = answer.report.breakdowns.first { $0.dimension == value.path }?.values.map(\.value) ?? []
-            if !known.contains(value.value) {
-                _ = try PersonsOptions.refusingBadInput(flag: "--breakdown-value") { () throws -> Void in throw PersonCellError.unknownBreakdownValue(value, known: known.sorted()) }
-            }
-        }
+        try PersonsOptions.refusingBadInput(flag: "--breakdown-value") { try listing.cell.check(against: answer.report) }
         let persons = listing.persons(of: answer.days(of: listing))
         var printer = list.printer(format: try list.format(range.format), funnel: funnel, cell: listing.cell, asOf: now) { connection }
         for person in persons { try printer.add(person) }

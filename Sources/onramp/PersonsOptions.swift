@@ -54,10 +54,8 @@ struct PersonsOptions: ParsableArguments {
 
     /// Prints the tree of `paths` from what it counted (`days`).
     func printPaths(_ paths: PathsAnalysis, days: [String: PathCounts], funnel: Funnel, format: String) throws {
-        let tree = paths.tree(days.values.reduce(into: PathCounts()) { $0.merge($1) })
-        let about = PathTreeText.About(
-            funnel: funnel.name, app: funnel.app, step: paths.step, stepName: funnel.rowName(paths.step - 1),
-            horizonSeconds: paths.horizon.map { $0 / 1_000_000 })
+        let tree = paths.tree(PathCounts(adding: days.values))
+        let about = PathTreeText.About(funnel, paths: paths)
         let text = try self.format(format) == .json ? PathTreeText.json(tree, about: about) : PathTreeText.table(tree, about: about)
         FileHandle.standardOutput.write(Data(text.utf8))
     }
@@ -103,7 +101,7 @@ struct PersonsOptions: ParsableArguments {
         let limit: Int?
         let traits: (([ListedPerson]) throws -> [String: [String: String]])?
         private var pending: [ListedPerson] = []
-        private(set) var shown = 0
+        private var shown = 0
         private var started = false
 
         init(text: PersonListText, limit: Int?, traits: (([ListedPerson]) throws -> [String: [String: String]])?) {
@@ -113,10 +111,7 @@ struct PersonsOptions: ParsableArguments {
         }
 
         mutating func add(_ person: ListedPerson) throws {
-            if !started {
-                started = true
-                write(text.start())
-            }
+            begin()
             guard limit.map({ shown < $0 }) ?? true else { return }
             shown += 1
             pending.append(person)
@@ -124,12 +119,16 @@ struct PersonsOptions: ParsableArguments {
         }
 
         mutating func finish(total: Int) throws {
-            if !started {
-                started = true
-                write(text.start())
-            }
+            begin()
             try flush()
             write(text.finish(total: total))
+        }
+
+        /// What comes before the first person, written once.
+        private mutating func begin() {
+            guard !started else { return }
+            started = true
+            write(text.start())
         }
 
         private mutating func flush() throws {
@@ -148,9 +147,7 @@ struct PersonsOptions: ParsableArguments {
         format: PersonListText.Format, funnel: Funnel, cell: PersonCell, asOf: Int64, traitsConnection: @escaping () throws -> Connection
     ) -> Printer {
         let paths = traitPaths
-        let about = PersonListText.About(
-            funnel: funnel.name, app: funnel.app, cell: cell, stepName: funnel.rowName(cell.step - 1), groups: funnel.aggregateBy == .group,
-            breakdowns: funnel.breakdowns, traits: paths, asOf: asOf)
+        let about = PersonListText.About(funnel: funnel, cell: cell, traits: paths, asOf: asOf)
         let groups = funnel.aggregateBy == .group
         let traits: (([ListedPerson]) throws -> [String: [String: String]])? = paths.isEmpty ? nil : { batch in
             try PersonTraits.read(try traitsConnection(), app: funnel.app, persons: batch, paths: paths, groups: groups)

@@ -49,6 +49,13 @@ struct FunnelCommandTests {
         func remove() { try? FileManager.default.removeItem(at: directory) }
     }
 
+    /// The nightly report of the configuration's funnel, as JSON.
+    static func night(_ db: TestDatabase, _ files: Files) throws -> [String: Any] {
+        let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", files.configuration.path, "--quiet", "--format", "json"])
+        #expect(report.status == 0, "\(report.stderr)")
+        return try json(report.stdout)
+    }
+
     /// A database with journeys through the shipped funnels and the definition's.
     static func database(seed: UInt64, persons: Int) async throws -> TestDatabase {
         let db = try await TestDatabase.create()
@@ -66,9 +73,7 @@ struct FunnelCommandTests {
         defer { files.remove() }
         let (definitionFile, configurationFile, cache) = (files.definition, files.configuration, files.cache)
 
-        let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", configurationFile.path, "--quiet", "--format", "json"])
-        #expect(report.status == 0, "\(report.stderr)")
-        let night = try Self.json(report.stdout)
+        let night = try Self.night(db, files)
         let asOf = try #require(night["generated_at"] as? String)
         var configured = try #require((night["funnels"] as? [[String: Any]])?.first { $0["funnel"] as? String == "android_otp" })
 
@@ -150,9 +155,7 @@ struct FunnelCommandTests {
         let files = try Files("funnel-persons")
         defer { files.remove() }
         let (definitionFile, configurationFile, cache) = (files.definition, files.configuration, files.cache)
-        let report = try OnrampBinary.run(["report", "--database-url", db.url, "--config", configurationFile.path, "--quiet", "--format", "json"])
-        #expect(report.status == 0, "\(report.stderr)")
-        let night = try Self.json(report.stdout)
+        let night = try Self.night(db, files)
         let asOf = try #require(night["generated_at"] as? String)
         let steps = try #require((night["funnels"] as? [[String: Any]])?.first?["steps"] as? [[String: Any]])
 

@@ -159,7 +159,7 @@ struct PersonListTests {
             let answer = try await pool.withConnection { c in try explorer.answer(asked, on: c) }
             let histories = try await pool.withConnection { c in try QueryTimeTests.referenceHistories(c, funnel: funnel) }
             for (position, (analysis, list)) in zip(paths, lists).enumerated() {
-                let counted = answer.days(of: analysis).values.reduce(into: PathCounts()) { $0.merge($1) }
+                let counted = PathCounts(adding: answer.days(of: analysis).values)
                 let dropped = list.persons(of: answer.days(of: list)).map(\.id)
                 var reference = PathCounts()
                 for person in dropped {

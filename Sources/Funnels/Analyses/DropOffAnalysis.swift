@@ -32,8 +32,6 @@ public struct DropOffAnalysis: FunnelAnalysis {
     }
 
     public func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, days: [String: DropOffCounts], now: Int64) {
-        var counts = DropOffCounts()
-        for day in days.values { counts.merge(day) }
-        report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: counts)
+        report.diagnostics = DropOffDiagnostics(funnel: funnel, tally: tally, counts: DropOffCounts(adding: days.values))
     }
 }

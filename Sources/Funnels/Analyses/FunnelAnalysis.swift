@@ -93,6 +93,12 @@ extension FunnelAnalysis {
 }
 
 extension DayCounts {
+    /// The counts of `days` added up.
+    public init(adding days: some Sequence<Self>) {
+        self.init()
+        for day in days { merge(day) }
+    }
+
     /// Adds these counts to `other` in place (nil: nothing counted yet;
     /// another type counts as nothing), taken out of the existential while
     /// they change, as `FunnelAnalysis.count` does, so nothing is copied.

@@ -82,9 +82,7 @@ public struct PathsAnalysis: FunnelAnalysis {
     }
 
     public func fill(_ report: inout FunnelReport, funnel: Funnel, tally: FunnelTally, days: [String: PathCounts], now: Int64) {
-        var total = PathCounts()
-        for day in days.values { total.merge(day) }
-        report.analyses[id] = Self.finding(tree(total), step: step, stepName: funnel.rowName(step - 1), horizon: horizon)
+        report.analyses[id] = Self.finding(tree(PathCounts(adding: days.values)), step: step, stepName: funnel.rowName(step - 1), horizon: horizon)
     }
 
     /// The tree of `counts`: per node its persons, the top `branches`

@@ -70,6 +70,13 @@ public struct PersonCell: Sendable, Hashable, CustomStringConvertible {
         return cell
     }
 
+    /// Throws `unknownBreakdownValue` when the cell's breakdown value is
+    /// none of those `report` (of the cell's funnel) counts.
+    public func check(against report: FunnelReport) throws(PersonCellError) {
+        guard let breakdown, report.breakdown(breakdown.path)?.value(breakdown.value) == nil else { return }
+        throw .unknownBreakdownValue(breakdown, known: report.breakdown(breakdown.path)?.values.map(\.value).sorted() ?? [])
+    }
+
     /// Whether the person whose outcome this is counts in the cell, by the
     /// rule `FunnelTally.add` counts the report's rows with (`required`:
     /// `Funnel.requiredStepIndices`).

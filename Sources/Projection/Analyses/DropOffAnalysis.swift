@@ -92,9 +92,7 @@ extension DropOffAnalysis: PersonAnalysis {
     func reportParts(_ c: Connection, funnels: [Funnel], where filter: String, _ parameters: [PostgresValue]) throws -> [String: any ReportPart] {
         let stored = try Self.stored(c, funnels: funnels, where: filter, parameters, acrossDays: true)
         return Dictionary(funnels.map { funnel in
-            var counts = DropOffCounts()
-            for day in (stored[funnel.name] ?? [:]).values { counts.merge(day) }
-            return (funnel.name, Part(funnel: funnel, counts: counts) as any ReportPart)
+            (funnel.name, Part(funnel: funnel, counts: DropOffCounts(adding: (stored[funnel.name] ?? [:]).values)) as any ReportPart)
         }) { first, _ in first }
     }
 
