@@ -119,7 +119,14 @@ def open_funnel(driver, url, scenario):
         time.sleep(1.0)
         if typed(driver) == expected(scenario):
             break
-    return wait_done(driver)
+    # Done, and with the query of what was typed: on a loaded machine the
+    # page may still be showing an earlier edit's answer when the last edit's
+    # query has not started yet.
+    WebDriverWait(driver, 120, poll_frequency=0.1).until(lambda d: d.execute_script(
+        "const st = readState();"
+        "return lastKey === JSON.stringify({ definition: buildDefinition(st), from: st.from || null, to: st.to || null })"
+        " && ['done', 'failed', 'cancelled'].includes(document.body.dataset.state);"))
+    return state(driver)
 
 
 def persons(url, scenario_path, step, downloads, screenshot):
