@@ -106,7 +106,19 @@ check() {
   now=$(date -u -d "@$now" '+%Y-%m-%d %H:%M:%S')
   # at WHEN COMMAND…: COMMAND at the frozen clock WHEN (a command, not a
   # function, so that serve_on can start the servers through it).
-  local at=(env FAKETIME_DONT_FAKE_MONOTONIC=1 faketime -f)
+  # libfaketime is preloaded directly: the faketime wrapper keeps a named
+  # semaphore per process id in /dev/shm, which a killed server leaves behind
+  # and a later process given the same id then fails on ("sem_open: File
+  # exists"). A frozen clock needs none of the wrapper's shared state.
+  cat >"$work/at" <<'SH'
+#!/bin/sh
+# at WHEN COMMAND…: COMMAND with the wall clock frozen at WHEN, the monotonic clock real.
+export FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1 LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+shift
+exec "$@"
+SH
+  chmod +x "$work/at"
+  local at=("$work/at")
   at() { "${at[@]}" "$@"; }
   serve_on cluster "$cluster_db" "${at[@]}" "$now" || return 1
   serve_on single "$single_db" "${at[@]}" "$now" || return 1

@@ -26,6 +26,7 @@ from selenium import webdriver
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
+from selenium.common.exceptions import TimeoutException
 from selenium.webdriver.support.ui import Select, WebDriverWait
 
 
@@ -122,10 +123,17 @@ def open_funnel(driver, url, scenario):
     # Done, and with the query of what was typed: on a loaded machine the
     # page may still be showing an earlier edit's answer when the last edit's
     # query has not started yet.
-    WebDriverWait(driver, 120, poll_frequency=0.1).until(lambda d: d.execute_script(
-        "const st = readState();"
-        "return lastKey === JSON.stringify({ definition: buildDefinition(st), from: st.from || null, to: st.to || null })"
-        " && ['done', 'failed', 'cancelled'].includes(document.body.dataset.state);"))
+    try:
+        WebDriverWait(driver, 120, poll_frequency=0.1).until(lambda d: d.execute_script(
+            "const st = readState();"
+            "return lastKey === JSON.stringify({ definition: buildDefinition(st), from: st.from || null, to: st.to || null })"
+            " && ['done', 'failed', 'cancelled'].includes(document.body.dataset.state);"))
+    except TimeoutException:
+        page = driver.execute_script(
+            "const st = readState(); let typed; try { typed = buildDefinition(st); } catch (e) { typed = String(e); }"
+            "return {state: document.body.dataset.state, status: document.getElementById('status').textContent,"
+            " typed: typed, asked: lastKey};")
+        raise SystemExit("the page never answered what was typed: " + json.dumps(page))
     return state(driver)
 
 
