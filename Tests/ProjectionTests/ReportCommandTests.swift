@@ -156,7 +156,10 @@ struct ReportCommandTests {
     func editedConfiguration() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
-        let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 200, seed: 23, detours: true)
+        // Forty days back, every retention day (1, 7, 30) of every person has
+        // ended: the report and the rebuild run at their own clocks, seconds
+        // apart, and a day ending between them would count in one alone.
+        let events = EventSeeder.journeys(configuration: Self.configuration, personsPerFunnel: 200, seed: 23, daysAgo: 40, detours: true)
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }
         let first = try OnrampBinary.run(["report", "--database-url", db.url, "--quiet"])
         #expect(first.status == 0, "\(first.stderr)")
