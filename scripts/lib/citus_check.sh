@@ -106,16 +106,23 @@ check() {
   now=$(date -u -d "@$now" '+%Y-%m-%d %H:%M:%S')
   # at WHEN COMMAND…: COMMAND at the frozen clock WHEN (a command, not a
   # function, so that serve_on can start the servers through it).
-  # libfaketime is preloaded directly: the faketime wrapper keeps a named
-  # semaphore per process id in /dev/shm, which a killed server leaves behind
-  # and a later process given the same id then fails on ("sem_open: File
-  # exists"). A frozen clock needs none of the wrapper's shared state.
+  # Through the faketime wrapper, which keeps a named semaphore and shared
+  # memory per process id in /dev/shm and leaves them there: a later wrapper
+  # given the same id then fails ("sem_open: File exists"). Those of ids no
+  # longer running, and of the id it is about to take, are removed first.
+  # (Preloading libfaketime without the wrapper loses Swift programs'
+  # arguments.)
   cat >"$work/at" <<'SH'
 #!/bin/sh
 # at WHEN COMMAND…: COMMAND with the wall clock frozen at WHEN, the monotonic clock real.
-export FAKETIME="$1" FAKETIME_DONT_FAKE_MONOTONIC=1 LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+for f in /dev/shm/faketime_shm_* /dev/shm/sem.faketime_sem_*; do
+  [ -e "$f" ] || continue
+  pid=${f##*_}
+  if [ "$pid" = "$$" ] || ! kill -0 "$pid" 2>/dev/null; then rm -f "$f"; fi
+done
+when=$1
 shift
-exec "$@"
+FAKETIME_DONT_FAKE_MONOTONIC=1 exec faketime -f "$when" "$@"
 SH
   chmod +x "$work/at"
   local at=("$work/at")
