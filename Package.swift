@@ -161,13 +161,22 @@ let package = Package(
             dependencies: ["Funnels"],
             swiftSettings: strictness
         ),
-        // Delivers the report's alert message to a webhook, with retries.
+        // Delivers the report's alert message to a webhook, with retries, and signed posts of audiences' changes.
         .target(
             name: "Notifications",
             dependencies: [
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
+                .product(name: "Crypto", package: "swift-crypto"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOHTTP1", package: "swift-nio"),
+            ],
+            swiftSettings: strictness
+        ),
+        // Sends audiences' changes to the team's tools: the ledger the job fills, signed batches, retries.
+        .target(
+            name: "Delivery",
+            dependencies: [
+                "LibPQ", "Funnels", "LogReading", "Notifications",
             ],
             swiftSettings: strictness
         ),
@@ -178,7 +187,7 @@ let package = Package(
             name: "onramp",
             dependencies: [
                 "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
-                "EventLog", "IngestServer", "Notifications", "Privacy", "Access",
+                "EventLog", "IngestServer", "Notifications", "Delivery", "Privacy", "Access",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
@@ -297,6 +306,14 @@ let package = Package(
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strictness
+        ),
+        .testTarget(
+            name: "DeliveryTests",
+            dependencies: [
+                "Delivery", "Privacy", "Projection", "Funnels", "LibPQ", "LocalPostgres", "TestSupport",
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ],
             swiftSettings: strictness
         ),

@@ -18,9 +18,9 @@ struct ConfigurationParser {
     ]
     private static let diagnosticsKeys: Set<String> = ["min_support"]
     private static let retentionKeys: Set<String> = ["days", "active_events"]
-    private static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional", "within"]
+    static let stepKeys: Set<String> = ["name", "event", "screen", "where", "any_of", "optional", "within"]
     private static let exclusionKeys: Set<String> = ["event", "screen", "where", "between"]
-    private static let matcherKeys: Set<String> = ["event", "screen", "where"]
+    static let matcherKeys: Set<String> = ["event", "screen", "where"]
     private static let targetKeys: Set<String> = ["name", "metric", "threshold", "min", "max", "from", "to"]
 
     func parse(yaml: String) throws(ConfigurationError) -> FunnelConfiguration {
@@ -111,7 +111,11 @@ struct ConfigurationParser {
             }
             funnels.append(funnel)
         }
-        return FunnelConfiguration(reportTimeZone: reportTimeZone, apps: apps, funnels: funnels)
+        var configuration = FunnelConfiguration(reportTimeZone: reportTimeZone, apps: apps, funnels: funnels)
+        if let node = top["audiences"], !YAMLReader.isNull(node) {
+            configuration.audiences = try parseAudiences(node, configuration: configuration, reader: reader)
+        }
+        return configuration
     }
 
     private func checkTimeZone(_ identifier: String, reader: YAMLReader, field: String) throws {
@@ -481,7 +485,7 @@ struct ConfigurationParser {
         return settings
     }
 
-    private func parseStep(
+    func parseStep(
         _ node: Node, field: String, reader: YAMLReader
     ) throws -> (name: String?, matchers: [EventMatcher], optional: Bool, within: Int64?) {
         var fields = try reader.object(node, field, allowed: Self.stepKeys)
@@ -510,12 +514,12 @@ struct ConfigurationParser {
         return (name, [matcher], optional, within)
     }
 
-    private func parseMatcher(_ node: Node, field: String, reader: YAMLReader) throws -> EventMatcher {
+    func parseMatcher(_ node: Node, field: String, reader: YAMLReader) throws -> EventMatcher {
         let fields = try reader.object(node, field, allowed: Self.matcherKeys)
         return try parseMatcherFields(fields, field: field, reader: reader)
     }
 
-    private func parseMatcherFields(_ fields: [String: Node], field: String, reader: YAMLReader) throws -> EventMatcher {
+    func parseMatcherFields(_ fields: [String: Node], field: String, reader: YAMLReader) throws -> EventMatcher {
         let kind: EventMatcher.Kind
         let nameNode: Node
         switch (fields["event"], fields["screen"]) {

@@ -13,17 +13,20 @@ public struct FunnelConfiguration: Sendable, Hashable {
     public var reportTimeZone: String?
     public var apps: [AppConfiguration]
     public var funnels: [Funnel]
+    /// Standing sets of persons kept by the job (docs/audiences.md).
+    public var audiences: [Audience]
 
-    public init(reportTimeZone: String? = nil, apps: [AppConfiguration], funnels: [Funnel]) {
+    public init(reportTimeZone: String? = nil, apps: [AppConfiguration], funnels: [Funnel], audiences: [Audience] = []) {
         self.reportTimeZone = reportTimeZone
         self.apps = apps
         self.funnels = funnels
+        self.audiences = audiences
     }
 
     /// Every dotted attribute path any funnel reads; the caller extracts
     /// exactly these into `FunnelEvent.attributes`.
     public var referencedPaths: Set<String> {
-        funnels.reduce(into: Set<String>()) { $0.formUnion($1.referencedPaths) }
+        audiences.reduce(into: funnels.reduce(into: Set<String>()) { $0.formUnion($1.referencedPaths) }) { $0.formUnion($1.referencedPaths) }
     }
 
     public func app(named name: String) -> AppConfiguration? {
@@ -36,6 +39,14 @@ public struct FunnelConfiguration: Sendable, Hashable {
 
     public func funnels(forApp app: String) -> [Funnel] {
         funnels.filter { $0.app == app }
+    }
+
+    public func audience(named name: String) -> Audience? {
+        audiences.first { $0.name == name }
+    }
+
+    public func audiences(forApp app: String) -> [Audience] {
+        audiences.filter { $0.app == app }
     }
 
     /// The time zone a funnel's cohort days are cut in: the app's own

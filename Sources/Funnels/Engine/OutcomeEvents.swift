@@ -13,7 +13,15 @@ public struct OutcomeEvents: Sendable {
     /// groups"); the job tells a new membership from a repeated call.
     public private(set) var countsGroups = false
 
-    public init(funnels: [Funnel]) {
+    /// `audiences`: those of the same app, whose behaviour operands' events
+    /// may change a membership as a step's may change an outcome.
+    public init(funnels: [Funnel], audiences: [Audience] = []) {
+        for matcher in audiences.flatMap(\.matchers) {
+            switch matcher.kind {
+            case .event: trackNames.insert(matcher.name)
+            case .screen: screenNames.insert(matcher.name)
+            }
+        }
         for funnel in funnels {
             if funnel.aggregateBy == .group { countsGroups = true }
             // Active events with filters need the event's attributes, which only a recompute reads.

@@ -50,6 +50,8 @@ struct PartitionEvaluation: Sendable {
     /// The only persons to evaluate (an incremental run's); nil for all.
     let persons: Set<String>?
     let analyses: [any PersonAnalysis]
+    /// The app's audiences this pass keeps (`AudienceSpanStore`): each unit evaluated gets its spans.
+    let audiences: [Audience]
     let now: Int64
 
     /// Starts evaluating `history` on the `workers` lane, one task per
@@ -62,17 +64,22 @@ struct PartitionEvaluation: Sendable {
         let tasks = (0..<count).map { worker in
             workers.run {
                 var totals = Totals()
+                var spans = AudienceSpans()
                 for index in stride(from: worker, to: history.partitions.count, by: count) {
                     var rows = BinaryCopyRows()
                     var analysisRows = analyses.map { _ in BinaryCopyRows() }
+                    var audienceRows = BinaryCopyRows()
                     let read = try reader.forEachPerson(in: history.partitions[index]) { person, events in
-                        try evaluate(person: person, events: events, into: &rows, analysisRows: &analysisRows, totals: &totals)
+                        try evaluate(
+                            person: person, events: events, into: &rows, analysisRows: &analysisRows, audienceRows: &audienceRows,
+                            spans: &spans, totals: &totals)
                     }
                     totals.events += read
                     progress.advance(by: read)
                     // On the worker's thread: while it waits for PostgreSQL, another evaluates.
                     try Self.copy(rows, with: OutcomeStore.copyStatement, on: session)
                     for (analysis, rows) in zip(analyses, analysisRows) { try Self.copy(rows, with: analysis.copyStatement, on: session) }
+                    try Self.copy(audienceRows, with: AudienceSpanStore.copyStatement, on: session)
                 }
                 return totals
             }
@@ -105,16 +112,19 @@ struct PartitionEvaluation: Sendable {
 
     private func evaluate(
         person: String, events: [FunnelEvent], into rows: inout BinaryCopyRows, analysisRows: inout [BinaryCopyRows],
-        totals: inout Totals
+        audienceRows: inout BinaryCopyRows, spans: inout AudienceSpans, totals: inout Totals
     ) throws {
         if let persons, !persons.contains(person) { return }
         // A group (`GroupMembership`) is evaluated by the funnels counting groups only, a person by the others.
         let aggregation: Funnel.Aggregation = HistoryUnit.isGroup(person) ? .group : .person
         if aggregation == .group { totals.groups += 1 } else { totals.persons += 1 }
+        let audiences = self.audiences.filter { $0.aggregateBy == aggregation }
+        var outcomes: [String: PersonOutcome] = [:]
         for (index, funnel) in funnels.enumerated() where funnel.aggregateBy == aggregation {
             // Distinct by messageId: the event_ids ledger stores each id once per app.
             let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: now)
             guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
+            if !audiences.isEmpty { outcomes[funnel.name] = outcome }
             let dayNumber = CohortCalendar.dayNumber(of: start, in: timeZones[index])
             let day = CohortCalendar.text(ofDay: dayNumber)
             totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
@@ -129,6 +139,11 @@ struct PartitionEvaluation: Sendable {
                         evaluated, events: events, to: &analysisRows[i], tally: &totals.analysisTallies[analysis.table, default: [:]][key])
                 }
             }
+        }
+        if !audiences.isEmpty {
+            AudienceSpanStore.append(
+                person: person, audiences: audiences, unit: AudienceSpans.Unit(outcomes: outcomes, events: events), now: now,
+                spans: &spans, to: &audienceRows)
         }
     }
 }

@@ -31,7 +31,7 @@ struct IncrementalPlan: ProjectionPlan {
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
         let c = run.session
         let outcomeEvents = Dictionary(uniqueKeysWithValues: run.apps.map { app in
-            (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app)))
+            (app, OutcomeEvents(funnels: run.configuration.funnels(forApp: app), audiences: run.configuration.audiences(forApp: app)))
         })
         var day = try NewEvents.read(c, outcomeEvents: outcomeEvents, window: window)
         let erased = try ErasedPersons.pending(c, apps: run.apps)
@@ -69,6 +69,7 @@ struct IncrementalPlan: ProjectionPlan {
         let hadOutcomes = try start.removeStoredOutcomes(
             c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:), dialect: run.dialect)
         for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: hadOutcomes, dialect: run.dialect) }
+        if !run.configuration.audiences.isEmpty { try AudienceSpanStore.deleteTouched(c, dialect: run.dialect) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
     }
 

@@ -65,8 +65,9 @@ extension ProjectionPlan {
         ProjectionJob.pipelineOrder(run.apps, sizes: sizes).compactMap { app -> PersonHistoryReader? in
             if let persons = persons(of: app), persons.isEmpty { return nil }
             let funnels = run.configuration.funnels(forApp: app)
+            let audiences = run.configuration.audiences(forApp: app)
             return PersonHistoryReader(
-                app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths))).sorted(),
+                app: app, paths: Array(Set(funnels.flatMap(\.referencedPaths) + audiences.flatMap(\.referencedPaths))).sorted(),
                 countsGroups: funnels.contains { $0.aggregateBy == .group })
         }
     }

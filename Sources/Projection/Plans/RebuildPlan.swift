@@ -35,7 +35,7 @@ struct RebuildPlan: ProjectionPlan {
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
         let c = run.session
         if only == nil {
-            let tables = ["identity_links", "funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies"]
+            let tables = ["identity_links", "funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies", "audience_spans"]
                 + run.analyses.flatMap { [$0.table] + $0.dayTables }
             try c.executeScript("TRUNCATE " + tables.joined(separator: ", "))
             for table in ["funnel_persons", "identity_links"] + run.analyses.map(\.table) {
@@ -44,6 +44,8 @@ struct RebuildPlan: ProjectionPlan {
         } else {
             // Rebuilt below, app by app, as a whole rebuild does.
             try c.query("DELETE FROM identity_links WHERE app = ANY($1::text[])", [.textArray(run.apps)])
+            // The apps' audiences are kept by this pass (`ProjectionJob.pass`), for every person.
+            try c.query("DELETE FROM audience_spans WHERE app = ANY($1::text[])", [.textArray(run.apps)])
         }
         let counts = try counted ?? Self.eventCounts(c, apps: run.apps)
         let total = counts.values.reduce(0, +)

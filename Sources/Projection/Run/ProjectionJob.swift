@@ -43,6 +43,9 @@ public struct ProjectionJob: Sendable {
         /// The funnels the run recomputed from the whole log because their
         /// definition changed, and those whose rows it removed.
         public var definitions = DefinitionChanges()
+        /// Units that entered and left an audience at the run's clock (docs/audiences.md).
+        public var audiencesEntered = 0
+        public var audiencesLeft = 0
     }
 
     /// The session advisory lock every run (and an erasure) holds.
@@ -87,7 +90,7 @@ public struct ProjectionJob: Sendable {
     }
 
     /// The run, in its transaction on `c`, holding the job's lock.
-    private func run(inTransaction c: Connection, mode: Mode, now: Int64) throws -> Summary {
+    func run(inTransaction c: Connection, mode: Mode, now: Int64) throws -> Summary {
         // Once a night, for the run's session and its reader: room for the
         // incremental run's sorts and the rebuild's index builds, which
         // spill to disk at the defaults.
@@ -117,10 +120,13 @@ public struct ProjectionJob: Sendable {
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let zone = configuration.timeZoneIdentifier(for:)
         var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone)
+        AudienceDefinitions.widen(
+            &definitions, configuration: configuration, changed: try AudienceDefinitions.changed(c, audiences: configuration.audiences))
         let stale = definitions.stale
         // A rebuild computes every funnel from the whole log: it only says which it removes.
         if mode == .rebuild { definitions.recompute = [] }
         let recomputed = Set(definitions.recompute.map(\.funnel))
+        let recomputedApps = Set(definitions.recompute.map(\.app))
         // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
         let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
         func pass(_ plan: some ProjectionPlan, _ funnels: [Funnel]) throws -> Summary {
@@ -150,6 +156,12 @@ public struct ProjectionJob: Sendable {
         // The catalogue follows the log, not the funnels: a rebuild adds what came since the last run too.
         try EventCatalog(configuration: configuration).update(
             c, window: LogWindow(from: mode == .rebuild ? try Checkpoint.load(c) : previous, to: current), erased: try ErasedPersons.apps(c))
+        // Who entered and left each audience, now that every unit evaluated has its spans.
+        let audiences = try AudienceMembership.update(
+            c, audiences: configuration.audiences,
+            whole: Set(configuration.audiences.filter { rebuildAll || recomputedApps.contains($0.app) }.map(\.name)),
+            touched: !rebuildAll, now: now)
+        try AudienceDefinitions.record(c, configuration: configuration, now: now)
         try TargetTable.write(c, configuration: configuration)
         try TrackingPlanTable.write(c, configuration: configuration)
         try DefinitionChanges.record(
@@ -159,6 +171,8 @@ public struct ProjectionJob: Sendable {
         try current.save(c)
         summary.mode = mode
         summary.definitions = definitions
+        summary.audiencesEntered = audiences.entered
+        summary.audiencesLeft = audiences.left
         return summary
     }
 
@@ -209,6 +223,11 @@ public struct ProjectionJob: Sendable {
         var plan = plan
         var scoped = configuration
         scoped.funnels = funnels
+        // An app's audiences are kept by the pass that evaluates all its funnels (`AudienceDefinitions`).
+        let passed = Set(funnels.map(\.name))
+        scoped.audiences = configuration.audiences.filter { audience in
+            configuration.funnels(forApp: audience.app).allSatisfy { passed.contains($0.name) }
+        }
         return try ProjectionRun.with(
             self, configuration: scoped, session: c, dialect: SQLDialect(layout), settings: settings, now: now
         ) { run in

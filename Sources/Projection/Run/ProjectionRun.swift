@@ -136,7 +136,8 @@ final class ProjectionRun {
             }
             let evaluation = PartitionEvaluation(
                 funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
-                persons: plan.persons(of: reader.app), analyses: analyses, now: now)
+                persons: plan.persons(of: reader.app), analyses: analyses, audiences: configuration.audiences(forApp: reader.app),
+                now: now)
             running = evaluation.start(history, reader: reader, workers: workerLane, session: session, progress: progress)
         }
         if let last = running {

@@ -1,0 +1,193 @@
+import Foundation
+import Funnels
+import LibPQ
+import LocalPostgres
+import Projection
+import TestSupport
+import Testing
+
+/// Audiences kept by the job and by `onramp audiences run` (docs/audiences.md):
+/// after every run the members equal a rebuild's at the same clock, and an
+/// independent computation from the events (persons joined by the identity
+/// rule, each evaluated at the clock by `AudienceReference`).
+@Suite("audiences kept by the job against a real PostgreSQL", .serialized)
+struct AudienceJobTests {
+    static let yaml = """
+        apps:
+          - name: yoked
+        funnels:
+          - name: signup
+            app: yoked
+            window: 24h
+            steps:
+              - event: started
+              - event: phone_entered
+              - event: otp_verified
+        audiences:
+          - {name: stalled, funnel: signup, stalled: {step: 2, for: 1h}}
+          - {name: completed, funnel: signup, outcome: completed}
+          - {name: dropped_lately, funnel: signup, outcome: dropped, step: 1, days: 2}
+          - {name: helped_lately, app: yoked, did: {event: help_opened, within: 6h}}
+          - name: stalled_unhelped
+            all_of:
+              - audience: stalled
+              - not: {did: {event: help_opened, within: 2h}}
+        """
+
+    static let hour: Int64 = 3_600_000_000
+
+    typealias Member = String
+
+    /// `audience|person` of every member, as the table holds them.
+    static func members(_ c: Connection) throws -> Set<Member> {
+        Set(try c.query("SELECT audience || '|' || person_id FROM audience_members").rows.map { try $0.decode(String.self, at: 0) })
+    }
+
+    /// The members at `now` from the events alone.
+    static func reference(_ events: [SeedEvent], configuration: FunnelConfiguration, now: Int64) -> Set<Member> {
+        var observations: [IdentityObservation] = []
+        for event in events where event.userId != nil {
+            if let anonymous = event.anonymousId {
+                observations.append(IdentityObservation(anonymousId: anonymous, userId: event.userId, timestamp: event.timestamp))
+            }
+            if let previous = event.previousId {
+                observations.append(IdentityObservation(anonymousId: previous, userId: event.userId, timestamp: event.timestamp))
+            }
+        }
+        let persons = IdentityResolver.persons(of: IdentityResolver.links(from: observations))
+        var histories: [String: [FunnelEvent]] = [:]
+        for event in events {
+            guard let id = event.userId ?? event.anonymousId else { continue }
+            let person = persons[id] ?? id
+            histories[person, default: []].append(FunnelEvent(
+                messageId: event.messageId, kind: EventKind(rawValue: event.type) ?? .track, name: event.event, timestamp: event.timestamp))
+        }
+        var members = Set<Member>()
+        for (person, history) in histories {
+            let sorted = history.sorted { ($0.timestamp, $0.messageId) < ($1.timestamp, $1.messageId) }
+            for audience in configuration.audiences where AudienceReference.holds(audience.condition, events: sorted, at: now) {
+                members.insert("\(audience.name)|\(person)")
+            }
+        }
+        return members
+    }
+
+    /// Persons who start, stall, finish, ask for help, sign in on the way
+    /// (some through an alias), over `hours` hours before `clock`, a few of
+    /// their events arriving a round late.
+    static func round(_ rng: inout SplitMix, round: Int, clock: Int64, hours: Int64) -> (now: [SeedEvent], late: [SeedEvent]) {
+        var now: [SeedEvent] = [], late: [SeedEvent] = []
+        for p in 0..<40 {
+            let anonymous = "anon-\(round)-\(p)"
+            // Some come back: a person of an earlier round, under their user id.
+            let user: String? = rng.next() % 3 == 0 ? "user-\(rng.next() % 60)" : nil
+            var t = clock - Int64(rng.next() % UInt64(hours * 3600)) * 1_000_000
+            let steps = Int(rng.next() % 4)
+            for (n, name) in ["started", "phone_entered", "otp_verified"].prefix(steps).enumerated() {
+                let identified = user != nil && n >= 1
+                let event = SeedEvent(
+                    app: "yoked", messageId: "\(anonymous)-\(n)", event: name, anonymousId: anonymous, userId: identified ? user : nil,
+                    timestamp: t)
+                if rng.next() % 8 == 0 { late.append(event) } else { now.append(event) }
+                t += Int64(rng.next() % 5400) * 1_000_000
+            }
+            for h in 0..<Int(rng.next() % 3) {
+                now.append(SeedEvent(
+                    app: "yoked", messageId: "\(anonymous)-help-\(h)", event: "help_opened", anonymousId: anonymous,
+                    timestamp: clock - Int64(rng.next() % 10_800) * 1_000_000))
+            }
+            if let user, rng.next() % 4 == 0 {
+                now.append(SeedEvent(
+                    app: "yoked", type: "alias", messageId: "\(anonymous)-alias", userId: user + "-new", timestamp: t,
+                    previousId: user))
+            }
+        }
+        return (now, late)
+    }
+
+    @Test("after every run, incremental or quiet, the members equal a rebuild's and the events' own at the same clock")
+    func membersEqualRebuildAndReference() async throws {
+        let configuration = try FunnelConfiguration.parse(yaml: Self.yaml, source: "audiences.yaml")
+        let job = ProjectionJob(configuration: configuration, showProgress: false)
+        let kept = try await TestDatabase.create(), rebuilt = try await TestDatabase.create()
+        let keptPool = kept.pool(maxConnections: 1), rebuiltPool = rebuilt.pool(maxConnections: 1)
+        var rng = SplitMix(seed: 69)
+        let start = (Timestamps.microseconds(Date()) / Self.hour - 5 * 24) * Self.hour
+        var inserted: [SeedEvent] = []
+        var pendingLate: [SeedEvent] = []
+        var clock = start
+        var quietRuns = 0, changes = 0
+        for n in 0..<9 {
+            // Every third run nothing new arrives: only the clock moves.
+            let quiet = n % 3 == 2
+            clock += quiet ? Self.hour / 2 + Int64(n) * Self.hour : 7 * Self.hour
+            var batch: [SeedEvent] = []
+            if !quiet {
+                let (events, late) = Self.round(&rng, round: n, clock: clock, hours: 7)
+                batch = events + pendingLate
+                pendingLate = late
+            }
+            inserted += batch
+            let arriving = batch
+            for pool in [keptPool, rebuiltPool] { try await pool.withConnection { c in try EventSeeder.insert(c, arriving) } }
+            let now = clock
+            let summary = try await keptPool.withConnection { c in try job.runAudiences(c, now: now) }
+            if quiet {
+                #expect(summary.job == nil, "run \(n): nothing new, the job does not run")
+                quietRuns += 1
+            }
+            changes += summary.entered + summary.left
+            _ = try await rebuiltPool.withConnection { c in try job.run(c, mode: .rebuild, now: now) }
+            let members = try await keptPool.withConnection { try Self.members($0) }
+            #expect(members == (try await rebuiltPool.withConnection { try Self.members($0) }), "run \(n): kept vs rebuilt")
+            #expect(members == Self.reference(inserted, configuration: configuration, now: now), "run \(n): kept vs the events")
+            // What changed is what the changes say: members are the enters less the leaves.
+            let net = try await keptPool.query(
+                """
+                SELECT count(*) FILTER (WHERE change = 'enter') - count(*) FILTER (WHERE change = 'leave') FROM audience_changes
+                """).scalar(Int.self)
+            #expect(net == members.count, "run \(n)")
+        }
+        #expect(quietRuns == 3)
+        #expect(changes > 50)
+        // Every audience had members at some point, the combined one included.
+        let seen = try await keptPool.query("SELECT count(DISTINCT audience) FROM audience_changes").scalar(Int.self)
+        #expect(seen == configuration.audiences.count)
+        for pool in [keptPool, rebuiltPool] { await pool.close() }
+        try await kept.drop()
+        try await rebuilt.drop()
+    }
+
+    @Test("an edited audience is recomputed from the whole log with its app's funnels, a removed one leaves no rows")
+    func editedAudienceIsRecomputed() async throws {
+        let configuration = try FunnelConfiguration.parse(yaml: Self.yaml, source: "audiences.yaml")
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        var rng = SplitMix(seed: 70)
+        let clock = (Timestamps.microseconds(Date()) / Self.hour - 24) * Self.hour
+        let (events, late) = Self.round(&rng, round: 0, clock: clock, hours: 20)
+        try await pool.withConnection { c in try EventSeeder.insert(c, events + late) }
+        let first = ProjectionJob(configuration: configuration, showProgress: false)
+        _ = try await pool.withConnection { c in try first.run(c, mode: .incremental, now: clock) }
+
+        var edited = configuration
+        edited.audiences = configuration.audiences.filter { $0.name != "helped_lately" }
+        if let index = edited.audiences.firstIndex(where: { $0.name == "stalled" }), let funnel = edited.funnel(named: "signup") {
+            edited.audiences[index].condition = .funnel(FunnelStanding(funnel: funnel, outcome: .stalled(seconds: 1800), step: 2))
+        }
+        var job = ProjectionJob(configuration: edited, showProgress: false)
+        let said = Said()
+        job.announce = { said.append($0) }
+        let announcing = job
+        let summary = try await pool.withConnection { c in try announcing.run(c, mode: .incremental, now: clock + Self.hour) }
+        let lines = said.lines
+        #expect(summary.definitions.recompute.map(\.funnel) == ["signup"])
+        #expect(lines.contains { $0.hasPrefix("signup: audience 'stalled' changed: will be recomputed from the whole log") }, "\(lines)")
+        let members = try await pool.withConnection { try Self.members($0) }
+        #expect(members == Self.reference(events + late, configuration: edited, now: clock + Self.hour))
+        #expect(try await pool.query("SELECT count(*) FROM audience_changes WHERE audience = 'helped_lately'").scalar(Int.self) == 0)
+        #expect(try await pool.query("SELECT count(*) FROM audience_definitions").scalar(Int.self) == edited.audiences.count)
+        await pool.close()
+        try await db.drop()
+    }
+}
