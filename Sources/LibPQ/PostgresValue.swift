@@ -97,8 +97,8 @@ public enum PostgresType {
     public static let textArray: UInt32 = 1009
     public static let int8Array: UInt32 = 1016
 
-    static func name(of oid: UInt32) -> String {
-        switch oid {
+    static func name(of type: UInt32) -> String {
+        switch type {
         case bool: "bool"
         case bytea: "bytea"
         case name: "name"
@@ -106,7 +106,7 @@ public enum PostgresType {
         case int2: "int2"
         case int4: "int4"
         case text: "text"
-        case oid: "oid"
+        case Self.oid: "oid"
         case json: "json"
         case float4: "float4"
         case float8: "float8"
@@ -121,7 +121,7 @@ public enum PostgresType {
         case jsonb: "jsonb"
         case textArray: "text[]"
         case int8Array: "int8[]"
-        default: "oid \(oid)"
+        default: "oid \(type)"
         }
     }
 }

@@ -69,18 +69,7 @@ struct AudienceDeliveryTests {
     }
 
     static func configuration(port: Int) throws -> FunnelConfiguration {
-        try FunnelConfiguration.parse(yaml: """
-            apps:
-              - name: yoked
-            funnels:
-              - name: signup
-                app: yoked
-                window: 24h
-                steps:
-                  - event: started
-                  - event: phone_entered
-                  - event: otp_verified
-            audiences:
+        try FunnelConfiguration.parse(yaml: AudienceReference.signupConfiguration + """
               - name: started
                 funnel: signup
                 outcome: reached

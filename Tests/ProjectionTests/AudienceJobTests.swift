@@ -12,18 +12,7 @@ import Testing
 /// rule, each evaluated at the clock by `AudienceReference`).
 @Suite("audiences kept by the job against a real PostgreSQL", .serialized)
 struct AudienceJobTests {
-    static let yaml = """
-        apps:
-          - name: yoked
-        funnels:
-          - name: signup
-            app: yoked
-            window: 24h
-            steps:
-              - event: started
-              - event: phone_entered
-              - event: otp_verified
-        audiences:
+    static let yaml = AudienceReference.signupConfiguration + """
           - {name: stalled, funnel: signup, stalled: {step: 2, for: 1h}}
           - {name: completed, funnel: signup, outcome: completed}
           - {name: dropped_lately, funnel: signup, outcome: dropped, step: 1, days: 2}

@@ -5,6 +5,23 @@ public import Funnels
 /// clock, the events counted, cohort days cut in UTC. What `AudienceSpans`
 /// and the job's kept members are checked against.
 public enum AudienceReference {
+    /// The audiences tests' app and funnel: `yoked`'s three-step `signup`,
+    /// 24 h, ending with `audiences:` for a test to list its own under.
+    public static let signupConfiguration = """
+        apps:
+          - name: yoked
+        funnels:
+          - name: signup
+            app: yoked
+            window: 24h
+            steps:
+              - event: started
+              - event: phone_entered
+              - event: otp_verified
+        audiences:
+
+        """
+
     /// Whether the unit whose events are `events` meets `condition` at `instant`.
     public static func holds(_ condition: AudienceCondition, events: [FunnelEvent], at instant: Int64) -> Bool {
         switch condition {

@@ -111,7 +111,7 @@ WITH days AS (
     FROM audience_changes c JOIN audience_definitions d ON d.audience = c.audience
     GROUP BY 1, 2, 3)
 SELECT audience, app, day, entered, left_ AS "left",
-       sum(entered - left_) OVER (PARTITION BY audience ORDER BY day) AS members
+       (sum(entered - left_) OVER (PARTITION BY audience ORDER BY day))::bigint AS members
 FROM days;
 
 DO $$
