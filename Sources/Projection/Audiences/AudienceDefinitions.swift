@@ -8,16 +8,28 @@ import LibPQ
 /// recomputes every funnel of its app with it; a funnel recomputed in an app
 /// with audiences takes the app's other funnels along, for the same reason.
 enum AudienceDefinitions {
-    /// The configured audiences whose stored definition differs (or is missing), by name, with why.
-    static func changed(_ c: Connection, audiences: [Audience]) throws -> [(audience: Audience, reason: String)] {
-        guard !audiences.isEmpty else { return [] }
-        var stored: [String: String] = [:]
-        for row in try c.query("SELECT audience, fingerprint FROM audience_definitions").rows {
-            stored[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
+    /// What `audience_definitions` holds, by audience: read once a run, before the run records anew.
+    struct Stored: Sendable {
+        var fingerprints: [String: String] = [:]
+        /// Of the audiences that deliver.
+        var deliveryURLs: [String: String] = [:]
+
+        static func load(_ c: Connection) throws -> Stored {
+            var stored = Stored()
+            for row in try c.query("SELECT audience, fingerprint, delivery_url FROM audience_definitions").rows {
+                let audience = try row.decode(String.self, at: 0)
+                stored.fingerprints[audience] = try row.decode(String.self, at: 1)
+                stored.deliveryURLs[audience] = try row.decode(String?.self, at: 2)
+            }
+            return stored
         }
-        return audiences.compactMap { audience in
-            guard let fingerprint = stored[audience.name] else { return (audience, "new audience '\(audience.name)'") }
-            return fingerprint == AudienceDefinition.fingerprint(of: audience) ? nil : (audience, "audience '\(audience.name)' changed")
+
+        /// The configured audiences whose stored definition differs (or is missing), with why.
+        func changed(_ audiences: [Audience]) -> [(audience: Audience, reason: String)] {
+            audiences.compactMap { audience in
+                guard let fingerprint = fingerprints[audience.name] else { return (audience, "new audience '\(audience.name)'") }
+                return fingerprint == AudienceDefinition.fingerprint(of: audience) ? nil : (audience, "audience '\(audience.name)' changed")
+            }
         }
     }
 

@@ -20,13 +20,14 @@ enum AudienceMembership {
     /// Updates the members of `audiences` at `now`: `whole` are compared
     /// whole, the others by the incremental run's `touched` temp table (when
     /// `touched`) and the spans that began or ended since the last run.
-    /// Erased persons waiting for the run (`privacy_pending`) leave without
-    /// a trace: nothing says they were ever members.
-    static func update(_ c: Connection, audiences: [Audience], whole: Set<String>, touched: Bool, now: Int64) throws -> Summary {
+    /// `stored` is what the last run recorded of the audiences. (An erased
+    /// person's rows went with the erasure: `onramp_forget_audience_unit`.)
+    static func update(
+        _ c: Connection, audiences: [Audience], stored: AudienceDefinitions.Stored, whole: Set<String>, touched: Bool, now: Int64
+    ) throws -> Summary {
         let names = audiences.map(\.name)
         // Audiences no longer configured: their rows go (each run records the configured ones' definitions).
-        let removed = try c.query("SELECT audience FROM audience_definitions WHERE NOT audience = ANY($1::text[])", [.textArray(names)])
-            .rows.map { try $0.decode(String.self, at: 0) }
+        let removed = Set(stored.fingerprints.keys).subtracting(names).sorted()
         if !removed.isEmpty {
             for table in ["audience_spans", "audience_members", "audience_changes"] {
                 try c.query("DELETE FROM \(table) WHERE audience = ANY($1::text[])", [.textArray(removed)])
@@ -36,17 +37,11 @@ enum AudienceMembership {
             try c.query("DELETE FROM audience_runs")
             return Summary()
         }
-        if try c.query("SELECT EXISTS (SELECT 1 FROM privacy_pending)").scalar(Bool.self) {
-            for table in ["audience_members", "audience_changes"] {
-                try c.query(
-                    "DELETE FROM \(table) m USING privacy_pending p WHERE m.app = p.app AND m.person_id = p.person_id")
-            }
-        }
         var previous: Int64?
         if let row = try c.query("SELECT (extract(epoch FROM synced_at) * 1000000)::int8 FROM audience_runs").rows.first {
             previous = try row.decode(Int64?.self, at: 0)
         }
-        let queue = try DeliveryQueue(c, audiences: audiences)
+        let queue = try DeliveryQueue(c, audiences: audiences, stored: stored.deliveryURLs)
         let whole = previous == nil ? Set(names) : whole.intersection(names)
         let gradual = audiences.filter { !whole.contains($0.name) }
         try c.executeScript(
@@ -142,11 +137,8 @@ struct DeliveryQueue {
     /// Delivering anew: their members are queued after the run's changes.
     private var fresh: [Audience] = []
 
-    init(_ c: Connection, audiences: [Audience]) throws {
-        var stored: [String: String] = [:]
-        for row in try c.query("SELECT audience, delivery_url FROM audience_definitions WHERE delivery_url IS NOT NULL").rows {
-            stored[try row.decode(String.self, at: 0)] = try row.decode(String.self, at: 1)
-        }
+    /// `stored`: the URL each audience delivered to at the last run.
+    init(_ c: Connection, audiences: [Audience], stored: [String: String]) throws {
         for audience in audiences {
             guard let delivery = audience.delivery else { continue }
             if stored[audience.name] == delivery.url { steady.append(audience) } else { fresh.append(audience) }

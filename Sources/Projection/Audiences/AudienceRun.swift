@@ -22,8 +22,10 @@ extension ProjectionJob {
     public func runAudiences(_ c: Connection, now: Int64 = Timestamps.microseconds(Date())) throws -> AudienceRunSummary {
         try Self.locked(c) {
             let quiet = try c.transaction(isolation: .repeatableRead) { c -> AudienceMembership.Summary? in
-                guard try !hasNews(c) else { return nil }
-                return try AudienceMembership.update(c, audiences: configuration.audiences, whole: [], touched: false, now: now)
+                let stored = try AudienceDefinitions.Stored.load(c)
+                guard try !hasNews(c, stored: stored) else { return nil }
+                return try AudienceMembership.update(
+                    c, audiences: configuration.audiences, stored: stored, whole: [], touched: false, now: now)
             }
             if let quiet { return AudienceRunSummary(job: nil, entered: quiet.entered, left: quiet.left) }
             let summary = try c.transaction(isolation: .repeatableRead) { c in try run(inTransaction: c, mode: .incremental, now: now) }
@@ -34,11 +36,11 @@ extension ProjectionJob {
     /// Whether the job has anything to read or redo: events of the funnels'
     /// apps committed since its checkpoint, an erasure waiting, a funnel or
     /// audience whose definition changed.
-    private func hasNews(_ c: Connection) throws -> Bool {
+    private func hasNews(_ c: Connection, stored: AudienceDefinitions.Stored) throws -> Bool {
         if try c.query("SELECT EXISTS (SELECT 1 FROM privacy_pending)").scalar(Bool.self) { return true }
         let changes = try DefinitionChanges.compare(c, configuration: configuration, timeZone: configuration.timeZoneIdentifier(for:))
         if !changes.isEmpty { return true }
-        if try !AudienceDefinitions.changed(c, audiences: configuration.audiences).isEmpty { return true }
+        if !stored.changed(configuration.audiences).isEmpty { return true }
         let layout = try EventLogLayout.read(c)
         let window = LogWindow(from: try Checkpoint.load(c), to: try Checkpoint.settled(c, layout: layout))
         try window.bind(c)

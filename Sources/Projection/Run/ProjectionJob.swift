@@ -120,8 +120,8 @@ public struct ProjectionJob: Sendable {
         let previous = mode == .rebuild ? Checkpoint.start : try Checkpoint.load(c)
         let zone = configuration.timeZoneIdentifier(for:)
         var definitions = try DefinitionChanges.compare(c, configuration: configuration, timeZone: zone)
-        AudienceDefinitions.widen(
-            &definitions, configuration: configuration, changed: try AudienceDefinitions.changed(c, audiences: configuration.audiences))
+        let storedAudiences = try AudienceDefinitions.Stored.load(c)
+        AudienceDefinitions.widen(&definitions, configuration: configuration, changed: storedAudiences.changed(configuration.audiences))
         let stale = definitions.stale
         // A rebuild computes every funnel from the whole log: it only says which it removes.
         if mode == .rebuild { definitions.recompute = [] }
@@ -158,7 +158,7 @@ public struct ProjectionJob: Sendable {
             c, window: LogWindow(from: mode == .rebuild ? try Checkpoint.load(c) : previous, to: current), erased: try ErasedPersons.apps(c))
         // Who entered and left each audience, now that every unit evaluated has its spans.
         let audiences = try AudienceMembership.update(
-            c, audiences: configuration.audiences,
+            c, audiences: configuration.audiences, stored: storedAudiences,
             whole: Set(configuration.audiences.filter { rebuildAll || recomputedApps.contains($0.app) }.map(\.name)),
             touched: !rebuildAll, now: now)
         try AudienceDefinitions.record(c, configuration: configuration, now: now)
