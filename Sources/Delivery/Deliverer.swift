@@ -159,12 +159,9 @@ public struct Deliverer: Sendable {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// `2026-11-21T10:00:01.234567Z`.
+    /// `2026-11-21T10:00:01.234Z`: a format style, not a formatter made per change.
     static func instant(_ microseconds: Int64) -> String {
-        let seconds = Double(microseconds) / 1_000_000
-        let formatter = ISO8601DateFormatter()
-        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-        return formatter.string(from: Date(timeIntervalSince1970: seconds))
+        Date(timeIntervalSince1970: Double(microseconds) / 1_000_000).formatted(Date.ISO8601FormatStyle(includingFractionalSeconds: true))
     }
 }
 

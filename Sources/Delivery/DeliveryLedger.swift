@@ -16,6 +16,18 @@ public enum DeliveryLedger {
         /// Microseconds since the Unix epoch.
         public var at: Int64
         public var attempts: Int
+
+        /// From `id, app, person_id, change, at (µs), attempts`, starting at column `first`.
+        init(_ row: Row, from first: Int = 0) throws {
+            let unit = try row.decode(String.self, at: first + 2)
+            isGroup = unit.utf8.first == 0x1F
+            id = try row.decode(Int64.self, at: first)
+            app = try row.decode(String.self, at: first + 1)
+            self.unit = isGroup ? String(unit.dropFirst()) : unit
+            change = try row.decode(String.self, at: first + 3)
+            at = try row.decode(Int64.self, at: first + 4)
+            attempts = try row.decode(Int.self, at: first + 5)
+        }
     }
 
     /// Per audience and state, how many, and the last error of the pending and dead.
@@ -38,12 +50,7 @@ public enum DeliveryLedger {
             """, [.text(audience), .microseconds(now), .int(limit)]
         ).rows {
             guard try row.decode(Bool.self, at: 6) else { break }
-            let unit = try row.decode(String.self, at: 2)
-            let isGroup = unit.utf8.first == 0x1F
-            due.append(Entry(
-                id: try row.decode(Int64.self, at: 0), app: try row.decode(String.self, at: 1), unit: isGroup ? String(unit.dropFirst()) : unit,
-                isGroup: isGroup, change: try row.decode(String.self, at: 3), at: try row.decode(Int64.self, at: 4),
-                attempts: try row.decode(Int.self, at: 5)))
+            due.append(try Entry(row))
         }
         return due
     }
@@ -94,15 +101,7 @@ public enum DeliveryLedger {
             SELECT audience, id, app, person_id, change, (extract(epoch FROM at) * 1000000)::int8, attempts, last_error
             FROM audience_deliveries WHERE state = 'dead' ORDER BY id LIMIT $1
             """, [.int(limit)]
-        ).rows.map { row in
-            let unit = try row.decode(String.self, at: 3)
-            let isGroup = unit.utf8.first == 0x1F
-            return (try row.decode(String.self, at: 0),
-                    Entry(id: try row.decode(Int64.self, at: 1), app: try row.decode(String.self, at: 2),
-                          unit: isGroup ? String(unit.dropFirst()) : unit, isGroup: isGroup, change: try row.decode(String.self, at: 4),
-                          at: try row.decode(Int64.self, at: 5), attempts: try row.decode(Int.self, at: 6)),
-                    try row.decode(String?.self, at: 7))
-        }
+        ).rows.map { row in (try row.decode(String.self, at: 0), try Entry(row, from: 1), try row.decode(String?.self, at: 7)) }
     }
 
     /// Puts the dead-lettered changes back in the queue, due at `now`, their attempts reset; returns how many.

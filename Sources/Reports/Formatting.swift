@@ -2,7 +2,7 @@ import Foundation
 import Funnels
 
 /// Number and duration formatting shared by the renderers.
-enum Formatting {
+public enum Formatting {
     static func percent(_ value: Double?, digits: Int = 1) -> String {
         guard let value, value.isFinite else { return "—" }
         return String(format: "%.\(digits)f%%", value * 100)
@@ -80,7 +80,7 @@ enum Formatting {
     }
 
     /// A CSV field, RFC 4180 quoted when it needs to be.
-    static func csvField(_ field: String) -> String {
+    public static func csvField(_ field: String) -> String {
         guard field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
         return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
     }

@@ -4,6 +4,7 @@ import Foundation
 import Funnels
 import LibPQ
 import Projection
+import Reports
 
 /// `onramp audiences run|list|show|export` (docs/audiences.md): keep the
 /// configured audiences between nights, and read them as the last run left them.
@@ -135,7 +136,7 @@ struct AudiencesCommand: AsyncParsableCommand {
                 try StoredAudiences.forEachMember(c, audience: name) { member in
                     let line: String
                     if format == "csv" {
-                        line = "\(AudiencesCommand.csvField(member.id)),\(AudiencesCommand.instant(member.enteredAt))\n"
+                        line = "\(Formatting.csvField(member.id)),\(AudiencesCommand.instant(member.enteredAt))\n"
                     } else {
                         line = (first ? "\n" : ",\n") + (try AudiencesCommand.json([column: member.id, "entered_at": AudiencesCommand.instant(member.enteredAt)]))
                     }
@@ -191,12 +192,6 @@ struct AudiencesCommand: AsyncParsableCommand {
 
     /// `2026-11-21T10:00:01Z`, to the second.
     static func instant(_ microseconds: Int64) -> String {
-        let formatter = ISO8601DateFormatter()
-        return formatter.string(from: Date(timeIntervalSince1970: Double(microseconds / 1_000_000)))
-    }
-
-    static func csvField(_ field: String) -> String {
-        guard field.contains(where: { $0 == "," || $0 == "\"" || $0 == "\n" || $0 == "\r" }) else { return field }
-        return "\"" + field.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+        Date(timeIntervalSince1970: Double(microseconds / 1_000_000)).ISO8601Format()
     }
 }
