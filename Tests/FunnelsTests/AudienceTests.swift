@@ -126,6 +126,49 @@ import Testing
         #expect(Self.error("  " + yaml) == expected)
     }
 
+    /// `funnels` with `signup` broken down by `breakdowns`, and two audiences.
+    static func brokenDown(_ breakdowns: String) -> String {
+        do {
+            _ = try FunnelConfiguration.parse(
+                yaml: funnels.replacingOccurrences(of: "    window: 24h\n", with: "    window: 24h\n    breakdowns: \(breakdowns)\n") + """
+
+                    audiences:
+                      - {name: stuck, funnel: signup, stalled: {step: 2, for: 1h}}
+                      - {name: quiet_companies, funnel: companies, outcome: dropped, step: 1}
+                    """, source: "audiences.yaml")
+            return "no error"
+        } catch {
+            return "\(error)"
+        }
+    }
+
+    @Test("a funnel is broken down by an audience of its app counting what it counts; any other is refused naming the funnel and the field", arguments: [
+        ("[audience:stuck, context.os.name]", "no error"),
+        ("[audience:nobody]",
+         "audiences.yaml: funnel 'signup', breakdowns[0]: unknown audience 'nobody' (audiences of app 'yoked' are 'stuck')"),
+        ("[context.os.name, audience:quiet_companies]",
+         "audiences.yaml: funnel 'signup', breakdowns[1]: audience 'quiet_companies' is of app 'ops', the funnel of app 'yoked'"),
+        ("['audience:']",
+         "audiences.yaml: funnel 'signup', breakdowns[0]: 'audience:' is not a path under properties., context. or traits. (such as context.os.name), nor audience:NAME"),
+    ])
+    func breakdownByAudience(_ breakdowns: String, _ expected: String) {
+        #expect(Self.brokenDown(breakdowns) == expected)
+    }
+
+    @Test("an audience breakdown is not an event path, and the engine leaves its value to whoever knows the members")
+    func audienceBreakdownIsNoPath() throws {
+        let yaml = Self.funnels.replacingOccurrences(of: "    window: 24h\n", with: "    window: 24h\n    breakdowns: [audience:stuck]\n")
+            + "\naudiences:\n  - {name: stuck, funnel: signup, stalled: {step: 2, for: 1h}}\n"
+        let signup = try #require(try FunnelConfiguration.parse(yaml: yaml, source: "a.yaml").funnel(named: "signup"))
+        #expect(signup.audienceBreakdowns == ["stuck"])
+        #expect(!signup.referencedPaths.contains("audience:stuck"))
+        var outcome = FunnelEvaluator.evaluate(
+            distinctEvents: [FunnelEvent(messageId: "1", kind: .track, name: "started", timestamp: 0)], funnel: signup, now: 1)
+        #expect(outcome.breakdown["audience:stuck"] == nil)
+        outcome.setAudienceBreakdowns(of: signup) { $0 == "stuck" }
+        #expect(outcome.breakdown["audience:stuck"] == "in")
+    }
+
     // MARK: spans against the clock
 
     /// The audiences the property test draws from, over `signup`.

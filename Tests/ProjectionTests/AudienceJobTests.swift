@@ -179,4 +179,84 @@ struct AudienceJobTests {
         await pool.close()
         try await db.drop()
     }
+
+    /// `yaml` with a second funnel broken down by two audiences: one over
+    /// the first funnel (`stalled`, which a `for` passing moves people
+    /// into), one over behaviour in the last hours (`helped_lately`, which
+    /// the clock moves people out of).
+    static let brokenDownYAML = yaml.replacingOccurrences(of: "audiences:\n", with: """
+          - name: verified
+            app: yoked
+            window: 12h
+            breakdowns: [audience:stalled, audience:helped_lately]
+            steps:
+              - event: phone_entered
+              - event: otp_verified
+        audiences:
+
+        """)
+
+    /// Each table a breakdown reaches, as an md5 of its rows (the run's clock left out).
+    static func funnelRows(_ c: Connection) throws -> [String: String] {
+        var digests: [String: String] = [:]
+        for table in ["funnel_persons", "funnel_tallies", "funnel_daily", "funnel_cohorts", "funnel_driver_counts"] {
+            digests[table] = try c.query(
+                """
+                SELECT coalesce(md5(string_agg(j, E'\n' ORDER BY j)), '') FROM (
+                    SELECT (to_jsonb(t) - ARRAY['computed_at', 'updated_at', 'built_at', 'checked_at'])::text AS j FROM \(table) t) s
+                """).scalar(String.self)
+        }
+        return digests
+    }
+
+    @Test("a funnel broken down by audiences: each person's value is their membership at the run's clock, after every incremental run as after a rebuild")
+    func breakdownByAudienceEqualsRebuild() async throws {
+        let configuration = try FunnelConfiguration.parse(yaml: Self.brokenDownYAML, source: "audiences.yaml")
+        let job = ProjectionJob(configuration: configuration, showProgress: false)
+        let kept = try await TestDatabase.create(), rebuilt = try await TestDatabase.create()
+        let keptPool = kept.pool(maxConnections: 1), rebuiltPool = rebuilt.pool(maxConnections: 1)
+        var rng = SplitMix(seed: 71)
+        var clock = (Timestamps.microseconds(Date()) / Self.hour - 4 * 24) * Self.hour
+        var inserted: [SeedEvent] = []
+        var pendingLate: [SeedEvent] = []
+        var valuesSeen = Set<String>()
+        for n in 0..<8 {
+            // Every third run nothing new arrives: `onramp audiences run` keeps the members, not the funnels.
+            let quiet = n % 3 == 2
+            clock += quiet ? 90 * 60_000_000 : 5 * Self.hour
+            var batch: [SeedEvent] = []
+            if !quiet {
+                let (events, late) = Self.round(&rng, round: n, clock: clock, hours: 5)
+                batch = events + pendingLate
+                pendingLate = late
+            }
+            inserted += batch
+            let arriving = batch, now = clock
+            for pool in [keptPool, rebuiltPool] { try await pool.withConnection { c in try EventSeeder.insert(c, arriving) } }
+            let summary = try await keptPool.withConnection { c in try job.runAudiences(c, now: now) }
+            guard summary.job != nil else { continue }
+            _ = try await rebuiltPool.withConnection { c in try job.run(c, mode: .rebuild, now: now) }
+            let rows = try await keptPool.withConnection { try Self.funnelRows($0) }
+            #expect(rows == (try await rebuiltPool.withConnection { try Self.funnelRows($0) }), "run \(n): kept vs rebuilt")
+            // Each person's values against the events' own membership at the clock.
+            let members = Self.reference(inserted, configuration: configuration, now: now)
+            for row in try await keptPool.query(
+                """
+                SELECT person_id, breakdown->>'audience:stalled', breakdown->>'audience:helped_lately'
+                FROM funnel_persons WHERE funnel = 'verified'
+                """
+            ).rows {
+                let person = try row.decode(String.self, at: 0)
+                for (column, audience) in [(1, "stalled"), (2, "helped_lately")] {
+                    let value = try row.decode(String.self, at: column)
+                    valuesSeen.insert("\(audience)=\(value)")
+                    #expect(value == (members.contains("\(audience)|\(person)") ? "in" : "not in"), "run \(n): \(person) in \(audience)")
+                }
+            }
+        }
+        #expect(valuesSeen == ["stalled=in", "stalled=not in", "helped_lately=in", "helped_lately=not in"])
+        for pool in [keptPool, rebuiltPool] { await pool.close() }
+        try await kept.drop()
+        try await rebuilt.drop()
+    }
 }

@@ -115,6 +115,7 @@ struct ConfigurationParser {
         if let node = top["audiences"], !YAMLReader.isNull(node) {
             configuration.audiences = try parseAudiences(node, configuration: configuration, reader: reader)
         }
+        try checkAudienceBreakdowns(configuration, reader: reader)
         return configuration
     }
 
@@ -232,8 +233,9 @@ struct ConfigurationParser {
             if let duplicate = firstDuplicate(breakdowns) {
                 throw reader.error("breakdowns", "'\(duplicate)' is listed twice")
             }
-            for (index, path) in breakdowns.enumerated() where !Self.isMessagePath(path) {
-                throw reader.error("breakdowns[\(index)]", "'\(path)' \(Self.pathExpected)")
+            // An audience (`audience:NAME`) is checked once the audiences are read (`checkAudienceBreakdowns`).
+            for (index, path) in breakdowns.enumerated() where !Self.isMessagePath(path) && AudienceBreakdown.audience(of: path) == nil {
+                throw reader.error("breakdowns[\(index)]", "'\(path)' \(Self.pathExpected), nor audience:NAME")
             }
         }
 
@@ -404,6 +406,30 @@ struct ConfigurationParser {
         guard bounds[0] < bounds[1] else { throw reader.error(betweenField, "the first step must come before the second") }
         exclusion.between = bounds[0]...bounds[1]
         return exclusion
+    }
+
+    /// Each `audience:NAME` breakdown names an audience of the funnel's app
+    /// that counts what the funnel counts (persons or groups).
+    private func checkAudienceBreakdowns(_ configuration: FunnelConfiguration, reader: YAMLReader) throws {
+        for funnel in configuration.funnels {
+            let reader = reader.within("funnel '\(funnel.name)'")
+            for (index, dimension) in funnel.breakdowns.enumerated() {
+                guard let name = AudienceBreakdown.audience(of: dimension) else { continue }
+                let field = "breakdowns[\(index)]"
+                guard let audience = configuration.audience(named: name) else {
+                    let known = configuration.audiences(forApp: funnel.app).map { "'\($0.name)'" }
+                    throw reader.error(
+                        field, "unknown audience '\(name)' (\(known.isEmpty ? "app '\(funnel.app)' has none" : "audiences of app '\(funnel.app)' are \(known.joined(separator: ", "))"))")
+                }
+                guard audience.app == funnel.app else {
+                    throw reader.error(field, "audience '\(name)' is of app '\(audience.app)', the funnel of app '\(funnel.app)'")
+                }
+                guard audience.aggregateBy == funnel.aggregateBy else {
+                    throw reader.error(
+                        field, "audience '\(name)' holds \(audience.aggregateBy.rawValue)s, the funnel counts \(funnel.aggregateBy.rawValue)s")
+                }
+            }
+        }
     }
 
     /// A dotted path under one of the message's three JSON roots: the only

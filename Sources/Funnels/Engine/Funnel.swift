@@ -114,9 +114,9 @@ public struct Funnel: Sendable, Hashable {
 
     /// Every attribute path this funnel reads: `where` paths of steps,
     /// exclusions, ignored events and active events, held paths and
-    /// breakdown dimensions.
+    /// breakdown dimensions (not the audiences': `AudienceBreakdown`).
     public var referencedPaths: Set<String> {
-        var paths = Set(breakdowns).union(retention.referencedPaths).union(hold)
+        var paths = Set(breakdowns.filter { AudienceBreakdown.audience(of: $0) == nil }).union(retention.referencedPaths).union(hold)
         for matcher in steps.flatMap(\.matchers) + exclusions.map(\.matcher) + ignore {
             paths.formUnion(matcher.conditions.keys)
         }

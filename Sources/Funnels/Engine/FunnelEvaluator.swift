@@ -153,13 +153,14 @@ public enum FunnelEvaluator {
         values.reserveCapacity(dimensions.count)
         let events = timeline.events
         if case .some(let index) = attributed {
-            for dimension in dimensions {
+            // An audience's value is set by whoever knows its members (`AudienceBreakdown`).
+            for dimension in dimensions where !dimension.hasPrefix(AudienceBreakdown.prefix) {
                 values[dimension] = index.flatMap { events[$0].attributes[dimension] } ?? PersonOutcome.missingBreakdownValue
             }
             return values
         }
         let end = firstStart.flatMap { windowEnd(start: events[$0].timestamp, window: funnel.windowMicroseconds) } ?? Int64.max
-        for dimension in dimensions {
+        for dimension in dimensions where !dimension.hasPrefix(AudienceBreakdown.prefix) {
             var value: String?
             if let firstStart {
                 for index in firstStart..<events.count {

@@ -119,12 +119,29 @@ struct PartitionEvaluation: Sendable {
         let aggregation: Funnel.Aggregation = HistoryUnit.isGroup(person) ? .group : .person
         if aggregation == .group { totals.groups += 1 } else { totals.persons += 1 }
         let audiences = self.audiences.filter { $0.aggregateBy == aggregation }
-        var outcomes: [String: PersonOutcome] = [:]
+        // Every funnel's outcome first: an audience a funnel is broken down by may read another funnel's.
+        var evaluated: [(index: Int, outcome: PersonOutcome)] = []
         for (index, funnel) in funnels.enumerated() where funnel.aggregateBy == aggregation {
             // Distinct by messageId: the event_ids ledger stores each id once per app.
             let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: now)
-            guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
-            if !audiences.isEmpty { outcomes[funnel.name] = outcome }
+            guard outcome.level > 0 || outcome.excluded, outcome.startTime != nil else { continue }
+            evaluated.append((index, outcome))
+        }
+        var outcomes: [String: PersonOutcome] = [:]
+        if !audiences.isEmpty {
+            for (index, outcome) in evaluated { outcomes[funnels[index].name] = outcome }
+        }
+        let unit = AudienceSpans.Unit(outcomes: outcomes, events: events)
+        for (index, evaluatedOutcome) in evaluated {
+            let funnel = funnels[index]
+            var outcome = evaluatedOutcome
+            guard let start = outcome.startTime else { continue }
+            if funnel.breakdowns.contains(where: { $0.hasPrefix(AudienceBreakdown.prefix) }) {
+                // Membership at the run's clock, from the person's own history (docs/audiences.md).
+                outcome.setAudienceBreakdowns(of: funnel) { name in
+                    audiences.first { $0.name == name }.map { spans.holds($0.condition, unit: unit, at: now) } ?? false
+                }
+            }
             let dayNumber = CohortCalendar.dayNumber(of: start, in: timeZones[index])
             let day = CohortCalendar.text(ofDay: dayNumber)
             totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
@@ -141,9 +158,7 @@ struct PartitionEvaluation: Sendable {
             }
         }
         if !audiences.isEmpty {
-            AudienceSpanStore.append(
-                person: person, audiences: audiences, unit: AudienceSpans.Unit(outcomes: outcomes, events: events), now: now,
-                spans: &spans, to: &audienceRows)
+            AudienceSpanStore.append(person: person, audiences: audiences, unit: unit, now: now, spans: &spans, to: &audienceRows)
         }
     }
 }

@@ -37,6 +37,9 @@ struct IncrementalPlan: ProjectionPlan {
         let erased = try ErasedPersons.pending(c, apps: run.apps)
         day.users.formUnion(erased)
         day.erasedApps = Set(erased.map(\.app))
+        let clocked = try AudienceBreakdownChanges.units(c, funnels: run.configuration.funnels, now: run.now)
+        day.users.formUnion(clocked.persons)
+        day.clockedGroups = clocked.groups
         let windows = Dictionary(run.configuration.funnels.map { ($0.name, $0.windowMicroseconds) }) { first, _ in first }
         let lookup = try PersonActivity.Lookup(
             c, windows: windows, activityDays: run.analyses.reduce(into: Set()) { $0.formUnion($1.activityDays) },

@@ -47,6 +47,9 @@ struct NewEvents: Sendable {
     /// Group calls of the apps with a funnel counting groups, by sender (its
     /// user id, else its anonymous id): group id -> calls.
     var groupCalls: [Key: [String: Int]] = [:]
+    /// Groups whose membership of an audience a funnel is broken down by
+    /// changed with the clock alone (`AudienceBreakdownChanges`; such persons are among `users`).
+    var clockedGroups = Set<Key>()
     /// Apps with persons erased since the last run (`ErasedPersons`), who are among `users`.
     var erasedApps = Set<String>()
     /// The earliest and latest timestamp of the activity (nil without any):

@@ -13,7 +13,8 @@ enum TouchedGroups {
     /// groups, `GroupMembership`): the groups to recompute (as units) —
     /// those of every person with a new event that may change an outcome or
     /// whose ids changed hands, those a person named for the first time,
-    /// after an erasure every group of the app, and those whose members'
+    /// after an erasure every group of the app, those whose audience
+    /// breakdown changed with the clock (`NewEvents.clockedGroups`), and those whose members'
     /// activity falls in a stored window —, per member of them the units it
     /// is read for, and the other groups' activity, their members'
     /// together, as a person's (`PersonActivity`).
@@ -53,6 +54,7 @@ enum TouchedGroups {
             c, of: TouchedPersons.sorted(changed.union(active.keys).union(calls.keys)), dialect: lookup.dialect)
         var recomputed = try GroupMembership.every(c, of: funnels.filter { day.erasedApps.contains($0.app) })
         recomputed.formUnion(try GroupMembership.openWithoutEnd(c, of: funnels))
+        recomputed.formUnion(day.clockedGroups.filter { apps.contains($0.app) })
         for person in changed { for group in (groupsOf[person] ?? [:]).keys { recomputed.insert(Key(app: person.app, id: group)) } }
         for (person, tonight) in calls {
             for (group, count) in tonight where (groupsOf[person]?[group] ?? 0) <= count {

@@ -168,7 +168,7 @@ public struct ProjectionJob: Sendable {
             c, configuration: configuration, timeZone: zone,
             built: rebuildAll ? Set(configuration.funnels.map(\.name)) : recomputed, now: now)
         try ErasedPersons.forget(c)
-        try current.save(c)
+        try current.save(c, clock: now)
         summary.mode = mode
         summary.definitions = definitions
         summary.audiencesEntered = audiences.entered
