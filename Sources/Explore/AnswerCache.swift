@@ -28,11 +28,13 @@ struct AnswerCache {
     }
 
     /// What makes two queries the same question: the definition as the nightly
-    /// job fingerprints it (its zone included), the days and what was asked besides.
+    /// job fingerprints it (its zone included), the days, what was asked
+    /// besides, and the audiences it reads with their members.
     static func key(_ query: FunnelQuery) -> String {
         let definition = FunnelDefinition(query.funnel, timeZone: query.timeZone)
         let text = [
             definition.fingerprint, query.from ?? "", query.to ?? "", query.analyses.map(\.id.rawValue).sorted().joined(separator: ","),
+            query.audiences.fingerprint,
         ].joined(separator: "|")
         return ColumnStore.key(text)
     }

@@ -75,6 +75,8 @@ public struct Explorer: Sendable {
                     if let timeoutSeconds {
                         try c.query("SELECT set_config('statement_timeout', $1, true)", [.text("\(Int((min(timeoutSeconds, 86_400) * 1000).rounded(.up)))ms")])
                     }
+                    var query = query
+                    try query.audiences.load(c, funnel: query.funnel)
                     deadline.control?.enter(.reading)
                     return try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths), deadline: deadline) { stored in
                         deadline.control?.enter(.counting)
@@ -173,6 +175,8 @@ public struct EventCatalog: Sendable {
 /// Why a query could not be answered, worded for the analyst.
 public enum ExploreError: Error, CustomStringConvertible, Equatable {
     case unknownApp(String)
+    case unknownAudience(String, app: String)
+    case audienceUnit(String, holds: String, counts: String)
     case unknownTimeZone(String)
     case timedOut(Double)
     case cancelled
@@ -180,6 +184,10 @@ public enum ExploreError: Error, CustomStringConvertible, Equatable {
     public var description: String {
         switch self {
         case .unknownApp(let app): "app: unknown app '\(app)' (the log holds no event of it that this login may read)"
+        case .unknownAudience(let name, let app):
+            "audience: unknown audience '\(name)' of app '\(app)' (onramp audiences list names them; the nightly job keeps those configured)"
+        case .audienceUnit(let name, let holds, let counts):
+            "audience: '\(name)' holds \(holds)s, the funnel counts \(counts)s"
         case .unknownTimeZone(let zone): "time zone: '\(zone)' is not an IANA time zone (e.g. Europe/Berlin)"
         case .timedOut(let seconds): "the query ran longer than its timeout of \(seconds) s (raise --timeout, or narrow it)"
         case .cancelled: "the query was cancelled"

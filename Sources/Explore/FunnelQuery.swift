@@ -16,6 +16,8 @@ public struct FunnelQuery: Sendable {
     /// Analyses counted beside the funnel, each as the nightly job counts
     /// it (`FunnelAnalysis`), made for this query's funnel.
     public var analyses: [any FunnelAnalysis] = []
+    /// Audiences the persons counted must be in, or not (`--audience`, `--not-audience`), with their members once read.
+    public var audiences = AudienceFilter()
 
     public init(funnel: Funnel, timeZone: String, now: Int64, from: String? = nil, to: String? = nil) {
         self.funnel = funnel

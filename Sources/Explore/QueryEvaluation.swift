@@ -53,7 +53,8 @@ struct QueryEvaluation {
 
         let workers = max(1, min(ProcessInfo.processInfo.activeProcessorCount, owners.count / 256 + 1))
         let context = Context(
-            query: query, snapshot: snapshot, order: order, starts: starts, relevant: relevant, units: units, deadline: deadline)
+            query: query, snapshot: snapshot, order: order, starts: starts, relevant: relevant, units: units,
+            audiences: try Membership(query, ids: { try snapshot.ids() }, count: personCount), deadline: deadline)
         let lanes = Background(threads: workers)
         defer { lanes.shutdown() }
         let parts = (0..<workers).map { worker in
@@ -264,6 +265,49 @@ struct QueryEvaluation {
         }
     }
 
+    /// Which of the query's audiences (`AudienceFilter`) each person (or
+    /// group), by number, is in: a bit per audience, read once from the
+    /// identifier table before the workers count.
+    struct Membership: Sendable {
+        let names: [String]
+        let bits: [UInt64]
+        /// The bits a person counted has all of, and none of.
+        let required: UInt64
+        let excluded: UInt64
+
+        /// Nil when the query reads no audience.
+        init?(_ query: FunnelQuery, ids: () throws -> StringTable, count: Int) throws {
+            let filter = query.audiences
+            let names = Array(filter.names(for: query.funnel).prefix(64))
+            guard !names.isEmpty else { return nil }
+            func mask(_ audiences: [String]) -> UInt64 {
+                audiences.reduce(0) { mask, name in names.firstIndex(of: name).map { mask | 1 << UInt64($0) } ?? mask }
+            }
+            self.names = names
+            required = mask(filter.within)
+            excluded = mask(filter.outside)
+            let table = try ids()
+            let sets = names.map { filter.members[$0] ?? [] }
+            var bits = [UInt64](repeating: 0, count: count)
+            for number in 1..<max(1, min(count, table.count + 1)) {
+                guard let id = table.string(UInt32(number)) else { continue }
+                for (index, members) in sets.enumerated() where members.contains(id) { bits[number] |= 1 << UInt64(index) }
+            }
+            self.bits = bits
+        }
+
+        /// Whether person `number` passes the filter.
+        func admits(_ number: Int) -> Bool {
+            let mine = number < bits.count ? bits[number] : 0
+            return mine & required == required && mine & excluded == 0
+        }
+
+        func isMember(_ number: Int, of audience: String) -> Bool {
+            guard number < bits.count, let index = names.firstIndex(of: audience) else { return false }
+            return bits[number] & (1 << UInt64(index)) != 0
+        }
+    }
+
     /// What a worker reads: the columns and the persons' events in `order`.
     private struct Context: Sendable {
         let query: FunnelQuery
@@ -274,6 +318,8 @@ struct QueryEvaluation {
         let relevant: [UInt8]?
         /// Who the persons are, when an analysis lists them.
         let units: Units?
+        /// The audiences the query reads, nil when none.
+        let audiences: Membership?
         let deadline: Deadline?
 
         func count(_ persons: ArraySlice<Int>) throws -> Counted {
@@ -327,9 +373,13 @@ struct QueryEvaluation {
                 if hasTie(events) {
                     for (offset, position) in positions.enumerated() { events[offset].messageId = try columns.messageId(Int(order[position])) }
                 }
-                let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: query.now)
+                var outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: query.now)
                 if let until = outcome.openUntil { counted.validUntil = min(counted.validUntil ?? until, until) }
                 guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
+                if let audiences {
+                    guard audiences.admits(person) else { continue }
+                    outcome.setAudienceBreakdowns(of: funnel) { audiences.isMember(person, of: $0) }
+                }
                 let dayNumber = CohortCalendar.dayNumber(of: start, in: zone)
                 let day: String
                 if let known = dayText[dayNumber] { day = known } else {

@@ -192,7 +192,7 @@ extension ExploreError {
     var status: HTTPResponse.Status {
         switch self {
         case .unknownApp: .notFound
-        case .unknownTimeZone: .badRequest
+        case .unknownTimeZone, .unknownAudience, .audienceUnit: .badRequest
         case .timedOut, .cancelled: .gatewayTimeout
         }
     }

@@ -10,12 +10,17 @@ public enum QueryTimeJSON {
         public var from: String?
         public var to: String?
         public var events: Int
+        /// The audiences the persons counted are in (`--audience`) and not in (`--not-audience`).
+        public var audiences: [String]
+        public var notAudiences: [String]
 
-        public init(asOf: String, from: String?, to: String?, events: Int) {
+        public init(asOf: String, from: String?, to: String?, events: Int, audiences: [String] = [], notAudiences: [String] = []) {
             self.asOf = asOf
             self.from = from
             self.to = to
             self.events = events
+            self.audiences = audiences
+            self.notAudiences = notAudiences
         }
     }
 
@@ -40,6 +45,7 @@ public enum QueryTimeJSON {
             .object([
                 ("as_of", .string(query.asOf)), ("from", query.from.map(JSON.string) ?? .null), ("to", query.to.map(JSON.string) ?? .null),
                 ("events", .number(Double(query.events))),
+                ("audiences", .array(query.audiences.map(JSON.string))), ("not_audiences", .array(query.notAudiences.map(JSON.string))),
             ])))
         return JSON.object(fields).serialized() + "\n"
     }

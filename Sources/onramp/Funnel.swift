@@ -35,6 +35,12 @@ struct FunnelCommand: ParsableCommand {
     @Option(name: .customLong("breakdown"), help: "A breakdown path (repeatable; default context.os.name and context.app.version).")
     var breakdowns: [String] = []
 
+    @Option(name: .customLong("audience"), help: "Count only the persons in this audience, as the last run kept it (repeatable; docs/audiences.md).")
+    var audiences: [String] = []
+
+    @Option(name: .customLong("not-audience"), help: "Count only the persons not in this audience (repeatable).")
+    var notAudiences: [String] = []
+
     @Option(help: "Step order: ordered (default), strict or any.")
     var order: String?
 
@@ -83,6 +89,9 @@ struct FunnelCommand: ParsableCommand {
             throw ValidationError("--definition holds the whole funnel: leave out --app, --step, --window, --breakdown and --order")
         }
         if definition == nil, app == nil { throw ValidationError("give --definition FILE, or --app with two or more --step") }
+        if let both = audiences.first(where: notAudiences.contains) {
+            throw ValidationError("--audience and --not-audience both name '\(both)': no one is counted")
+        }
     }
 
     func run() throws {
@@ -98,6 +107,7 @@ struct FunnelCommand: ParsableCommand {
         var query = FunnelQuery(funnel: funnel, timeZone: zone, now: now, from: from, to: to)
         query.diagnostics = diagnostics
         query.retention = retention
+        query.audiences = AudienceFilter(within: audiences, outside: notAudiences)
         let listing = cell.map { PersonListAnalysis(cell: $0, funnel: funnel) }
         if let listing { query.analyses.append(listing) }
         let paths = try list.paths(in: funnel)
@@ -125,7 +135,8 @@ struct FunnelCommand: ParsableCommand {
         let days = ReportRange(from: from, to: to, generatedAt: generatedAt)
         switch range.format {
         case "json":
-            let about = QueryTimeJSON.Query(asOf: generatedAt, from: from, to: to, events: answer.events)
+            let about = QueryTimeJSON.Query(
+                asOf: generatedAt, from: from, to: to, events: answer.events, audiences: audiences, notAudiences: notAudiences)
             print(QueryTimeJSON.render(answer.report, histogram: answer.histogram, query: about), terminator: "")
         case "html":
             let page = HTMLDashboard.pageNames(for: [funnel.name])[0]

@@ -68,6 +68,23 @@ struct AudiencesCommandTests {
         #expect(unknown.status != 0)
         #expect(unknown.stderr.contains("no audience 'nope' (the last run kept started, stuck)"), "\(unknown.stderr)")
 
+        // At query time: the stuck four, and the six others.
+        let cache = FileManager.default.temporaryDirectory.appendingPathComponent("audiences-cli-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: cache) }
+        let ask = ["funnel", "--database-url", db.url, "--app", "yoked", "--step", "started", "--step", "phone_entered",
+                   "--cache", cache.path, "--quiet", "--format", "json"]
+        for (flags, started) in [(["--audience", "stuck"], 4), (["--not-audience", "stuck"], 6)] {
+            let asked = try OnrampBinary.run(ask + flags)
+            #expect(asked.status == 0, "\(asked.stderr)")
+            let report = try JSONSerialization.jsonObject(with: Data(asked.stdout.utf8)) as? [String: Any]
+            #expect(report?["started"] as? Int == started, "\(flags)")
+            let query = report?["query"] as? [String: Any]
+            #expect((query?["audiences"] as? [String] ?? []) + (query?["not_audiences"] as? [String] ?? []) == ["stuck"])
+        }
+        let nobody = try OnrampBinary.run(ask + ["--audience", "nobody"])
+        #expect(nobody.status != 0)
+        #expect(nobody.stderr.contains("audience: unknown audience 'nobody' of app 'yoked'"), "\(nobody.stderr)")
+
         // A night holding the job's lock: the run says so and exits 0.
         var holder: Connection? = try Connection.connect(db.url)
         _ = try holder?.query("SELECT pg_advisory_lock($1)", [.int(0x6f6e_7261_6d70_02)])

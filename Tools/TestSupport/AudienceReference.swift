@@ -55,4 +55,66 @@ public enum AudienceReference {
         }
     }
 
+
+    /// Persons who start, stall, finish, ask for help, sign in on the way
+    /// (some through an alias), over `hours` hours before `clock`, a few of
+    /// their events arriving a round late.
+    public static func signupRound(_ rng: inout SplitMix, round: Int, clock: Int64, hours: Int64) -> (now: [SeedEvent], late: [SeedEvent]) {
+        var now: [SeedEvent] = [], late: [SeedEvent] = []
+        for p in 0..<40 {
+            let anonymous = "anon-\(round)-\(p)"
+            // Some come back: a person of an earlier round, under their user id.
+            let user: String? = rng.next() % 3 == 0 ? "user-\(rng.next() % 60)" : nil
+            var t = clock - Int64(rng.next() % UInt64(hours * 3600)) * 1_000_000
+            let steps = Int(rng.next() % 4)
+            for (n, name) in ["started", "phone_entered", "otp_verified"].prefix(steps).enumerated() {
+                let identified = user != nil && n >= 1
+                let event = SeedEvent(
+                    app: "yoked", messageId: "\(anonymous)-\(n)", event: name, anonymousId: anonymous, userId: identified ? user : nil,
+                    timestamp: t)
+                if rng.next() % 8 == 0 { late.append(event) } else { now.append(event) }
+                t += Int64(rng.next() % 5400) * 1_000_000
+            }
+            for h in 0..<Int(rng.next() % 3) {
+                now.append(SeedEvent(
+                    app: "yoked", messageId: "\(anonymous)-help-\(h)", event: "help_opened", anonymousId: anonymous,
+                    timestamp: clock - Int64(rng.next() % 10_800) * 1_000_000))
+            }
+            if let user, rng.next() % 4 == 0 {
+                now.append(SeedEvent(
+                    app: "yoked", type: "alias", messageId: "\(anonymous)-alias", userId: user + "-new", timestamp: t,
+                    previousId: user))
+            }
+        }
+        return (now, late)
+    }
+
+    /// `audience|person` of each member at `now`, from the events alone: persons joined by the identity rule, each history evaluated at the clock.
+    public static func members(_ events: [SeedEvent], configuration: FunnelConfiguration, now: Int64) -> Set<String> {
+        var observations: [IdentityObservation] = []
+        for event in events where event.userId != nil {
+            if let anonymous = event.anonymousId {
+                observations.append(IdentityObservation(anonymousId: anonymous, userId: event.userId, timestamp: event.timestamp))
+            }
+            if let previous = event.previousId {
+                observations.append(IdentityObservation(anonymousId: previous, userId: event.userId, timestamp: event.timestamp))
+            }
+        }
+        let persons = IdentityResolver.persons(of: IdentityResolver.links(from: observations))
+        var histories: [String: [FunnelEvent]] = [:]
+        for event in events {
+            guard let id = event.userId ?? event.anonymousId else { continue }
+            let person = persons[id] ?? id
+            histories[person, default: []].append(FunnelEvent(
+                messageId: event.messageId, kind: EventKind(rawValue: event.type) ?? .track, name: event.event, timestamp: event.timestamp))
+        }
+        var members = Set<String>()
+        for (person, history) in histories {
+            let sorted = history.sorted { ($0.timestamp, $0.messageId) < ($1.timestamp, $1.messageId) }
+            for audience in configuration.audiences where AudienceReference.holds(audience.condition, events: sorted, at: now) {
+                members.insert("\(audience.name)|\(person)")
+            }
+        }
+        return members
+    }
 }
