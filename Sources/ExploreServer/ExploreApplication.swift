@@ -12,9 +12,10 @@ import ServiceLifecycle
 /// Builds `onramp explore`: the explorer's page and the API it calls (docs/explore.md).
 ///
 /// - `GET /`: the page, self-contained (no CDN: it works offline).
-/// - `GET /api/apps`, `GET /api/catalog?app=`: what the pickers offer.
+/// - `GET /api/apps`, `GET /api/catalog?app=`: what the pickers offer (the
+///   app's events, paths and audiences).
 /// - `POST /api/queries`: starts a funnel (the configuration's definition as
-///   JSON, with `from` and `to`), answering its id; `GET /api/queries/ID`
+///   JSON, with `from`, `to`, `audiences` and `not_audiences`), answering its id; `GET /api/queries/ID`
 ///   polls it (progress, then the answer `onramp funnel --format json`
 ///   gives); `DELETE /api/queries/ID` cancels it.
 /// - `POST /api/persons`, `/api/paths`, `/api/person-events`: the persons
@@ -39,10 +40,13 @@ public func buildExploreApplication(configuration: ExploreConfiguration) throws 
             return ExploreResponse.error(.badRequest, "app: missing (expected ?app=NAME)")
         }
         do {
-            let catalog = try await pool.withConnection { c in try explorer.catalog(app: app, on: c, keeping: configuration.keepingPaths) }
+            let (catalog, audiences) = try await pool.withConnection { c in
+                (try explorer.catalog(app: app, on: c, keeping: configuration.keepingPaths), try StoredAudienceList.read(c, app: app))
+            }
             return ExploreResponse.json(JSONText.object([
                 "app": catalog.app, "events": catalog.events, "paths": catalog.paths,
                 "entries": catalog.entries.map { ["label": $0.label, "events": $0.events] as [String: Any] },
+                "audiences": audiences.map { ["name": $0.name, "unit": $0.unit, "members": $0.members] as [String: Any] },
             ]))
         } catch let error as ExploreError {
             return ExploreResponse.error(error == .unknownApp(app) ? .notFound : .gatewayTimeout, error.description)
@@ -125,7 +129,7 @@ enum ExploreResponse {
 
 /// A query the page posts, checked as `onramp funnel` checks its flags: the
 /// definition by the configuration's parser (so errors name the same
-/// fields), the days as YYYY-MM-DD.
+/// fields), the days as YYYY-MM-DD, the audiences as lists of names.
 enum QueryRequest {
     struct Refused: Error {
         let message: String
@@ -161,8 +165,33 @@ enum QueryRequest {
             }
             days[field] = day
         }
+        var audiences: [String: [String]] = [:]
+        for field in ["audiences", "not_audiences"] {
+            guard let value = object[field], !(value is NSNull) else { continue }
+            guard let names = value as? [String], !names.contains(where: \.isEmpty) else {
+                return .failure(Refused(message: "\(field): expected a list of audience names (got \(value))"))
+            }
+            audiences[field] = names
+        }
         let zone = configuration.timeZones[funnel.app] ?? configuration.defaultTimeZone
-        return .success(FunnelQuery(
-            funnel: funnel, timeZone: zone, now: Timestamps.microseconds(Date()), from: days["from"], to: days["to"]))
+        var query = FunnelQuery(funnel: funnel, timeZone: zone, now: Timestamps.microseconds(Date()), from: days["from"], to: days["to"])
+        query.audiences = AudienceFilter(within: audiences["audiences"] ?? [], outside: audiences["not_audiences"] ?? [])
+        return .success(query)
+    }
+}
+
+/// The audiences the page offers for an app: those the last run kept that
+/// the login may read (`analytics.audiences`).
+enum StoredAudienceList {
+    struct Entry {
+        var name: String
+        var unit: String
+        var members: Int
+    }
+
+    static func read(_ c: Connection, app: String) throws -> [Entry] {
+        try c.query("SELECT audience, unit, members FROM analytics.audiences WHERE app = $1 ORDER BY audience", [.text(app)]).rows.map {
+            Entry(name: try $0.decode(String.self, at: 0), unit: try $0.decode(String.self, at: 1), members: try $0.decode(Int.self, at: 2))
+        }
     }
 }

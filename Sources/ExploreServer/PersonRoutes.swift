@@ -182,6 +182,8 @@ enum PersonRoutes {
         if let value = cell.breakdown { words.append("--breakdown-value '\(value.path)=\(value.value)'") }
         if let from = query.from { words.append("--from \(from)") }
         if let to = query.to { words.append("--to \(to)") }
+        for name in query.audiences.within { words.append("--audience '\(name)'") }
+        for name in query.audiences.outside { words.append("--not-audience '\(name)'") }
         words.append("--format csv")
         return words.joined(separator: " ")
     }

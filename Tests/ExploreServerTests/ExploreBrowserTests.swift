@@ -131,7 +131,7 @@ struct ExploreBrowserTests {
         try await harness.close()
     }
 
-    @Test("a drop-off clicked in the page lists the persons, draws where they went and downloads the CSV that onramp funnel prints",
+    @Test("with an audience picked, a drop-off clicked in the page lists the persons, draws where they went and downloads the CSV that onramp funnel prints",
           .timeLimit(.minutes(8)))
     func persons() async throws {
         let python = try #require(Self.python, "selenium or chromedriver is missing: scripts/test installs them — this test does not skip")
@@ -140,18 +140,32 @@ struct ExploreBrowserTests {
         let downloads = scratch.appendingPathComponent("downloads")
         try FileManager.default.createDirectory(at: downloads, withIntermediateDirectories: true)
         defer { try? FileManager.default.removeItem(at: scratch) }
+        // An audience kept by the job: those who entered their phone on Android. The page counts the others.
+        let configuration = scratch.appendingPathComponent("onramp.yaml")
+        let defaults = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("Sources/Funnels/Resources/default-funnels.yaml")
+        try (try String(contentsOf: defaults, encoding: .utf8) + """
+
+            audiences:
+              - {name: android, app: yoked, did: {event: phone_entered, where: {context.os.name: Android}}}
+
+            """).write(to: configuration, atomically: true, encoding: .utf8)
+        let kept = try OnrampBinary.run(["audiences", "run", "--database-url", harness.db.url, "--config", configuration.path])
+        #expect(kept.status == 0, "\(kept.stderr)")
         let scenario = scratch.appendingPathComponent("scenario.json")
         try #"""
-            {"app": "yoked", "window": "1h", "breakdown": "context.os.name",
+            {"app": "yoked", "window": "1h", "breakdown": "context.os.name", "audience": "out:android",
              "steps": [{"label": "onboarding_started"}, {"label": "phone_entered"}, {"label": "otp_verified"}, {"label": "profile_created"}]}
             """#.write(to: scenario, atomically: true, encoding: .utf8)
         let screenshot = ProcessInfo.processInfo.environment["ONRAMP_PERSONS_SCREENSHOT"] ?? scratch.appendingPathComponent("persons.png").path
         let terminal = [
             "funnel", "--database-url", harness.analystURL, "--app", "yoked", "--step", "onboarding_started", "--step", "phone_entered",
             "--step", "otp_verified", "--step", "profile_created", "--window", "1h", "--breakdown", "context.os.name", "--quiet",
-            "--cache", scratch.appendingPathComponent("cache").path,
+            "--cache", scratch.appendingPathComponent("cache").path, "--not-audience", "android",
         ]
         let csv = try OnrampBinary.run(terminal + ["--persons", "dropped:2", "--format", "csv"])
+        let everyone = try OnrampBinary.run(terminal.dropLast(2) + ["--persons", "dropped:2", "--format", "csv"])
+        #expect(everyone.stdout.split(separator: "\n").count > csv.stdout.split(separator: "\n").count, "the audience leaves some out")
         let tree = try OnrampBinary.run(terminal + ["--paths-after", "2", "--format", "json"])
         #expect(csv.status == 0 && tree.status == 0, "\(csv.stderr) \(tree.stderr)")
         let rows = csv.stdout.split(separator: "\n").map { CSVLine.fields(String($0)) }
@@ -163,6 +177,7 @@ struct ExploreBrowserTests {
             #expect(page["total"] as? Int == rows.count - 1)
             #expect(page["listed"] as? [String] == rows.dropFirst().prefix(100).map { $0[0] })
             #expect((page["command"] as? String)?.contains("--persons dropped:2") == true)
+            #expect((page["command"] as? String)?.contains("--not-audience 'android'") == true, "\(page["command"] ?? "")")
             // The CSV the page downloaded is the terminal's, but for the seconds since the last step.
             let file = try #require((page["downloads"] as? [String])?.first, "\(page)")
             let downloaded = try String(contentsOf: downloads.appendingPathComponent(file), encoding: .utf8)

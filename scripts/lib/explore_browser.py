@@ -92,12 +92,12 @@ def typed(driver):
     """The funnel the page would ask for now, as it builds it itself."""
     return driver.execute_script(
         "const d = buildDefinition(readState());"
-        "return {window: d.window, breakdowns: d.breakdowns || [],"
+        "return {window: d.window, breakdowns: d.breakdowns || [], audience: readState().audience,"
         " steps: d.steps.map(s => [s.event || s.screen, Object.entries(s.where || {}).map(e => e.join('=')).join(',')])};")
 
 
 def expected(scenario):
-    return {"window": scenario["window"], "breakdowns": [scenario["breakdown"]],
+    return {"window": scenario["window"], "breakdowns": [scenario["breakdown"]], "audience": scenario.get("audience", ""),
             "steps": [[step["label"], step.get("where", "")] for step in scenario["steps"]]}
 
 
@@ -117,6 +117,11 @@ def open_funnel(driver, url, scenario):
             type_into(row.find_element(By.CSS_SELECTOR, ".step-where"), step.get("where", ""))
         type_into(driver.find_element(By.ID, "window"), scenario["window"])
         type_into(driver.find_element(By.ID, "breakdown"), scenario["breakdown"])
+        if scenario.get("audience"):
+            # The app's audiences come with its catalogue.
+            WebDriverWait(driver, 60).until(lambda d: d.execute_script(
+                "return [...document.querySelectorAll('#audience option')].some(o => o.value === arguments[0])", scenario["audience"]))
+            Select(driver.find_element(By.ID, "audience")).select_by_value(scenario["audience"])
         time.sleep(1.0)
         if typed(driver) == expected(scenario):
             break
@@ -126,7 +131,7 @@ def open_funnel(driver, url, scenario):
     try:
         WebDriverWait(driver, 120, poll_frequency=0.1).until(lambda d: d.execute_script(
             "const st = readState();"
-            "return lastKey === JSON.stringify({ definition: buildDefinition(st), from: st.from || null, to: st.to || null })"
+            "return lastKey === JSON.stringify(requestBody(st, buildDefinition(st)))"
             " && ['done', 'failed', 'cancelled'].includes(document.body.dataset.state);"))
     except TimeoutException:
         page = driver.execute_script(
