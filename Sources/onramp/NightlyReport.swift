@@ -1,3 +1,5 @@
+import ArgumentParser
+import Delivery
 import Foundation
 import Funnels
 import LibPQ
@@ -28,6 +30,13 @@ struct NightlyReport {
 
     /// Runs the job and the report; returns the exit status its findings call for (nil: 0).
     func run(databaseURL: String, now: Int64? = nil) async throws -> ExitStatus? {
+        // An audience delivering without its secret stops the run before anything is written.
+        let deliverer: Deliverer
+        do {
+            deliverer = try Deliverer(configuration: configuration)
+        } catch let error as Deliverer.SetupError {
+            throw ValidationError(error.description)
+        }
         var job = ProjectionJob(configuration: configuration, showProgress: showProgress)
         // Not progress: a run that recomputes or removes a funnel says so even when quiet.
         job.announce = info
@@ -40,6 +49,12 @@ struct NightlyReport {
                 + (summary.groupsRecomputed > 0 ? "and \(summary.groupsRecomputed) groups " : "") + "recomputed, "
                 + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
         output(written.text)
+        if !deliverer.audiences.isEmpty {
+            // The night's audience changes go out now, as `onramp audiences run` sends them between nights.
+            let sent = try await ConnectionPool.using(url: databaseURL) { pool in try await deliverer.run(pool) }
+            info("audiences: \(summary.audiencesEntered) entered, \(summary.audiencesLeft) left; delivered: \(sent.delivered), "
+                + "failed: \(sent.failed), dead-lettered: \(sent.dead)" + (sent.lastError.map { " (last: \($0))" } ?? ""))
+        }
         if let directory = writer.directory {
             info("wrote \(written.files.joined(separator: ", ")) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")
         }

@@ -14,59 +14,8 @@ import Testing
 /// stays down, answers 500 and 429, and comes back (docs/audiences.md, "Delivering").
 @Suite("delivering audiences' changes to a real receiver", .serialized)
 struct AudienceDeliveryTests {
-    static let secret = "s3cret-for-the-test"
+    static let secret = AudienceReceiver.secret
     static let hour: TimeInterval = 3600
-
-    /// The receiver process, on `port` (0: a free one), taking `actions` in turn.
-    struct Receiver {
-        let process: Process
-        let port: Int
-
-        init(port: Int, log: URL, actions: [String]) throws {
-            let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-                .appendingPathComponent("scripts/lib/audience_receiver.py")
-            process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/python3")
-            process.arguments = [script.path, String(port), log.path] + actions
-            process.environment = ["ONRAMP_DELIVERY_SECRET": AudienceDeliveryTests.secret, "PATH": "/usr/bin:/bin"]
-            let out = Pipe()
-            process.standardOutput = out
-            process.standardError = FileHandle.nullDevice
-            try process.run()
-            // `listening PORT`, once it listens.
-            let line = String(decoding: out.fileHandleForReading.availableData, as: UTF8.self)
-            guard let bound = Int(line.split(separator: " ").last?.trimmingCharacters(in: .whitespacesAndNewlines) ?? "") else {
-                throw ReceiverError(description: "the receiver did not start: '\(line)'")
-            }
-            self.port = bound
-        }
-
-        /// Waits (a while) for the receiver to have exited on its own.
-        func exited() async throws {
-            for _ in 0..<100 where process.isRunning { try await Task.sleep(for: .milliseconds(100)) }
-            guard !process.isRunning else { throw ReceiverError(description: "the receiver is still running") }
-        }
-
-        /// Kills it (SIGKILL: a child may inherit SIGTERM blocked) and waits for it to be gone.
-        func stop() {
-            if process.isRunning { kill(process.processIdentifier, SIGKILL) }
-            for _ in 0..<100 where process.isRunning { usleep(50_000) }
-        }
-    }
-
-    struct ReceiverError: Error, CustomStringConvertible {
-        var description: String
-    }
-
-    /// What the receiver read, batch by batch: the signature's verdict and the changes.
-    static func received(_ log: URL) throws -> [(valid: Bool, changes: [[String: Any]])] {
-        guard let text = try? String(contentsOf: log, encoding: .utf8) else { return [] }
-        return try text.split(separator: "\n").map { line in
-            let object = try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any] ?? [:]
-            let body = object["body"] as? [String: Any] ?? [:]
-            return (object["valid"] as? Bool ?? false, body["changes"] as? [[String: Any]] ?? [])
-        }
-    }
 
     static func configuration(port: Int) throws -> FunnelConfiguration {
         try FunnelConfiguration.parse(yaml: AudienceReference.signupConfiguration + """
@@ -114,7 +63,7 @@ struct AudienceDeliveryTests {
         let log = FileManager.default.temporaryDirectory.appendingPathComponent("receiver-\(UUID().uuidString).jsonl")
         defer { try? FileManager.default.removeItem(at: log) }
         // Dies on its first batch, after reading it.
-        var receiver = try Receiver(port: 0, log: log, actions: ["die"])
+        var receiver = try AudienceReceiver(port: 0, log: log, actions: ["die"])
         defer { receiver.stop() }
         let port = receiver.port
         let configuration = try Self.configuration(port: port)
@@ -152,7 +101,7 @@ struct AudienceDeliveryTests {
         #expect(try await pool.query("SELECT count(*) FROM audience_deliveries WHERE person_id = 'u5'").scalar(Int.self) == 0)
 
         // Back: a 500, then a 429 asking for ten minutes.
-        receiver = try Receiver(port: port, log: log, actions: ["500", "429:600"])
+        receiver = try AudienceReceiver(port: port, log: log, actions: ["500", "429:600"])
         advance()
         sent = try await deliverer.run(pool) { clock.withLockedValue { $0 } }
         #expect(sent.delivered == 0)
@@ -176,7 +125,7 @@ struct AudienceDeliveryTests {
         #expect(try ledger.rows.allSatisfy { try $0.decode(String.self, at: 3) == "delivered" })
         receiver.stop()
 
-        let batches = try Self.received(log)
+        let batches = try AudienceReceiver.received(log)
         #expect(batches.allSatisfy { $0.valid }, "every signature verifies")
         var seen: [String: String] = [:]
         var duplicates = 0

@@ -29,7 +29,7 @@ enum AudienceMembership {
         // Audiences no longer configured: their rows go (each run records the configured ones' definitions).
         let removed = Set(stored.fingerprints.keys).subtracting(names).sorted()
         if !removed.isEmpty {
-            for table in ["audience_spans", "audience_members", "audience_changes"] {
+            for table in ["audience_spans", "audience_members", "audience_changes", "audience_deliveries"] {
                 try c.query("DELETE FROM \(table) WHERE audience = ANY($1::text[])", [.textArray(removed)])
             }
         }
