@@ -37,13 +37,29 @@ struct AudienceJobTests {
         AudienceReference.members(events, configuration: configuration, now: now)
     }
 
-    static func round(_ rng: inout SplitMix, round: Int, clock: Int64, hours: Int64) -> (now: [SeedEvent], late: [SeedEvent]) {
-        AudienceReference.signupRound(&rng, round: round, clock: clock, hours: hours)
+    static func round(_ rng: inout SplitMix, round: Int, clock: Int64, hours: Int64, groups: Bool = false) -> (now: [SeedEvent], late: [SeedEvent]) {
+        AudienceReference.signupRound(&rng, round: round, clock: clock, hours: hours, groups: groups)
     }
 
-    @Test("after every run, incremental or quiet, the members equal a rebuild's and the events' own at the same clock")
+    /// `yaml` with the signup funnel counted by companies too, and two audiences of companies.
+    static let withGroupsYAML = yaml.replacingOccurrences(of: "audiences:\n", with: """
+          - name: signup_companies
+            app: yoked
+            aggregate_by: group
+            window: 24h
+            steps:
+              - event: started
+              - event: phone_entered
+              - event: otp_verified
+        audiences:
+          - {name: companies_stalled, funnel: signup_companies, stalled: {step: 2, for: 1h}}
+          - {name: companies_helped, app: yoked, aggregate_by: group, did: {event: help_opened, within: 6h}}
+
+        """)
+
+    @Test("after every run, incremental or quiet, with late events, aliases, erasures and groups, the members equal a rebuild's and the events' own at the same clock")
     func membersEqualRebuildAndReference() async throws {
-        let configuration = try FunnelConfiguration.parse(yaml: Self.yaml, source: "audiences.yaml")
+        let configuration = try FunnelConfiguration.parse(yaml: Self.withGroupsYAML, source: "audiences.yaml")
         let job = ProjectionJob(configuration: configuration, showProgress: false)
         let kept = try await TestDatabase.create(), rebuilt = try await TestDatabase.create()
         let keptPool = kept.pool(maxConnections: 1), rebuiltPool = rebuilt.pool(maxConnections: 1)
@@ -52,20 +68,31 @@ struct AudienceJobTests {
         var inserted: [SeedEvent] = []
         var pendingLate: [SeedEvent] = []
         var clock = start
-        var quietRuns = 0, changes = 0
+        var quietRuns = 0, changes = 0, erased = 0
         for n in 0..<9 {
             // Every third run nothing new arrives: only the clock moves.
             let quiet = n % 3 == 2
             clock += quiet ? Self.hour / 2 + Int64(n) * Self.hour : 7 * Self.hour
             var batch: [SeedEvent] = []
             if !quiet {
-                let (events, late) = Self.round(&rng, round: n, clock: clock, hours: 7)
+                let (events, late) = Self.round(&rng, round: n, clock: clock, hours: 7, groups: true)
                 batch = events + pendingLate
                 pendingLate = late
             }
             inserted += batch
             let arriving = batch
             for pool in [keptPool, rebuiltPool] { try await pool.withConnection { c in try EventSeeder.insert(c, arriving) } }
+            // Now and then a returning user is erased (their events, and their devices' own, leave the log).
+            if !quiet, n > 0, n % 2 == 0 {
+                let user = "user-\(rng.next() % 60)"
+                for pool in [keptPool, rebuiltPool] {
+                    _ = try await pool.query(
+                        "SELECT request_id FROM onramp_privacy_erase('yoked', ARRAY[$1], ARRAY[]::text[], 'test', false)", [.text(user)])
+                }
+                let left = Set(try await keptPool.query("SELECT message_id FROM events").rows.map { try $0.decode(String.self, at: 0) })
+                erased += inserted.count { !left.contains($0.messageId) }
+                inserted = inserted.filter { left.contains($0.messageId) }
+            }
             let now = clock
             let summary = try await keptPool.withConnection { c in try job.runAudiences(c, now: now) }
             if quiet {
@@ -86,6 +113,7 @@ struct AudienceJobTests {
         }
         #expect(quietRuns == 3)
         #expect(changes > 50)
+        #expect(erased > 0, "some erasure took events")
         // Every audience had members at some point, the combined one included.
         let seen = try await keptPool.query("SELECT count(DISTINCT audience) FROM audience_changes").scalar(Int.self)
         #expect(seen == configuration.audiences.count)
@@ -127,15 +155,23 @@ struct AudienceJobTests {
         try await db.drop()
     }
 
-    /// `yaml` with a second funnel broken down by two audiences: one over
-    /// the first funnel (`stalled`, which a `for` passing moves people
-    /// into), one over behaviour in the last hours (`helped_lately`, which
-    /// the clock moves people out of).
-    static let brokenDownYAML = yaml.replacingOccurrences(of: "audiences:\n", with: """
+    /// `withGroupsYAML` with a second funnel broken down by two audiences:
+    /// one over the first funnel (`stalled`, which a `for` passing moves
+    /// people into), one over behaviour in the last hours (`helped_lately`,
+    /// which the clock moves people out of); and its companies' twin.
+    static let brokenDownYAML = withGroupsYAML.replacingOccurrences(of: "audiences:\n", with: """
           - name: verified
             app: yoked
             window: 12h
             breakdowns: [audience:stalled, audience:helped_lately]
+            steps:
+              - event: phone_entered
+              - event: otp_verified
+          - name: companies_verified
+            app: yoked
+            aggregate_by: group
+            window: 12h
+            breakdowns: [audience:companies_stalled, audience:companies_helped]
             steps:
               - event: phone_entered
               - event: otp_verified
@@ -156,9 +192,14 @@ struct AudienceJobTests {
         return digests
     }
 
-    @Test("a funnel broken down by audiences: each person's value is their membership at the run's clock, after every incremental run as after a rebuild")
-    func breakdownByAudienceEqualsRebuild() async throws {
-        let configuration = try FunnelConfiguration.parse(yaml: Self.brokenDownYAML, source: "audiences.yaml")
+    @Test("a funnel broken down by audiences: each unit's value is its membership at the run's clock, after every incremental run as after a rebuild",
+          arguments: [false, true])
+    func breakdownByAudienceEqualsRebuild(companiesOnly: Bool) async throws {
+        // Companies only: no person's own breakdown brings their companies along, the groups' spans alone do.
+        let yaml = companiesOnly
+            ? Self.brokenDownYAML.replacingOccurrences(of: "breakdowns: [audience:stalled, audience:helped_lately]", with: "breakdowns: []")
+            : Self.brokenDownYAML
+        let configuration = try FunnelConfiguration.parse(yaml: yaml, source: "audiences.yaml")
         let job = ProjectionJob(configuration: configuration, showProgress: false)
         let kept = try await TestDatabase.create(), rebuilt = try await TestDatabase.create()
         let keptPool = kept.pool(maxConnections: 1), rebuiltPool = rebuilt.pool(maxConnections: 1)
@@ -173,7 +214,7 @@ struct AudienceJobTests {
             clock += quiet ? 90 * 60_000_000 : 5 * Self.hour
             var batch: [SeedEvent] = []
             if !quiet {
-                let (events, late) = Self.round(&rng, round: n, clock: clock, hours: 5)
+                let (events, late) = Self.round(&rng, round: n, clock: clock, hours: 5, groups: true)
                 batch = events + pendingLate
                 pendingLate = late
             }
@@ -185,6 +226,7 @@ struct AudienceJobTests {
             _ = try await rebuiltPool.withConnection { c in try job.run(c, mode: .rebuild, now: now) }
             let rows = try await keptPool.withConnection { try Self.funnelRows($0) }
             #expect(rows == (try await rebuiltPool.withConnection { try Self.funnelRows($0) }), "run \(n): kept vs rebuilt")
+            guard !companiesOnly else { continue }
             // Each person's values against the events' own membership at the clock.
             let members = Self.reference(inserted, configuration: configuration, now: now)
             for row in try await keptPool.query(
@@ -201,7 +243,12 @@ struct AudienceJobTests {
                 }
             }
         }
-        #expect(valuesSeen == ["stalled=in", "stalled=not in", "helped_lately=in", "helped_lately=not in"])
+        #expect(companiesOnly || valuesSeen == ["stalled=in", "stalled=not in", "helped_lately=in", "helped_lately=not in"])
+        // The companies' rows were broken down too, both ways.
+        let companies = try await keptPool.query(
+            "SELECT count(DISTINCT breakdown->>'audience:companies_stalled') FROM funnel_persons WHERE funnel = 'companies_verified'"
+        ).scalar(Int.self)
+        #expect(companies == 2)
         for pool in [keptPool, rebuiltPool] { await pool.close() }
         try await kept.drop()
         try await rebuilt.drop()

@@ -59,7 +59,10 @@ public enum AudienceReference {
     /// Persons who start, stall, finish, ask for help, sign in on the way
     /// (some through an alias), over `hours` hours before `clock`, a few of
     /// their events arriving a round late.
-    public static func signupRound(_ rng: inout SplitMix, round: Int, clock: Int64, hours: Int64) -> (now: [SeedEvent], late: [SeedEvent]) {
+    /// With `groups`, some name one of eight companies in a `group` call as they start.
+    public static func signupRound(
+        _ rng: inout SplitMix, round: Int, clock: Int64, hours: Int64, groups: Bool = false
+    ) -> (now: [SeedEvent], late: [SeedEvent]) {
         var now: [SeedEvent] = [], late: [SeedEvent] = []
         for p in 0..<40 {
             let anonymous = "anon-\(round)-\(p)"
@@ -67,6 +70,11 @@ public enum AudienceReference {
             let user: String? = rng.next() % 3 == 0 ? "user-\(rng.next() % 60)" : nil
             var t = clock - Int64(rng.next() % UInt64(hours * 3600)) * 1_000_000
             let steps = Int(rng.next() % 4)
+            if groups, rng.next() % 3 == 0 {
+                now.append(SeedEvent(
+                    app: "yoked", type: "group", messageId: "\(anonymous)-group", anonymousId: anonymous, timestamp: t,
+                    groupId: "co-\(rng.next() % 8)"))
+            }
             for (n, name) in ["started", "phone_entered", "otp_verified"].prefix(steps).enumerated() {
                 let identified = user != nil && n >= 1
                 let event = SeedEvent(
@@ -89,7 +97,9 @@ public enum AudienceReference {
         return (now, late)
     }
 
-    /// `audience|person` of each member at `now`, from the events alone: persons joined by the identity rule, each history evaluated at the clock.
+    /// `audience|person` of each member at `now` (a group as its timeline
+    /// key), from the events alone: persons joined by the identity rule,
+    /// groups made of their members, each history evaluated at the clock.
     public static func members(_ events: [SeedEvent], configuration: FunnelConfiguration, now: Int64) -> Set<String> {
         var observations: [IdentityObservation] = []
         for event in events where event.userId != nil {
@@ -108,11 +118,26 @@ public enum AudienceReference {
             histories[person, default: []].append(FunnelEvent(
                 messageId: event.messageId, kind: EventKind(rawValue: event.type) ?? .track, name: event.event, timestamp: event.timestamp))
         }
+        // A group's history: every event of every person whose group call named it (docs/funnels.md, "Counting groups").
+        var memberships: [String: Set<String>] = [:]
+        for event in events where event.type == "group" {
+            guard let id = event.userId ?? event.anonymousId, let group = event.groupId else { continue }
+            memberships[group, default: []].insert(persons[id] ?? id)
+        }
+        var groupHistories: [String: [FunnelEvent]] = [:]
+        for (group, members) in memberships {
+            groupHistories[group] = members.flatMap { histories[$0] ?? [] }
+        }
         var members = Set<String>()
-        for (person, history) in histories {
-            let sorted = history.sorted { ($0.timestamp, $0.messageId) < ($1.timestamp, $1.messageId) }
-            for audience in configuration.audiences where AudienceReference.holds(audience.condition, events: sorted, at: now) {
-                members.insert("\(audience.name)|\(person)")
+        for (units, aggregation, key) in [
+            (histories, Funnel.Aggregation.person, { (id: String) in id }), (groupHistories, .group, { "\u{1F}" + $0 }),
+        ] {
+            for (unit, history) in units {
+                let sorted = history.sorted { ($0.timestamp, $0.messageId) < ($1.timestamp, $1.messageId) }
+                for audience in configuration.audiences where audience.aggregateBy == aggregation
+                    && AudienceReference.holds(audience.condition, events: sorted, at: now) {
+                    members.insert("\(audience.name)|\(key(unit))")
+                }
             }
         }
         return members
