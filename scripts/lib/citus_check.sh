@@ -125,6 +125,25 @@ shift
 FAKETIME_DONT_FAKE_MONOTONIC=1 exec faketime -f "$when" "$@"
 SH
   chmod +x "$work/at"
+  # Every command runs the five funnels with audiences beside them
+  # (docs/audiences.md): persons stalled at a step, completers, companies
+  # that dropped, an app's recent users; and a funnel broken down by one.
+  cat Sources/Funnels/Resources/default-funnels.yaml - >"$work/onramp.yaml" <<'YAML'
+  - name: yoked_otp_by_audience
+    app: yoked
+    window: 1h
+    breakdowns: [audience:yoked_stalled_at_phone, context.os.name]
+    steps:
+      - event: phone_entered
+      - event: otp_verified
+
+audiences:
+  - {name: yoked_stalled_at_phone, funnel: yoked_onboarding, stalled: {step: 2, for: 1h}}
+  - {name: yoked_completed, funnel: yoked_onboarding, outcome: completed}
+  - {name: ops_companies_dropped, funnel: ops_companies, outcome: dropped, step: 1}
+  - {name: umuve_signed_in_lately, app: umuve, did: {event: apple_sign_in_completed, within: 2d}}
+YAML
+  export ONRAMP_CONFIG="$work/onramp.yaml"
   local at=("$work/at")
   at() { "${at[@]}" "$@"; }
   serve_on cluster "$cluster_db" "${at[@]}" "$now" || return 1
@@ -216,6 +235,10 @@ PY
   traffic 2 100 3 || return 1
   night "$later" report || return 1
   same "after more traffic (late events among it) and an incremental night" || return 1
+  local members
+  members=$(psql -qAt "$cluster_db" -c "SELECT string_agg(audience || ' ' || n, ', ' ORDER BY audience)
+    FROM (SELECT audience, count(*) AS n FROM audience_members GROUP BY 1) m")
+  echo "citus check: audiences' members on both: $members" >&2
   cp "$work/cluster.md5" "$work/cluster-incremental.md5"
   night "$later" rebuild || return 1
   same "after a rebuild on both" || return 1

@@ -7,9 +7,16 @@
 --
 --   psql -qAt "$DB_A" -f scripts/lib/projection_md5.sql > a.txt
 --   psql -qAt "$DB_B" -f scripts/lib/projection_md5.sql > b.txt && diff a.txt b.txt
+--
+-- audience_spans hold each unit's intervals from the clock of the run that
+-- evaluated it (docs/audiences.md): they are compared as seen from the last
+-- run's clock, what is over by then left out and what began earlier begun then.
 SELECT c.relname, (xpath('/row/m/text()', query_to_xml(format(
-  'SELECT md5(string_agg(j, %L ORDER BY j)) AS m FROM (SELECT (to_jsonb(t) - ARRAY[''checked_at'',''computed_at'',''updated_at'',''horizon_txid'',''built_at''])::text AS j FROM %I t) s',
-  E'\n', c.relname), false, true, '')))[1]::text
+  'SELECT md5(string_agg(j, %L ORDER BY j)) AS m FROM (SELECT (to_jsonb(t) - ARRAY[''checked_at'',''computed_at'',''updated_at'',''horizon_txid'',''built_at''])::text AS j FROM %s t) s',
+  E'\n', CASE c.relname
+    WHEN 'audience_spans' THEN '(SELECT s.app, s.person_id, s.audience, greatest(s.enters_at, k.computed_at) AS enters_at, s.leaves_at
+      FROM audience_spans s, projection_checkpoint k WHERE s.leaves_at IS NULL OR s.leaves_at > k.computed_at)'
+    ELSE quote_ident(c.relname) END), false, true, '')))[1]::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE n.nspname = 'public' AND c.relkind IN ('r', 'p') AND c.relname NOT LIKE 'events_%'
   AND c.relname NOT IN ('events', 'event_ids', 'quarantine', 'write_keys', 'onramp_schema_migrations', 'app_grants')
