@@ -253,4 +253,41 @@ struct AudienceJobTests {
         try await kept.drop()
         try await rebuilt.drop()
     }
+
+    @Test("an erasure takes the erased out of the audiences at once, and leaves the user who shared their device a member, entered once")
+    func erasureKeepsTheOthers() async throws {
+        let configuration = try FunnelConfiguration.parse(yaml: Self.yaml, source: "audiences.yaml")
+        let job = ProjectionJob(configuration: configuration, showProgress: false)
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let clock = (Timestamps.microseconds(Date()) / Self.hour - 24) * Self.hour
+        // Ben signs in on his tablet, Ana later on the same tablet; both stop at the phone step.
+        var events: [SeedEvent] = []
+        for (n, user) in ["ben", "ana"].enumerated() {
+            let t = clock - Int64(6 - n) * Self.hour
+            events.append(SeedEvent(app: "yoked", messageId: "\(user)-0", event: "started", anonymousId: "tablet", userId: user, timestamp: t))
+            events.append(SeedEvent(
+                app: "yoked", messageId: "\(user)-1", event: "phone_entered", anonymousId: "tablet", userId: user, timestamp: t + 60_000_000))
+        }
+        let seeded = events
+        try await pool.withConnection { c in try EventSeeder.insert(c, seeded) }
+        _ = try await pool.withConnection { c in try job.runAudiences(c, now: clock) }
+        let stalled = "SELECT person_id FROM audience_members WHERE audience = 'stalled' ORDER BY 1"
+        #expect(try await pool.query(stalled).rows.map { try $0.decode(String.self, at: 0) } == ["ana", "ben"])
+
+        _ = try await pool.query("SELECT request_id FROM onramp_privacy_erase('yoked', ARRAY['ana'], ARRAY[]::text[], 'test', false)")
+        let pending = Set(try await pool.query("SELECT person_id FROM privacy_pending").rows.map { try $0.decode(String.self, at: 0) })
+        #expect(pending.isSuperset(of: ["ana", "ben"]), "Ben's tablet is linked again, so he is recomputed: \(pending)")
+        // At once: Ana is gone from every audience table, Ben is still a member.
+        #expect(try await pool.query(stalled).rows.map { try $0.decode(String.self, at: 0) } == ["ben"])
+        #expect(try await pool.query("SELECT count(*) FROM audience_changes WHERE person_id = 'ana'").scalar(Int.self) == 0)
+        _ = try await pool.withConnection { c in try job.runAudiences(c, now: clock + Self.hour) }
+        #expect(try await pool.query(stalled).rows.map { try $0.decode(String.self, at: 0) } == ["ben"])
+        let bens = try await pool.query(
+            "SELECT change FROM audience_changes WHERE audience = 'stalled' AND person_id = 'ben' ORDER BY id"
+        ).rows.map { try $0.decode(String.self, at: 0) }
+        #expect(bens == ["enter"], "Ben entered once and stayed")
+        await pool.close()
+        try await db.drop()
+    }
 }
