@@ -117,6 +117,8 @@ let package = Package(
             dependencies: ["LibPQ", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
+        // The log's life: an app's messages exported as the server stored them.
+        .target(name: "DataLifecycle", dependencies: ["LibPQ"], swiftSettings: strictness),
         // Any funnel at query time, from the log's columns kept on local disk; knows nothing of the job.
         .target(
             name: "Explore",
@@ -187,7 +189,7 @@ let package = Package(
             name: "onramp",
             dependencies: [
                 "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
-                "EventLog", "IngestServer", "Notifications", "Delivery", "Privacy", "Access",
+                "EventLog", "IngestServer", "Notifications", "Delivery", "Privacy", "Access", "DataLifecycle",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

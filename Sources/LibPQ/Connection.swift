@@ -300,7 +300,12 @@ public final class Connection: Sendable {
     /// holding the whole output. Returns the byte count.
     @discardableResult
     public func copyOut(_ sql: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> Int {
-        try withHandle { (h: ConnectionHandle) throws -> Int in
+        try copyOutCounting(sql, body).bytes
+    }
+
+    /// `copyOut`, also returning the rows the server says it copied (its command tag).
+    public func copyOutCounting(_ sql: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> (bytes: Int, rows: Int) {
+        try withHandle { (h: ConnectionHandle) throws -> (bytes: Int, rows: Int) in
             let raw = h.raw
             guard let started = PQexec(raw, sql) else { throw Connection.connectionError(raw) }
             do {
@@ -329,15 +334,16 @@ public final class Connection: Sendable {
                 }
             }
             var serverError: PostgresError?
+            var rows = 0
             while let next = PQgetResult(raw) {
                 let owner = ResultHandle(raw: next)
                 if serverError == nil, failure == nil {
-                    do throws(PostgresError) { _ = try Connection.materialize(owner, connection: raw) } catch { serverError = error }
+                    do throws(PostgresError) { rows = try Connection.materialize(owner, connection: raw).affectedRows } catch { serverError = error }
                 }
             }
             if let failure { throw failure }
             if let serverError { throw serverError }
-            return total
+            return (total, rows)
         }
     }
 

@@ -68,7 +68,7 @@ import Testing
         #expect(Self.error("    hold: [device.id]\n    steps: [{event: a}]\n")
             == prefix + "hold[0]: 'device.id' is not a path under properties., context. or traits. (such as context.os.name)")
         #expect(Self.error("    breakdowns: [context.os.name, os.name]\n    steps: [{event: a}]\n")
-            == prefix + "breakdowns[1]: 'os.name' is not a path under properties., context. or traits. (such as context.os.name)")
+            == prefix + "breakdowns[1]: 'os.name' is not a path under properties., context. or traits. (such as context.os.name), nor audience:NAME")
         #expect(Self.error("    steps: [{event: a, where: {page: 1}}]\n")
             == prefix + "steps[0].where: 'page' is not a path under properties., context. or traits. (such as context.os.name)")
         #expect(Self.error("    order: any\n    steps: [{event: a}, {event: b}]\n    targets: [{metric: conversion, from: a, to: b, threshold: 0.5}]\n")

@@ -1,0 +1,78 @@
+public import LibPQ
+
+/// An app's messages as the server stored them, with the columns
+/// `analytics.events` has (`message_id`, `timestamp` and `received_at`
+/// among them), in the order the server received them (docs/lifecycle.md):
+/// what `onramp export` writes. Read through `analytics.events`, so a login
+/// exports only the apps it is granted (docs/access.md), and by `COPY … TO
+/// STDOUT`, streamed in chunks: memory stays flat whatever the range.
+public struct EventExport: Sendable {
+    public enum Format: String, Sendable, CaseIterable {
+        /// One JSON object per line.
+        case jsonl
+        /// A header of column names, then a row per message; JSON columns as their JSON text.
+        case csv
+    }
+
+    public var app: String
+    /// Received at or after this instant (microseconds since the epoch); nil: from the first.
+    public var from: Int64?
+    /// Received before this instant; nil: up to the last.
+    public var until: Int64?
+    public var format: Format
+
+    public init(app: String, from: Int64? = nil, until: Int64? = nil, format: Format = .jsonl) {
+        self.app = app
+        self.from = from
+        self.until = until
+        self.format = format
+    }
+
+    /// Why nothing was exported, worded for the operator.
+    public struct Refused: Error, CustomStringConvertible, Equatable {
+        public var description: String
+    }
+
+    /// The messages' rows, bounded by settings of the transaction
+    /// (`set_config`): `COPY` takes no parameters, and no value from the
+    /// command line is ever part of the statement. The JSON lines come out
+    /// of CSV with a quote and a delimiter JSON text never holds raw, so
+    /// each is the object's text as it is, unescaped.
+    static func statement(_ format: Format) -> String {
+        let rows = """
+            FROM analytics.events e
+            WHERE e.app = current_setting('onramp.export_app')
+              AND e.received_at >= current_setting('onramp.export_from')::timestamptz
+              AND e.received_at < current_setting('onramp.export_until')::timestamptz
+            ORDER BY e.received_at, e.seq
+            """
+        switch format {
+        case .jsonl: return "COPY (SELECT row_to_json(e) \(rows)) TO STDOUT (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')"
+        case .csv: return "COPY (SELECT e.* \(rows)) TO STDOUT (FORMAT csv, HEADER)"
+        }
+    }
+
+    /// Streams the export on `c` (in a transaction of its own) to `write`,
+    /// chunk by chunk; returns the messages written. An app the login reads
+    /// no event of is refused, naming it.
+    public func run(_ c: Connection, write: (UnsafeRawBufferPointer) throws -> Void) throws -> Int {
+        try c.transaction(isolation: .repeatableRead) { c in
+            guard try c.query("SELECT EXISTS (SELECT 1 FROM analytics.event_log WHERE app = $1)", [.text(app)]).scalar(Bool.self) else {
+                throw Refused(description: "app: no event of app '\(app)' that this login may read (an unknown app, or one it is not granted: docs/access.md)")
+            }
+            // The log's statements are planned for millions of rows; compiling them took longer than running them.
+            try c.query(
+                """
+                SELECT set_config('jit', 'off', true), set_config('onramp.export_app', $1, true),
+                       set_config('onramp.export_from', $2, true), set_config('onramp.export_until', $3, true)
+                """,
+                [.text(app), .text(Timestamps.format(microseconds: from ?? Self.firstInstant)),
+                 .text(Timestamps.format(microseconds: until ?? Self.lastInstant))])
+            return try c.copyOutCounting(Self.statement(format), write).rows
+        }
+    }
+
+    /// The first instant of year 1 and of year 10000: no message is received outside them.
+    static let firstInstant: Int64 = -62_135_596_800_000_000
+    static let lastInstant: Int64 = 253_402_300_800_000_000
+}
