@@ -21,8 +21,14 @@ struct AudiencesCommand: AsyncParsableCommand {
             discussion: "Exits 0 saying 'skipped' when a nightly run holds the job's lock: the next run catches up.")
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var configuration: ConfigurationOptions
+        @OptionGroup var metrics: MetricsFileOptions
 
         func run() async throws {
+            try await metrics.recording(job: "audiences_run") { try await keep() }
+        }
+
+        /// Keeps the audiences and sends what is due; returns what it did, for `--metrics-file`.
+        private func keep() async throws -> [JobMetricsText.Value] {
             let configured = try configuration.load()
             // A delivery without its secret stops the run before anything is written.
             let deliverer: Deliverer
@@ -55,6 +61,16 @@ struct AudiencesCommand: AsyncParsableCommand {
                 print("delivered: \(sent.delivered), failed: \(sent.failed), dead-lettered: \(sent.dead)"
                       + (sent.lastError.map { " (last: \($0))" } ?? ""))
             }
+            var values = [
+                JobMetricsText.Value("skipped", "Whether the run gave way to another holding the job's lock (1).", summary == nil ? 1 : 0),
+                JobMetricsText.Value("audiences_entered", "Audience entries the run recorded.", summary?.entered ?? 0),
+                JobMetricsText.Value("audiences_left", "Audience exits the run recorded.", summary?.left ?? 0),
+                JobMetricsText.Value("new_events", "Events the run took in since the last run.", summary?.job?.newEvents ?? 0),
+                JobMetricsText.Value(
+                    "persons_recomputed", "Persons and groups the run recomputed.", (summary?.job).map { $0.personsRecomputed + $0.groupsRecomputed } ?? 0),
+            ]
+            if !deliverer.audiences.isEmpty { values += JobMetricsText.Value.deliveries(sent) }
+            return values
         }
     }
 

@@ -28,8 +28,32 @@ struct NightlyReport {
     var output: @Sendable (String) -> Void = { print($0, terminator: "") }
     var info: @Sendable (String) -> Void = { Console.info($0) }
 
-    /// Runs the job and the report; returns the exit status its findings call for (nil: 0).
-    func run(databaseURL: String, now: Int64? = nil) async throws -> ExitStatus? {
+    /// What a run did, and the exit status its findings call for (nil: 0).
+    struct Ran: Sendable {
+        var status: ExitStatus?
+        var summary: ProjectionJob.Summary
+        /// The audiences' deliveries sent after the run, when an audience delivers.
+        var delivered: Deliverer.Summary?
+
+        /// For `--metrics-file` (docs/operations.md, "Metrics").
+        var metrics: [JobMetricsText.Value] {
+            var values = [
+                JobMetricsText.Value("new_events", "Events the run took in since the last run.", summary.newEvents),
+                JobMetricsText.Value("events_read", "Events the run read to recompute persons and groups.", summary.eventsRead),
+                JobMetricsText.Value("persons_recomputed", "Persons the run recomputed.", summary.personsRecomputed),
+                JobMetricsText.Value("groups_recomputed", "Groups the run recomputed.", summary.groupsRecomputed),
+                JobMetricsText.Value("windows_closed", "Windows that closed since the last run.", summary.windowsClosed),
+                JobMetricsText.Value("cohort_days_rewritten", "Cohort days the run rewrote.", summary.cohortDaysRewritten),
+                JobMetricsText.Value("audiences_entered", "Audience entries the run recorded.", summary.audiencesEntered),
+                JobMetricsText.Value("audiences_left", "Audience exits the run recorded.", summary.audiencesLeft),
+            ]
+            if let delivered { values += JobMetricsText.Value.deliveries(delivered) }
+            return values
+        }
+    }
+
+    /// Runs the job and the report; returns what it did and the exit status its findings call for.
+    func run(databaseURL: String, now: Int64? = nil) async throws -> Ran {
         // An audience delivering without its secret stops the run before anything is written.
         let deliverer: Deliverer
         do {
@@ -49,9 +73,11 @@ struct NightlyReport {
                 + (summary.groupsRecomputed > 0 ? "and \(summary.groupsRecomputed) groups " : "") + "recomputed, "
                 + "\(summary.windowsClosed) windows closed, \(summary.cohortDaysRewritten) cohort days rewritten")
         output(written.text)
+        var delivered: Deliverer.Summary?
         if !deliverer.audiences.isEmpty {
             // The night's audience changes go out now, as `onramp audiences run` sends them between nights.
             let sent = try await ConnectionPool.using(url: databaseURL) { pool in try await deliverer.run(pool) }
+            delivered = sent
             info("audiences: \(summary.audiencesEntered) entered, \(summary.audiencesLeft) left; delivered: \(sent.delivered), "
                 + "failed: \(sent.failed), dead-lettered: \(sent.dead)" + (sent.lastError.map { " (last: \($0))" } ?? ""))
         }
@@ -72,16 +98,16 @@ struct NightlyReport {
                 info("notified \(Notifier.redacted(notify)) (\(tries == 1 ? "first try" : "after \(tries) tries"))")
             } catch {
                 info("notify: could not deliver: \(error)")
-                return .undeliveredNotification
+                return Ran(status: .undeliveredNotification, summary: summary, delivered: delivered)
             }
         }
         if failOnMissedTargets, !written.missedTargets.isEmpty {
             info("missed targets: \(written.missedTargets.joined(separator: ", "))")
-            return .missedTargets
+            return Ran(status: .missedTargets, summary: summary, delivered: delivered)
         }
-        if failOnInstrumentation, !written.instrumentation.isEmpty { return .instrumentation }
-        if failOnRegression, !written.userRegressions.isEmpty { return .regression }
-        return nil
+        if failOnInstrumentation, !written.instrumentation.isEmpty { return Ran(status: .instrumentation, summary: summary, delivered: delivered) }
+        if failOnRegression, !written.userRegressions.isEmpty { return Ran(status: .regression, summary: summary, delivered: delivered) }
+        return Ran(status: nil, summary: summary, delivered: delivered)
     }
 }
 

@@ -2,6 +2,7 @@ import ArgumentParser
 import Foundation
 import Privacy
 import Projection
+import Reports
 
 /// `onramp privacy erase|unsuppress|list` (docs/privacy.md).
 struct PrivacyCommand: AsyncParsableCommand {
@@ -59,23 +60,33 @@ struct PrivacyCommand: AsyncParsableCommand {
         @Flag(help: "Keep them out afterwards: their later messages are answered but not stored.") var suppress = false
         @Flag(help: "Print what was done as JSON.") var json = false
         @Option(help: "Seconds to wait for a nightly run in progress to finish.") var wait: Int = 600
+        @OptionGroup var metrics: MetricsFileOptions
 
         func validate() throws {
             guard wait >= 0 else { throw ValidationError("--wait must be 0 or more seconds (got \(wait))") }
         }
 
         func run() async throws {
+            try await metrics.recording(job: "privacy_erase") { try await erase() }
+        }
+
+        /// Erases and says what went; returns it, for `--metrics-file`.
+        private func erase() async throws -> [JobMetricsText.Value] {
             let (users, anonymous) = try ids.resolved()
             let erasure = Erasure(
                 app: ids.app, userIds: users, anonymousIds: anonymous, requestedBy: ids.requestedBy, suppress: suppress,
                 lockWait: .seconds(wait))
             let job = ProjectionJob(configuration: try configuration.load(), showProgress: false)
             let result = try await erasure.run(job, databaseURL: try database.resolvedURL())
+            let values = [
+                JobMetricsText.Value("persons_erased", "User ids and devices the erasure removed.", result.users.count + result.devices.count),
+                JobMetricsText.Value("events_erased", "Events the erasure removed from the log.", result.removed["events"] ?? 0),
+            ]
             if json {
                 let encoder = JSONEncoder()
                 encoder.outputFormatting = [.sortedKeys]
                 print(String(decoding: try encoder.encode(result), as: UTF8.self))
-                return
+                return values
             }
             print("request \(result.requestId): erased \(result.users.count) user(s) and \(result.devices.count) device(s) of app '\(ids.app)' in \(String(format: "%.2f", result.seconds)) s")
             for (table, rows) in result.removed.sorted(by: { $0.key < $1.key }) { print("  \(table.padding(toLength: 26, withPad: " ", startingAt: 0)) \(rows)") }
@@ -83,6 +94,7 @@ struct PrivacyCommand: AsyncParsableCommand {
                 print("  \(result.sharedDevices.count) device(s) also used by another user: that user's events stayed, the device is not suppressed")
             }
             if suppress { print("  suppressed: their later messages are answered and not stored") }
+            return values
         }
     }
 

@@ -40,6 +40,8 @@ struct ReportOptions: ParsableArguments {
     @Flag(help: "No progress output.")
     var quiet = false
 
+    @OptionGroup var metrics: MetricsFileOptions
+
     func validate() throws {
         try range.check(formats: ReportFormat.allCases.map(\.rawValue))
         if let notify = notifyURL, !Notifier.accepts(notify) {
@@ -59,8 +61,10 @@ struct ReportOptions: ParsableArguments {
 
     /// Runs the workflow in `mode`: the shared body of `report` and `rebuild`.
     func run(mode: ProjectionJob.Mode, databaseURL: String, configuration: ConfigurationOptions) async throws {
-        if let status = try await nightlyReport(mode: mode, configuration: configuration).run(databaseURL: databaseURL) {
-            throw ExitCode(status.rawValue)
+        try await metrics.recording(job: mode == .rebuild ? "rebuild" : "report") {
+            let ran = try await nightlyReport(mode: mode, configuration: configuration).run(databaseURL: databaseURL)
+            if let status = ran.status { throw MetricsFileOptions.Finished(exit: ExitCode(status.rawValue), values: ran.metrics) }
+            return ran.metrics
         }
     }
 }

@@ -28,19 +28,19 @@ import Testing
         report.output = { text in printed.withLockedValue { $0 += text } }
         report.info = { line in said.withLockedValue { $0.append(line) } }
 
-        #expect(try await report.run(databaseURL: db.url) == nil, "no failure asked for")
+        #expect(try await report.run(databaseURL: db.url).status == nil, "no failure asked for")
         #expect(printed.withLockedValue { $0 }.contains("MISSED completion_rate"))
         #expect(said.withLockedValue { $0 }.contains { $0.hasPrefix("rebuild: ") })
 
         report.mode = .incremental
         report.failOnMissedTargets = true
-        #expect(try await report.run(databaseURL: db.url) == .missedTargets)
+        #expect(try await report.run(databaseURL: db.url).status == .missedTargets)
         #expect(said.withLockedValue { $0 }.contains { $0.hasPrefix("missed targets: yoked_onboarding.completion_rate") })
 
         // Nothing listens on port 1: the alert is not delivered, and that status wins.
         report.notifyURL = "http://127.0.0.1:1/hook"
         report.notifyAttempts = 1
-        #expect(try await report.run(databaseURL: db.url) == .undeliveredNotification)
+        #expect(try await report.run(databaseURL: db.url).status == .undeliveredNotification)
         try await db.drop()
     }
 
@@ -79,7 +79,7 @@ import Testing
         #expect(try await pool.query("SELECT count(*) FROM audience_definitions").scalar(Int.self) == 0)
 
         try AudienceReceiver.secret.write(to: secret, atomically: true, encoding: .utf8)
-        #expect(try await report.run(databaseURL: db.url, now: now) == nil)
+        #expect(try await report.run(databaseURL: db.url, now: now).status == nil)
         let members = try await pool.query("SELECT person_id FROM audience_members").rows.map { try $0.decode(String.self, at: 0) }
         #expect(!members.isEmpty)
         let batches = try AudienceReceiver.received(log)
