@@ -178,10 +178,9 @@ struct IngestController: Sendable {
             $0.suppressed = suppressed
             $0.rejected = outcome.rejections.count
         }
-        metrics.accepted.increment(by: accepted)
-        metrics.duplicates.increment(by: duplicates)
-        metrics.suppressed.increment(by: suppressed)
-        metrics.rejected.increment(by: outcome.rejections.count)
+        metrics.messages(
+            app: app, bytes: body.count, accepted: accepted, duplicates: duplicates, suppressed: suppressed,
+            rejected: outcome.rejections.map(\.code), at: Double(receivedAt) / 1_000_000)
         // A suppressed message is answered as usual (a client must not
         // retry it), and counted apart (docs/privacy.md).
         return JSONBody.response(

@@ -11,10 +11,6 @@ final class IngestMetrics: Sendable {
     let registry: PrometheusCollectorRegistry
     // A pthread lock: ThreadSanitizer cannot see Synchronization.Mutex on Linux and reports false races.
     private let factory: PrometheusMetricsFactory
-    let accepted: CoreMetrics.Counter
-    let duplicates: CoreMetrics.Counter
-    let suppressed: CoreMetrics.Counter
-    let rejected: CoreMetrics.Counter
     let commitLatency: CoreMetrics.Timer
     let groupSize: CoreMetrics.Recorder
     let poolOpen: CoreMetrics.Gauge
@@ -22,6 +18,17 @@ final class IngestMetrics: Sendable {
     let poolWaiting: CoreMetrics.Gauge
     let queueDepth: CoreMetrics.Gauge
     private let statusCounters = NIOLockedValueBox<[Int: CoreMetrics.Counter]>([:])
+    /// By app (from its write key, never from a body, so as many as there
+    /// are keys) and outcome or reason: made on first use.
+    private let appCounters = NIOLockedValueBox<[AppSeries: CoreMetrics.Counter]>([:])
+    private let lastAccepted = NIOLockedValueBox<[String: CoreMetrics.Gauge]>([:])
+
+    private struct AppSeries: Hashable {
+        var label: String
+        var app: String
+        var dimension: String
+        var value: String
+    }
 
     init() {
         registry = PrometheusCollectorRegistry()
@@ -33,10 +40,6 @@ final class IngestMetrics: Sendable {
         ]
         factory.valueHistogramBuckets["onramp_group_commit_requests"] = [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024]
         self.factory = factory
-        accepted = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "accepted")], factory: factory)
-        duplicates = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "duplicate")], factory: factory)
-        suppressed = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "suppressed")], factory: factory)
-        rejected = CoreMetrics.Counter(label: "onramp_messages_total", dimensions: [("outcome", "rejected")], factory: factory)
         commitLatency = CoreMetrics.Timer(label: "onramp_commit_duration_seconds", factory: factory)
         groupSize = CoreMetrics.Recorder(label: "onramp_group_commit_requests", factory: factory)
         poolOpen = CoreMetrics.Gauge(label: "onramp_db_pool_connections", dimensions: [("state", "open")], factory: factory)
@@ -54,6 +57,39 @@ final class IngestMetrics: Sendable {
             return made
         }
         counter.increment()
+    }
+
+    /// Counts one request's messages of `app` (docs/ingestion.md, "Metrics"):
+    /// by outcome, the rejected (quarantined) also by reason, the body's
+    /// bytes, and when the app last had a message accepted.
+    func messages(app: String, bytes: Int, accepted: Int, duplicates: Int, suppressed: Int, rejected: [String], at time: Double) {
+        let outcomes = [("accepted", accepted), ("duplicate", duplicates), ("suppressed", suppressed), ("rejected", rejected.count)]
+        for (outcome, count) in outcomes where count > 0 {
+            counter("onramp_messages_total", app: app, "outcome", outcome).increment(by: count)
+        }
+        var reasons: [String: Int] = [:]
+        for code in rejected { reasons[code, default: 0] += 1 }
+        for (reason, count) in reasons { counter("onramp_quarantined_messages_total", app: app, "reason", reason).increment(by: count) }
+        counter("onramp_received_bytes_total", app: app, "", "").increment(by: bytes)
+        guard accepted > 0 else { return }
+        let gauge = lastAccepted.withLockedValue { gauges -> CoreMetrics.Gauge in
+            if let existing = gauges[app] { return existing }
+            let made = CoreMetrics.Gauge(label: "onramp_last_accepted_timestamp_seconds", dimensions: [("app", app)], factory: factory)
+            gauges[app] = made
+            return made
+        }
+        gauge.record(time)
+    }
+
+    private func counter(_ label: String, app: String, _ dimension: String, _ value: String) -> CoreMetrics.Counter {
+        let series = AppSeries(label: label, app: app, dimension: dimension, value: value)
+        return appCounters.withLockedValue { counters in
+            if let existing = counters[series] { return existing }
+            let dimensions = dimension.isEmpty ? [("app", app)] : [("app", app), (dimension, value)]
+            let made = CoreMetrics.Counter(label: label, dimensions: dimensions, factory: factory)
+            counters[series] = made
+            return made
+        }
     }
 
     func updatePool(_ usage: ConnectionPool.Usage) {

@@ -87,7 +87,7 @@ struct PrivacyCommandTests {
         #expect(afterRestart.body["suppressed"] as? Int == 1)
         #expect(try await first.post(key: key, messageId: "p5", user: "someone-else", device: "their-device").body["accepted"] as? Int == 1)
         #expect(try await pool.query("SELECT count(*) FROM events WHERE anonymous_id = 'cli-device' OR user_id = 'cli-user'").scalar(Int.self) == 0)
-        #expect(try await second.metrics().contains(#"onramp_messages_total{outcome="suppressed"} 1"#))
+        #expect(try await second.metrics().contains(#"onramp_messages_total{app="yoked",outcome="suppressed"} 1"#))
 
         let list = try OnrampBinary.run(["privacy", "list", "--database-url", db.url])
         #expect(list.status == 0, "\(list.stderr)")

@@ -157,6 +157,19 @@ import Testing
             for name in ["onramp_http_requests_total", "onramp_messages_total", "onramp_commit_duration_seconds", "onramp_group_commit_requests", "onramp_db_pool_connections"] {
                 #expect(metrics.body.contains(name), "missing \(name)")
             }
+            // By app: one accepted, one duplicate; then one quarantined by its reason.
+            _ = try await h.post(json: Fixtures.batch([#"{"type": "track", "messageId": "m2", "anonymousId": "a", "timestamp": "\#(Fixtures.iso(Date()))"}"#]))
+            let lines = try await h.send(.GET, "/metrics").body.split(separator: "\n").map(String.init)
+            func value(_ series: String) -> Double? {
+                lines.first { $0.hasPrefix(series + " ") }.flatMap { Double($0.dropFirst(series.count + 1)) }
+            }
+            #expect(value(#"onramp_messages_total{app="yoked",outcome="accepted"}"#) == 1)
+            #expect(value(#"onramp_messages_total{app="yoked",outcome="duplicate"}"#) == 1)
+            #expect(value(#"onramp_messages_total{app="yoked",outcome="rejected"}"#) == 1)
+            #expect(value(#"onramp_quarantined_messages_total{app="yoked",reason="missing_event"}"#) == 1, "\(lines.filter { $0.contains("quarantined") })")
+            #expect((value(#"onramp_received_bytes_total{app="yoked"}"#) ?? 0) > 100)
+            let last = try #require(value(#"onramp_last_accepted_timestamp_seconds{app="yoked"}"#))
+            #expect(abs(last - Date().timeIntervalSince1970) < 120)
             let settings = try await h.send(.GET, "/v1/projects/\(h.key)/settings")
             #expect(settings.status == 200)
             let integrations = settings.json?["integrations"] as? [String: Any]

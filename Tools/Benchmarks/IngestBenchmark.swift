@@ -166,7 +166,7 @@ public struct IngestBenchmark: Sendable {
                 let wall = warmUp.seconds + load.seconds
                 let commits = Int(after["onramp_group_commit_requests_count"] - before["onramp_group_commit_requests_count"])
                 let groupRequests = after["onramp_group_commit_requests_sum"] - before["onramp_group_commit_requests_sum"]
-                let accepted = after[#"onramp_messages_total{outcome="accepted"}"#] - before[#"onramp_messages_total{outcome="accepted"}"#]
+                let accepted = after.messages("accepted") - before.messages("accepted")
                 let commitSeconds = after["onramp_commit_duration_seconds_sum"] - before["onramp_commit_duration_seconds_sum"]
                 let rate = Double(load.messages) / load.seconds
                 results.append(
@@ -174,7 +174,7 @@ public struct IngestBenchmark: Sendable {
                         batchSize: c.batchSize, clients: c.clients, requests: load.requests, messages: load.messages,
                         failures: load.failures,
                         rejectedMessages: Int(
-                            after[#"onramp_messages_total{outcome="rejected"}"#] - before[#"onramp_messages_total{outcome="rejected"}"#]),
+                            after.messages("rejected") - before.messages("rejected")),
                         seconds: load.seconds, messagesPerSecond: rate,
                         megabytesPerSecond: Double(load.bodyBytes) / load.seconds / 1_048_576,
                         latencyP50Ms: load.percentile(50), latencyP99Ms: load.percentile(99), latencyMaxMs: load.latenciesMs.last ?? 0,
@@ -264,6 +264,11 @@ public struct IngestBenchmark: Sendable {
     struct MetricsSample {
         let values: [String: Double]
         subscript(_ name: String) -> Double { values[name] ?? 0 }
+
+        /// `onramp_messages_total` of `outcome`, every app's together.
+        func messages(_ outcome: String) -> Double {
+            values.filter { $0.key.hasPrefix("onramp_messages_total{") && $0.key.hasSuffix("outcome=\"\(outcome)\"}") }.values.reduce(0, +)
+        }
     }
 }
 
