@@ -34,10 +34,11 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
         forwarding: configuration.forwarding, logger: logger)
     var accessLogger = Logger(label: "onramp.access")
     accessLogger.logLevel = logger.logLevel
+    let health = HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator)
     let router = buildRouter(
-        ingest: ingest, health: HealthController(pool: pool, committer: committer, metrics: metrics, migrator: migrator),
-        metrics: metrics,
-        accessLog: configuration.accessLog ? AccessLogMiddleware(logger: accessLogger, forwarding: configuration.forwarding) : nil)
+        ingest: ingest, health: health, metrics: metrics,
+        accessLog: configuration.accessLog ? AccessLogMiddleware(logger: accessLogger, forwarding: configuration.forwarding) : nil,
+        metricsRoute: configuration.metricsEndpoint == .apiPort)
 
     let onRunning = configuration.onServerRunning
     var app = Application(
@@ -55,6 +56,21 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
     app.addServices(
         PoolCloser(pool: pool), committer,
         PartitionUpkeep(pool: pool, interval: configuration.partitionMaintenanceInterval, logger: logger))
+    if case .listener(let listen) = configuration.metricsEndpoint {
+        // `/metrics` alone, on a listener of its own; a port it cannot bind stops the server.
+        let metricsRouter = Router()
+        metricsRouter.get("/metrics") { _, _ in health.metricsResponse() }
+        let onMetrics = configuration.onMetricsRunning
+        app.addServices(Application(
+            router: metricsRouter,
+            configuration: .init(address: .hostname(listen.host, port: listen.port), serverName: "onramp-metrics"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? listen.port
+                logger.info("onramp metrics listening", metadata: ["host": "\(listen.host)", "port": "\(port)"])
+                await onMetrics?(port)
+            },
+            logger: logger))
+    }
     return app
 }
 
@@ -62,7 +78,8 @@ public func buildApplication(configuration: IngestConfiguration) async throws ->
 /// database behind them), or a route test's (`IngestController` over an
 /// in-memory key lookup and event sink, no health routes).
 func buildRouter(
-    ingest: IngestController, health: HealthController?, metrics: IngestMetrics, accessLog: AccessLogMiddleware? = nil
+    ingest: IngestController, health: HealthController?, metrics: IngestMetrics, accessLog: AccessLogMiddleware? = nil,
+    metricsRoute: Bool = true
 ) -> Router<IngestRequestContext> {
     let router = Router(context: IngestRequestContext.self)
     // Outermost, so its line has the status every other part settled on.
@@ -70,7 +87,7 @@ func buildRouter(
     router.add(middleware: StatusMetricsMiddleware(metrics: metrics))
     var routes = RouteTable()
     ingest.addRoutes(to: router, table: &routes)
-    health?.addRoutes(to: router, table: &routes)
+    health?.addRoutes(to: router, table: &routes, metricsRoute: metricsRoute)
     // Added last, so it wraps only the router's not-found answer: 405 or 404, as JSON.
     router.add(middleware: UnmatchedRouteMiddleware(table: routes))
     return router

@@ -15,17 +15,20 @@ struct HealthController: Sendable {
         var status: String
     }
 
-    /// Through `table`, which records them.
-    func addRoutes(to router: Router<IngestRequestContext>, table: inout RouteTable) {
+    /// Through `table`, which records them; `/metrics` too unless it has a listener of its own.
+    func addRoutes(to router: Router<IngestRequestContext>, table: inout RouteTable, metricsRoute: Bool = true) {
         table.on(.get, "/healthz", in: router) { _, _ in JSONBody.response(Status(status: "ok")) }
         table.on(.get, "/readyz", in: router) { _, _ in try await ready() }
-        table.on(.get, "/metrics", in: router) { _, _ in
-            metrics.updatePool(pool.usage)
-            metrics.queueDepth.record(committer.queueDepth)
-            return Response(
-                status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
-                body: .init(byteBuffer: .init(string: metrics.render())))
-        }
+        if metricsRoute { table.on(.get, "/metrics", in: router) { _, _ in metricsResponse() } }
+    }
+
+    /// The metrics as of now, in Prometheus's text format.
+    func metricsResponse() -> Response {
+        metrics.updatePool(pool.usage)
+        metrics.queueDepth.record(committer.queueDepth)
+        return Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8"],
+            body: .init(byteBuffer: .init(string: metrics.render())))
     }
 
     /// Ready when the database answers and has every migration this binary knows.

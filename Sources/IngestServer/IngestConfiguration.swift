@@ -48,6 +48,40 @@ public struct IngestConfiguration: Sendable {
     public var logger = Logger(label: "onramp.serve")
     /// Called with the bound port once the server listens.
     public var onServerRunning: (@Sendable (Int) async -> Void)?
+    /// Where `/metrics` is served (docs/ingestion.md, "Metrics"): on the
+    /// API's own port (the in-process tests and benchmarks), on a listener
+    /// of its own, which `onramp serve` keeps on loopback by default (the
+    /// series name the apps, which are not for the internet), or nowhere.
+    public var metricsEndpoint = MetricsEndpoint.apiPort
+
+    public enum MetricsEndpoint: Sendable, Equatable {
+        case apiPort
+        case listener(MetricsListen)
+        case off
+    }
+    /// Called with the metrics listener's bound port once it listens.
+    public var onMetricsRunning: (@Sendable (Int) async -> Void)?
+
+    /// A host and port for `/metrics` alone (0 picks a free port).
+    public struct MetricsListen: Sendable, Equatable {
+        public var host: String
+        public var port: Int
+
+        public init(host: String, port: Int) {
+            self.host = host
+            self.port = port
+        }
+
+        /// `HOST:PORT` (`[v6]:PORT` for an IPv6 address), or nil when it is not one.
+        public init?(_ text: String) {
+            guard let colon = text.lastIndex(of: ":"), let port = Int(text[text.index(after: colon)...]), (0...65_535).contains(port)
+            else { return nil }
+            var host = String(text[..<colon])
+            if host.hasPrefix("["), host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+            guard !host.isEmpty else { return nil }
+            self.init(host: host, port: port)
+        }
+    }
 
     public init(databaseURL: String) {
         self.databaseURL = databaseURL

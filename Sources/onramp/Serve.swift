@@ -62,8 +62,22 @@ struct Serve: AsyncParsableCommand {
     @Flag(inversion: .prefixedNo, help: "One log line per request (onramp.access): method, path, status, key prefix, counts, bytes, duration, client.")
     var accessLog = true
 
+    @Option(help: ArgumentHelp(
+        "Where Prometheus scrapes /metrics, apart from the API: HOST:PORT (port 0 picks a free one), or off.", valueName: "host:port"))
+    var metricsListen = "127.0.0.1:9474"
+
+    /// `--metrics-listen`, checked.
+    func metricsEndpoint() throws -> IngestConfiguration.MetricsEndpoint {
+        guard metricsListen != "off" else { return .off }
+        guard let listen = IngestConfiguration.MetricsListen(metricsListen) else {
+            throw ValidationError("--metrics-listen must be HOST:PORT, such as 127.0.0.1:9474, or off (got '\(metricsListen)')")
+        }
+        return .listener(listen)
+    }
+
     func validate() throws {
         _ = try forwarding()
+        _ = try metricsEndpoint()
         do { try IngestConfiguration.checkPool(writers: writers, poolSize: poolSize) } catch { throw ValidationError(error.description) }
         guard idleTimeout >= 1, bodyTimeout >= 1 else {
             throw ValidationError("--idle-timeout and --body-timeout must be at least 1 second")
@@ -116,6 +130,7 @@ struct Serve: AsyncParsableCommand {
         configuration.accessLog = accessLog
         configuration.keyCacheTTL = .milliseconds(Int64((keyCacheSeconds * 1000).rounded()))
         configuration.logger = logger
+        configuration.metricsEndpoint = try metricsEndpoint()
         let app = try await buildApplication(configuration: configuration)
         try await app.runService()  // SIGTERM/SIGINT: graceful shutdown, then exit 0
     }

@@ -45,7 +45,8 @@ struct PrivacyCommandTests {
         }
 
         func metrics() async throws -> String {
-            String(decoding: try await URLSession.shared.data(from: base.appendingPathComponent("metrics")).0, as: UTF8.self)
+            guard let url = serve.metricsURL else { throw ServeProcess.Failure(description: "no metrics listener") }
+            return String(decoding: try await URLSession.shared.data(from: url).0, as: UTF8.self)
         }
     }
 

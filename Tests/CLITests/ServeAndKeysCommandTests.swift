@@ -102,6 +102,39 @@ struct ServeAndKeysCommandTests {
         #expect(refused.stderr.contains("--writers must be 1…3"))
     }
 
+    @Test("serve keeps /metrics off the API's port, on a listener of its own; off turns it off")
+    func metricsListenApart() async throws {
+        let db = try await TestDatabase.create()
+        let key = try OnrampBinary.run(["keys", "create", "--app", "ops", "--database-url", db.url]).stdout
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let serve = try await ServeProcess.start(["--database-url", db.url])
+        defer { serve.stop() }
+        var request = URLRequest(url: serve.base.appendingPathComponent("v1/batch"))
+        request.httpMethod = "POST"
+        request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+        request.setValue("Basic " + Data("\(key):".utf8).base64EncodedString(), forHTTPHeaderField: "Authorization")
+        request.httpBody = Data(#"{"batch":[{"type":"track","event":"opened","messageId":"m1","anonymousId":"d1"}]}"#.utf8)
+        var answered = 0
+        for _ in 0..<100 where answered != 200 {
+            answered = ((try? await URLSession.shared.data(for: request))?.1 as? HTTPURLResponse)?.statusCode ?? 0
+            if answered != 200 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(answered == 200)
+        let onAPI = try await URLSession.shared.data(from: serve.base.appendingPathComponent("metrics"))
+        #expect((onAPI.1 as? HTTPURLResponse)?.statusCode == 404, "the API's port serves no metrics")
+        let metricsURL = try #require(serve.metricsURL)
+        let scraped = try await URLSession.shared.data(from: metricsURL)
+        #expect((scraped.1 as? HTTPURLResponse)?.statusCode == 200)
+        #expect(String(decoding: scraped.0, as: UTF8.self).contains(#"onramp_messages_total{app="ops",outcome="accepted"} 1"#))
+
+        let off = try await ServeProcess.start(["--database-url", db.url, "--metrics-listen", "off"])
+        defer { off.stop() }
+        #expect(off.metricsPort == nil)
+        let bad = try OnrampBinary.run(["serve", "--metrics-listen", "9474", "--database-url", "postgresql://nobody@127.0.0.1:1/none"])
+        #expect(bad.status != 0 && bad.stderr.contains("--metrics-listen must be HOST:PORT, such as 127.0.0.1:9474, or off (got '9474')"), "\(bad.stderr)")
+        try await db.drop()
+    }
+
     @Test("serve refuses a bad --public-url or --trusted-proxy, naming the flag and the form expected")
     func proxyFlagsAreChecked() throws {
         for (arguments, expected) in [

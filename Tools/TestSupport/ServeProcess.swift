@@ -12,12 +12,16 @@ public final class ServeProcess {
 
     public let process: Process
     public let port: Int
+    /// The port of `/metrics`, on a listener of its own (`--metrics-listen`); nil when off.
+    public let metricsPort: Int?
     public var base: URL { URL(string: "http://127.0.0.1:\(port)") ?? URL(fileURLWithPath: "/") }
+    public var metricsURL: URL? { metricsPort.flatMap { URL(string: "http://127.0.0.1:\($0)/metrics") } }
     private let log: URL
 
-    private init(process: Process, port: Int, log: URL) {
+    private init(process: Process, port: Int, metricsPort: Int?, log: URL) {
         self.process = process
         self.port = port
+        self.metricsPort = metricsPort
         self.log = log
     }
 
@@ -29,14 +33,19 @@ public final class ServeProcess {
         _ = FileManager.default.createFile(atPath: log.path, contents: nil)
         let process = Process()
         process.executableURL = OnrampBinary.url
-        process.arguments = ["serve"] + arguments + ["--port", "0"]
+        // Metrics on a port of their own too, unless the test says where: many servers run at once.
+        let ownMetrics = !arguments.contains("--metrics-listen")
+        process.arguments = ["serve"] + arguments + ["--port", "0"] + (ownMetrics ? ["--metrics-listen", "127.0.0.1:0"] : [])
         process.standardOutput = FileHandle.nullDevice
         process.standardError = try FileHandle(forWritingTo: log)
         try process.run()
         let deadline = ContinuousClock.now + .seconds(120)
         while ContinuousClock.now < deadline {
             let text = (try? String(contentsOf: log, encoding: .utf8)) ?? ""
-            if let port = listeningPort(in: text) { return ServeProcess(process: process, port: port, log: log) }
+            if let port = listeningPort(in: text) {
+                let metricsPort = listeningPort(in: text, of: "onramp metrics listening")
+                if !ownMetrics || metricsPort != nil { return ServeProcess(process: process, port: port, metricsPort: metricsPort, log: log) }
+            }
             if !process.isRunning {
                 try? FileManager.default.removeItem(at: log)
                 throw Failure(description: "onramp serve exited (\(process.terminationStatus)) before listening:\n\(text)")
@@ -50,9 +59,9 @@ public final class ServeProcess {
         throw Failure(description: "onramp serve did not listen within two minutes:\n\(text)")
     }
 
-    /// The port of the line `… port=N [IngestServer] onramp serve listening`.
-    static func listeningPort(in log: String) -> Int? {
-        for line in log.split(separator: "\n") where line.hasSuffix("onramp serve listening") {
+    /// The port of the line `… port=N [IngestServer] onramp serve listening` (or another `what`).
+    static func listeningPort(in log: String, of what: String = "onramp serve listening") -> Int? {
+        for line in log.split(separator: "\n") where line.hasSuffix(what) {
             guard let field = line.split(separator: " ").first(where: { $0.hasPrefix("port=") }) else { continue }
             return Int(field.dropFirst("port=".count))
         }

@@ -56,7 +56,7 @@ serve_on() {
     echo "$app=$("$ONRAMP" keys create --app "$app" --database-url "$db" 2>/dev/null)" >>"$work/keys-$side"
   done
   port=$(free_port)
-  setsid "$@" env LOG_LEVEL=warning "$ONRAMP" serve --port "$port" --database-url "${db/onramp@/onramp_writer@}" --rate-limit 1000000 \
+  setsid "$@" env LOG_LEVEL=warning "$ONRAMP" serve --port "$port" --metrics-listen off --database-url "${db/onramp@/onramp_writer@}" --rate-limit 1000000 \
     >>"$work/serve-$side.log" 2>&1 &
   server=$!
   servers+=("$server")

@@ -43,7 +43,7 @@ create_database() {
 # to $work/server.log; returns once /healthz answers. Sets SERVER_PID.
 start_server() {
   local url=$1 db=$2; shift 2
-  LOG_LEVEL=warning "$ONRAMP" serve --port "${url##*:}" --database-url "$db" "$@" >>"$work/server.log" 2>&1 &
+  LOG_LEVEL=warning "$ONRAMP" serve --port "${url##*:}" --metrics-listen off --database-url "$db" "$@" >>"$work/server.log" 2>&1 &
   SERVER_PID=$!
   for _ in $(seq 300); do
     curl -fs "$url/healthz" >/dev/null 2>&1 && return 0
