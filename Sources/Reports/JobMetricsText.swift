@@ -5,7 +5,8 @@ import Foundation
 /// node_exporter's textfile collector (docs/operations.md, "Metrics"):
 /// how the last run ended and what it did, and when one last succeeded.
 public struct JobMetricsText: Sendable, Equatable {
-    /// The command, as the `job` label gives it: `report`, `rebuild`, `audiences_run`, `privacy_erase`.
+    /// The command, as the `command` label gives it: `report`, `rebuild`, `audiences_run`, `privacy_erase`
+    /// (not `job`, which Prometheus gives the scrape job, node_exporter's).
     public var job: String
     /// Seconds since the epoch the run started.
     public var startedAt: Double
@@ -38,14 +39,14 @@ public struct JobMetricsText: Sendable, Equatable {
         self.lastSuccessAt = lastSuccessAt
     }
 
-    /// The file's text: every series a gauge labelled with the job.
+    /// The file's text: every series a gauge labelled with the command.
     public func render() -> String {
         var lines: [String] = []
         func gauge(_ name: String, _ help: String, _ value: Double) {
             let series = "onramp_job_" + name
             lines.append("# HELP \(series) \(help)")
             lines.append("# TYPE \(series) gauge")
-            lines.append("\(series){job=\"\(job)\"} \(Self.number(value))")
+            lines.append("\(series){command=\"\(job)\"} \(Self.number(value))")
         }
         gauge("success", "Whether the job's last run succeeded (1) or failed (0).", exitStatus == 0 ? 1 : 0)
         gauge("exit_status", "The exit status of the job's last run.", Double(exitStatus))
@@ -60,7 +61,7 @@ public struct JobMetricsText: Sendable, Equatable {
 
     /// The last success a file of this job's says, if any.
     public static func lastSuccess(in text: String, job: String) -> Double? {
-        let prefix = "onramp_job_last_success_timestamp_seconds{job=\"\(job)\"} "
+        let prefix = "onramp_job_last_success_timestamp_seconds{command=\"\(job)\"} "
         for line in text.split(separator: "\n") where line.hasPrefix(prefix) {
             return Double(line.dropFirst(prefix.count))
         }

@@ -25,7 +25,7 @@ struct MetricsFileTests {
             let series = String(parts[0])
             let name = String(series.prefix { $0 != "{" })
             #expect(described.contains(name), "\(name) has its HELP and TYPE")
-            #expect(series.range(of: #"^onramp_job_[a-z_]+\{job="[a-z_]+"\}$"#, options: .regularExpression) != nil, "\(series)")
+            #expect(series.range(of: #"^onramp_job_[a-z_]+\{command="[a-z_]+"\}$"#, options: .regularExpression) != nil, "\(series)")
             values[series] = Double(parts[1])
         }
         return values
@@ -47,30 +47,30 @@ struct MetricsFileTests {
         let first = try OnrampBinary.run(report + ["--database-url", db.url])
         #expect(first.status == 0, "\(first.stderr)")
         var values = try Self.read(file)
-        #expect(values["onramp_job_success{job=\"report\"}"] == 1)
-        #expect(values["onramp_job_exit_status{job=\"report\"}"] == 0)
-        #expect(values["onramp_job_new_events{job=\"report\"}"] == Double(events.count))
-        #expect((values["onramp_job_persons_recomputed{job=\"report\"}"] ?? 0) > 0)
-        let succeeded = try #require(values["onramp_job_last_success_timestamp_seconds{job=\"report\"}"])
-        #expect(succeeded >= before.rounded(.down) && succeeded == values["onramp_job_last_run_timestamp_seconds{job=\"report\"}"])
+        #expect(values["onramp_job_success{command=\"report\"}"] == 1)
+        #expect(values["onramp_job_exit_status{command=\"report\"}"] == 0)
+        #expect(values["onramp_job_new_events{command=\"report\"}"] == Double(events.count))
+        #expect((values["onramp_job_persons_recomputed{command=\"report\"}"] ?? 0) > 0)
+        let succeeded = try #require(values["onramp_job_last_success_timestamp_seconds{command=\"report\"}"])
+        #expect(succeeded >= before.rounded(.down) && succeeded == values["onramp_job_last_run_timestamp_seconds{command=\"report\"}"])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["onramp-report.prom"], "written whole, then renamed")
 
         // A finding that fails the run (status 3): what it did is written all the same.
         let missed = try OnrampBinary.run(report + ["--fail-on-missed-targets", "--database-url", db.url])
         #expect(missed.status == 3, "\(missed.stderr)")
         values = try Self.read(file)
-        #expect(values["onramp_job_success{job=\"report\"}"] == 0 && values["onramp_job_exit_status{job=\"report\"}"] == 3)
-        #expect(values["onramp_job_new_events{job=\"report\"}"] == 0)
-        #expect(values["onramp_job_last_success_timestamp_seconds{job=\"report\"}"] == succeeded)
+        #expect(values["onramp_job_success{command=\"report\"}"] == 0 && values["onramp_job_exit_status{command=\"report\"}"] == 3)
+        #expect(values["onramp_job_new_events{command=\"report\"}"] == 0)
+        #expect(values["onramp_job_last_success_timestamp_seconds{command=\"report\"}"] == succeeded)
 
         // No database: the failure is recorded, the last success kept.
         let unreachable = try OnrampBinary.run(report + ["--database-url", "postgresql://onramp@127.0.0.1:1/none?connect_timeout=2"])
         #expect(unreachable.status != 0)
         values = try Self.read(file)
-        #expect(values["onramp_job_success{job=\"report\"}"] == 0)
-        #expect(values["onramp_job_exit_status{job=\"report\"}"] == Double(unreachable.status))
-        #expect(values["onramp_job_last_success_timestamp_seconds{job=\"report\"}"] == succeeded)
-        #expect(values["onramp_job_new_events{job=\"report\"}"] == nil)
+        #expect(values["onramp_job_success{command=\"report\"}"] == 0)
+        #expect(values["onramp_job_exit_status{command=\"report\"}"] == Double(unreachable.status))
+        #expect(values["onramp_job_last_success_timestamp_seconds{command=\"report\"}"] == succeeded)
+        #expect(values["onramp_job_new_events{command=\"report\"}"] == nil)
 
         // audiences run, in a file of its own.
         let audiences = directory.appendingPathComponent("onramp-audiences.prom")
@@ -82,9 +82,9 @@ struct MetricsFileTests {
         let kept = try OnrampBinary.run(["audiences", "run", "--config", config.path, "--metrics-file", audiences.path, "--database-url", db.url])
         #expect(kept.status == 0, "\(kept.stderr)")
         values = try Self.read(audiences)
-        #expect(values["onramp_job_success{job=\"audiences_run\"}"] == 1)
-        #expect(values["onramp_job_skipped{job=\"audiences_run\"}"] == 0)
-        #expect((values["onramp_job_audiences_entered{job=\"audiences_run\"}"] ?? 0) > 0, "\(values)")
+        #expect(values["onramp_job_success{command=\"audiences_run\"}"] == 1)
+        #expect(values["onramp_job_skipped{command=\"audiences_run\"}"] == 0)
+        #expect((values["onramp_job_audiences_entered{command=\"audiences_run\"}"] ?? 0) > 0, "\(values)")
         try await db.drop()
     }
 }

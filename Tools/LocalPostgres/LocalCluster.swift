@@ -138,7 +138,8 @@ public final class LocalCluster: Sendable {
         return "onramp_pg"
     }
 
-    static func freePort() throws -> Int {
+    /// A port nothing listens on now, on loopback (the kernel's pick).
+    public static func freePort() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw LocalClusterError("socket() failed") }
         defer { close(fd) }

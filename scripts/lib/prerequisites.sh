@@ -53,3 +53,9 @@ ensure_segment_python() {
 ensure_proxy() {
   ensure_packages nginx openssl
 }
+
+# The alerting rules are checked and unit-tested with Prometheus's promtool;
+# Prometheus scrapes a running server and node_exporter's textfile collector.
+ensure_monitoring() {
+  ensure_packages prometheus prometheus-node-exporter
+}
