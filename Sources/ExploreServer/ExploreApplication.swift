@@ -12,6 +12,7 @@ import ServiceLifecycle
 /// Builds `onramp explore`: the explorer's page and the API it calls (docs/explore.md).
 ///
 /// - `GET /`: the page, self-contained (no CDN: it works offline).
+/// - `GET /metrics`: the explorer's queries and stores, for Prometheus (`ExploreMetrics`).
 /// - `GET /api/apps`, `GET /api/catalog?app=`: what the pickers offer (the
 ///   app's events, paths and audiences).
 /// - `POST /api/queries`: starts a funnel (the configuration's definition as
@@ -25,10 +26,18 @@ public func buildExploreApplication(configuration: ExploreConfiguration) throws 
     let pool = ConnectionPool(
         ConnectionPool.Configuration(conninfo: configuration.databaseURL, maxConnections: configuration.connections, acquireTimeout: .seconds(30)))
     let explorer = Explorer(cacheRoot: configuration.cacheRoot, timeoutSeconds: configuration.timeoutSeconds)
-    let jobs = QueryJobs(pool: pool, explorer: explorer, keeping: configuration.keepingPaths, limit: 4 * configuration.connections)
+    let metrics = ExploreMetrics(cacheRoot: configuration.cacheRoot)
+    let jobs = QueryJobs(
+        pool: pool, explorer: explorer, keeping: configuration.keepingPaths, limit: 4 * configuration.connections, metrics: metrics)
     let router = Router()
     router.add(middleware: TokenGate(token: configuration.token, loopbackOnly: ExploreConfiguration.isLoopback(configuration.host)))
     router.get("/") { _, _ in ExplorePage.response }
+    // For Prometheus: behind the token when there is one (a bearer header).
+    router.get("/metrics") { _, _ in
+        Response(
+            status: .ok, headers: [.contentType: "text/plain; version=0.0.4; charset=utf-8", .cacheControl: "no-store"],
+            body: .init(byteBuffer: ByteBuffer(string: metrics.render())))
+    }
     router.get("/api/apps") { _, _ in
         let apps = try await pool.withConnection { c in
             try c.query("SELECT app FROM analytics.apps ORDER BY app").rows.map { try $0.decode(String.self, at: 0) }

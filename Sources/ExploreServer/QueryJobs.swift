@@ -35,12 +35,14 @@ final class QueryJobs: Sendable {
     private let pool: ConnectionPool
     private let explorer: Explorer
     private let keeping: Set<String>
+    let metrics: ExploreMetrics
 
-    init(pool: ConnectionPool, explorer: Explorer, keeping: Set<String>, limit: Int) {
+    init(pool: ConnectionPool, explorer: Explorer, keeping: Set<String>, limit: Int, metrics: ExploreMetrics) {
         self.pool = pool
         self.explorer = explorer
         self.keeping = keeping
         self.limit = limit
+        self.metrics = metrics
     }
 
     /// Starts `query`; returns its id at once, or nil when `limit` queries are unfinished.
@@ -53,7 +55,11 @@ final class QueryJobs: Sendable {
             jobs[id] = job
             return true
         }
-        guard started else { return nil }
+        guard started else {
+            metrics.ended(.refused, after: nil)
+            return nil
+        }
+        metrics.started()
         let control = job.control
         let (pool, explorer, keeping) = (pool, explorer, keeping)
         Task {
@@ -61,7 +67,8 @@ final class QueryJobs: Sendable {
             do {
                 let answer = try await pool.withConnection { c in try explorer.answer(query, on: c, keeping: keeping, control: control) }
                 let about = QueryTimeJSON.Query(
-                    asOf: Timestamps.format(microseconds: query.now), from: query.from, to: query.to, events: answer.events)
+                    asOf: Timestamps.format(microseconds: query.now), from: query.from, to: query.to, events: answer.events,
+                    audiences: query.audiences.within, notAudiences: query.audiences.outside)
                 // Cancelled after its last check: the page asked not to see it.
                 outcome = control.isCancelled
                     ? .cancelled : .done(QueryTimeJSON.render(answer.report, histogram: answer.histogram, query: about))
@@ -78,10 +85,17 @@ final class QueryJobs: Sendable {
     }
 
     private func finish(_ id: String, _ outcome: Outcome) {
-        jobs.withLockedValue { jobs in
+        let started = jobs.withLockedValue { jobs -> ContinuousClock.Instant? in
             jobs[id]?.outcome = outcome
             jobs[id]?.finished = .now
+            return jobs[id]?.started
         }
+        let ended: ExploreMetrics.Outcome = switch outcome {
+        case .done: .done
+        case .failed: .failed
+        case .cancelled: .cancelled
+        }
+        metrics.ended(ended, after: started.map { .now - $0 } ?? .zero)
     }
 
     /// The query's state as the page reads it; nil for an unknown id.

@@ -36,6 +36,26 @@ struct ExploreAPITests {
         try await harness.close()
     }
 
+    @Test("/metrics needs the token; it counts the queries by how they ended, those running, and the stores' bytes")
+    func metrics() async throws {
+        let harness = try await ExplorerHarness.make()
+        try await harness.withExplorer { base in
+            #expect(try await ExplorerHarness.send(.GET, "\(base)/metrics", token: nil).status == 401)
+            let started = try await ExplorerHarness.send(.POST, "\(base)/api/queries", body: Self.funnel, headers: [("Content-Type", "application/json")])
+            let id = try #require(started.json["id"] as? String, "\(started.body)")
+            _ = try await ExplorerHarness.finished(base, id: id)
+            let scraped = try await ExplorerHarness.send(.GET, "\(base)/metrics")
+            #expect(scraped.status == 200)
+            let lines = scraped.body.split(separator: "\n").map(String.init)
+            func value(_ series: String) -> Double? { lines.first { $0.hasPrefix(series + " ") }.flatMap { Double($0.dropFirst(series.count + 1)) } }
+            #expect(value(#"onramp_explore_queries_total{outcome="done"}"#) == 1, "\(scraped.body)")
+            #expect(value("onramp_explore_queries_running") == 0)
+            #expect(value("onramp_explore_query_duration_seconds_count") == 1)
+            #expect((value("onramp_explore_store_bytes") ?? 0) > 1000, "the app's columns are on disk")
+        }
+        try await harness.close()
+    }
+
     @Test("without a token, on loopback: only loopback host names and JSON bodies are served (no rebinding, no cross-site form)")
     func loopbackOnly() async throws {
         let harness = try await ExplorerHarness.make()

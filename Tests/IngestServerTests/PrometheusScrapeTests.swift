@@ -8,8 +8,9 @@ import Testing
 /// The operators' metrics through the real tools (docs/operations.md,
 /// "Metrics"): Prometheus scrapes a running `onramp serve` on its metrics
 /// listener and node_exporter's textfile collector, which reads the file a
-/// real `onramp report --metrics-file` wrote; the series hold what was
-/// posted, and every panel of the pipeline dashboard parses and has data.
+/// real `onramp report --metrics-file` wrote, and the explorer behind its
+/// token; the series hold what was posted and asked, and every panel of
+/// the pipeline dashboard parses and has data.
 @Suite("Prometheus scraping onramp serve and a report's metrics file", .serialized)
 struct PrometheusScrapeTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
@@ -85,6 +86,27 @@ struct PrometheusScrapeTests {
         let report = try OnrampBinary.run(["report", "--quiet", "--format", "json", "--metrics-file", metricsFile.path, "--database-url", db.url])
         #expect(report.status == 0, "\(report.stderr)")
 
+        // The explorer, behind a token, one query asked of it.
+        let token = "prometheus-test-token-0123456789"
+        let explorerPort = try LocalCluster.freePort()
+        let explorer = try Tool(
+            OnrampBinary.url.path,
+            ["explore", "--port", "\(explorerPort)", "--token", token, "--cache", scratch.appendingPathComponent("explore-cache").path,
+             "--database-url", db.url],
+            log: scratch.appendingPathComponent("explore.log"))
+        defer { explorer.stop() }
+        var asked: Int?
+        for _ in 0..<100 where asked != 202 {
+            var request = URLRequest(url: try #require(URL(string: "http://127.0.0.1:\(explorerPort)/api/queries")))
+            request.httpMethod = "POST"
+            request.setValue("application/json", forHTTPHeaderField: "Content-Type")
+            request.setValue("Bearer \(token)", forHTTPHeaderField: "Authorization")
+            request.httpBody = Data(#"{"definition": {"app": "yoked", "steps": [{"event": "opened"}, {"event": "closed"}]}}"#.utf8)
+            asked = ((try? await URLSession.shared.data(for: request))?.1 as? HTTPURLResponse)?.statusCode
+            if asked != 202 { try await Task.sleep(for: .milliseconds(100)) }
+        }
+        #expect(asked == 202)
+
         let exporterPort = try LocalCluster.freePort()
         let exporter = try Tool(
             "/usr/bin/prometheus-node-exporter",
@@ -102,6 +124,9 @@ struct PrometheusScrapeTests {
                 static_configs: [{targets: ["127.0.0.1:\(serve.metricsPort ?? 0)"]}]
               - job_name: node
                 static_configs: [{targets: ["127.0.0.1:\(exporterPort)"]}]
+              - job_name: explore
+                authorization: {credentials: \(token)}
+                static_configs: [{targets: ["127.0.0.1:\(explorerPort)"]}]
 
             """.write(to: config, atomically: true, encoding: .utf8)
         let prometheus = try Tool(
@@ -114,11 +139,11 @@ struct PrometheusScrapeTests {
 
         // Both targets up, and a few scrapes of each: rates need two samples.
         var up = 0
-        for _ in 0..<120 where up < 2 {
+        for _ in 0..<120 where up < 3 {
             try await Task.sleep(for: .milliseconds(500))
             up = ((try? await Self.query(base, "up == 1"))?.series.count) ?? 0
         }
-        #expect(up == 2, "prometheus: \((try? String(contentsOf: scratch.appendingPathComponent("prometheus.log"), encoding: .utf8))?.suffix(1500) ?? "")")
+        #expect(up == 3, "prometheus: \((try? String(contentsOf: scratch.appendingPathComponent("prometheus.log"), encoding: .utf8))?.suffix(1500) ?? "")")
         try await Task.sleep(for: .seconds(4))
 
         let accepted = try await Self.query(base, #"onramp_messages_total{outcome="accepted"}"#).series
@@ -140,7 +165,8 @@ struct PrometheusScrapeTests {
                 #expect(!answer.series.isEmpty, "\(panel["title"] ?? ""): \(expression) has no data")
             }
         }
-        #expect(expressions >= 15)
+        #expect(expressions >= 19)
+        #expect(try await Self.query(base, #"onramp_explore_queries_total{outcome="done"}"#).series.map(\.value) == [1])
         // The rules load in the real server too.
         let (rulesData, _) = try await URLSession.shared.data(from: try #require(URL(string: base + "/api/v1/rules")))
         #expect(String(decoding: rulesData, as: UTF8.self).contains("OnrampNightlyReportStale"))
