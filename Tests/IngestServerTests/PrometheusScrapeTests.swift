@@ -167,6 +167,20 @@ struct PrometheusScrapeTests {
         }
         #expect(expressions >= 19)
         #expect(try await Self.query(base, #"onramp_explore_queries_total{outcome="done"}"#).series.map(\.value) == [1])
+        // Every series docs/ingestion.md, docs/explore.md and docs/operations.md name, as Prometheus holds them.
+        let (namesData, _) = try await URLSession.shared.data(from: try #require(URL(string: base + "/api/v1/label/__name__/values")))
+        let names = ((try JSONSerialization.jsonObject(with: namesData) as? [String: Any])?["data"] as? [String] ?? []).filter { $0.hasPrefix("onramp") }
+        print("prometheus holds: \(names.joined(separator: " "))")
+        let documented = [
+            "onramp_messages_total", "onramp_quarantined_messages_total", "onramp_received_bytes_total", "onramp_last_accepted_timestamp_seconds",
+            "onramp_http_requests_total", "onramp_commit_duration_seconds_bucket", "onramp_group_commit_requests_bucket",
+            "onramp_commit_queue_requests", "onramp_db_pool_connections", "onramp_db_pool_waiters",
+            "onramp_job_success", "onramp_job_exit_status", "onramp_job_last_run_timestamp_seconds", "onramp_job_last_success_timestamp_seconds",
+            "onramp_job_duration_seconds", "onramp_job_new_events", "onramp_job_events_read", "onramp_job_persons_recomputed",
+            "onramp_explore_queries_total", "onramp_explore_queries_running", "onramp_explore_query_duration_seconds_bucket",
+            "onramp_explore_store_bytes",
+        ]
+        #expect(Set(documented).subtracting(names).isEmpty, "missing: \(Set(documented).subtracting(names).sorted())")
         // The rules load in the real server too.
         let (rulesData, _) = try await URLSession.shared.data(from: try #require(URL(string: base + "/api/v1/rules")))
         #expect(String(decoding: rulesData, as: UTF8.self).contains("OnrampNightlyReportStale"))
