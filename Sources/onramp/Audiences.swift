@@ -31,12 +31,7 @@ struct AudiencesCommand: AsyncParsableCommand {
         private func keep() async throws -> [JobMetricsText.Value] {
             let configured = try configuration.load()
             // A delivery without its secret stops the run before anything is written.
-            let deliverer: Deliverer
-            do {
-                deliverer = try Deliverer(configuration: configured)
-            } catch let error as Deliverer.SetupError {
-                throw ValidationError(error.description)
-            }
+            let deliverer = try Deliverer.checked(configured)
             let job = ProjectionJob(configuration: configured, showProgress: false)
             let url = try database.resolvedURL()
             let (summary, sent) = try await ConnectionPool.using(url: url) { pool -> (ProjectionJob.AudienceRunSummary?, Deliverer.Summary) in
@@ -58,8 +53,7 @@ struct AudiencesCommand: AsyncParsableCommand {
                 print("skipped: another run holds the job's lock; the next run catches up")
             }
             if !deliverer.audiences.isEmpty {
-                print("delivered: \(sent.delivered), failed: \(sent.failed), dead-lettered: \(sent.dead)"
-                      + (sent.lastError.map { " (last: \($0))" } ?? ""))
+                print(sent.line)
             }
             var values = [
                 JobMetricsText.Value("skipped", "Whether the run gave way to another holding the job's lock (1).", summary == nil ? 1 : 0),

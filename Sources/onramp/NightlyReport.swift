@@ -1,4 +1,3 @@
-import ArgumentParser
 import Delivery
 import Foundation
 import Funnels
@@ -55,12 +54,7 @@ struct NightlyReport {
     /// Runs the job and the report; returns what it did and the exit status its findings call for.
     func run(databaseURL: String, now: Int64? = nil) async throws -> Ran {
         // An audience delivering without its secret stops the run before anything is written.
-        let deliverer: Deliverer
-        do {
-            deliverer = try Deliverer(configuration: configuration)
-        } catch let error as Deliverer.SetupError {
-            throw ValidationError(error.description)
-        }
+        let deliverer = try Deliverer.checked(configuration)
         var job = ProjectionJob(configuration: configuration, showProgress: showProgress)
         // Not progress: a run that recomputes or removes a funnel says so even when quiet.
         job.announce = info
@@ -78,8 +72,7 @@ struct NightlyReport {
             // The night's audience changes go out now, as `onramp audiences run` sends them between nights.
             let sent = try await ConnectionPool.using(url: databaseURL) { pool in try await deliverer.run(pool) }
             delivered = sent
-            info("audiences: \(summary.audiencesEntered) entered, \(summary.audiencesLeft) left; delivered: \(sent.delivered), "
-                + "failed: \(sent.failed), dead-lettered: \(sent.dead)" + (sent.lastError.map { " (last: \($0))" } ?? ""))
+            info("audiences: \(summary.audiencesEntered) entered, \(summary.audiencesLeft) left; \(sent.line)")
         }
         if let directory = writer.directory {
             info("wrote \(written.files.joined(separator: ", ")) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")

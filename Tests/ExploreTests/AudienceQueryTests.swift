@@ -14,14 +14,7 @@ import Testing
 /// members the events themselves give.
 @Suite("audiences at query time, on a real PostgreSQL", .serialized)
 struct AudienceQueryTests {
-    static let yaml = AudienceReference.signupConfiguration.replacingOccurrences(of: "audiences:\n", with: """
-          - name: verified
-            app: yoked
-            window: 12h
-            breakdowns: [audience:stalled, audience:helped_lately]
-            steps:
-              - event: phone_entered
-              - event: otp_verified
+    static let yaml = AudienceReference.signupConfiguration.replacingOccurrences(of: "audiences:\n", with: AudienceReference.verifiedFunnel + """
         audiences:
           - {name: stalled, funnel: signup, stalled: {step: 2, for: 1h}}
           - {name: helped_lately, app: yoked, did: {event: help_opened, within: 6h}}

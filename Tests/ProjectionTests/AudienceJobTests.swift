@@ -159,14 +159,7 @@ struct AudienceJobTests {
     /// one over the first funnel (`stalled`, which a `for` passing moves
     /// people into), one over behaviour in the last hours (`helped_lately`,
     /// which the clock moves people out of); and its companies' twin.
-    static let brokenDownYAML = withGroupsYAML.replacingOccurrences(of: "audiences:\n", with: """
-          - name: verified
-            app: yoked
-            window: 12h
-            breakdowns: [audience:stalled, audience:helped_lately]
-            steps:
-              - event: phone_entered
-              - event: otp_verified
+    static let brokenDownYAML = withGroupsYAML.replacingOccurrences(of: "audiences:\n", with: AudienceReference.verifiedFunnel + """
           - name: companies_verified
             app: yoked
             aggregate_by: group

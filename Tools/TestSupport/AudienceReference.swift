@@ -22,6 +22,21 @@ public enum AudienceReference {
 
         """
 
+    /// A second funnel of `signupConfiguration`'s app, from the phone step
+    /// on, broken down by two audiences the tests define: `stalled` (over
+    /// `signup`) and `helped_lately` (over behaviour). One entry of
+    /// `funnels:`, to go before `audiences:`.
+    public static let verifiedFunnel = """
+          - name: verified
+            app: yoked
+            window: 12h
+            breakdowns: [audience:stalled, audience:helped_lately]
+            steps:
+              - event: phone_entered
+              - event: otp_verified
+
+        """
+
     /// Whether the unit whose events are `events` meets `condition` at `instant`.
     public static func holds(_ condition: AudienceCondition, events: [FunnelEvent], at instant: Int64) -> Bool {
         switch condition {

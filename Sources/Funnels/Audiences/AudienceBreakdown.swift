@@ -16,9 +16,6 @@ public enum AudienceBreakdown {
         return name.isEmpty ? nil : String(name)
     }
 
-    /// The dimension breaking a funnel down by `audience`.
-    public static func dimension(_ audience: String) -> String { prefix + audience }
-
     public static func value(member: Bool) -> String { member ? Self.member : nonMember }
 }
 

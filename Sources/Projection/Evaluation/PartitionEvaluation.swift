@@ -120,27 +120,22 @@ struct PartitionEvaluation: Sendable {
         if aggregation == .group { totals.groups += 1 } else { totals.persons += 1 }
         let audiences = self.audiences.filter { $0.aggregateBy == aggregation }
         // Every funnel's outcome first: an audience a funnel is broken down by may read another funnel's.
-        var evaluated: [(index: Int, outcome: PersonOutcome)] = []
+        var evaluated: [(index: Int, outcome: PersonOutcome, start: Int64)] = []
+        var outcomes: [String: PersonOutcome] = [:]
         for (index, funnel) in funnels.enumerated() where funnel.aggregateBy == aggregation {
             // Distinct by messageId: the event_ids ledger stores each id once per app.
             let outcome = FunnelEvaluator.evaluate(distinctEvents: events, funnel: funnel, now: now)
-            guard outcome.level > 0 || outcome.excluded, outcome.startTime != nil else { continue }
-            evaluated.append((index, outcome))
-        }
-        var outcomes: [String: PersonOutcome] = [:]
-        if !audiences.isEmpty {
-            for (index, outcome) in evaluated { outcomes[funnels[index].name] = outcome }
+            guard outcome.level > 0 || outcome.excluded, let start = outcome.startTime else { continue }
+            evaluated.append((index, outcome, start))
+            if !audiences.isEmpty { outcomes[funnel.name] = outcome }
         }
         let unit = AudienceSpans.Unit(outcomes: outcomes, events: events)
-        for (index, evaluatedOutcome) in evaluated {
+        for (index, evaluatedOutcome, start) in evaluated {
             let funnel = funnels[index]
             var outcome = evaluatedOutcome
-            guard let start = outcome.startTime else { continue }
-            if funnel.breakdowns.contains(where: { $0.hasPrefix(AudienceBreakdown.prefix) }) {
-                // Membership at the run's clock, from the person's own history (docs/audiences.md).
-                outcome.setAudienceBreakdowns(of: funnel) { name in
-                    audiences.first { $0.name == name }.map { spans.holds($0.condition, unit: unit, at: now) } ?? false
-                }
+            // Membership at the run's clock, from the person's own history (docs/audiences.md).
+            outcome.setAudienceBreakdowns(of: funnel) { name in
+                audiences.first { $0.name == name }.map { spans.holds($0.condition, unit: unit, at: now) } ?? false
             }
             let dayNumber = CohortCalendar.dayNumber(of: start, in: timeZones[index])
             let day = CohortCalendar.text(ofDay: dayNumber)
