@@ -49,6 +49,8 @@ let package = Package(
             pkgConfig: "libpq",
             providers: [.apt(["libpq-dev"]), .brew(["libpq"])]
         ),
+        // zlib, seen only by DataLifecycle: the archive's gzip files.
+        .systemLibrary(name: "CZlib", providers: [.apt(["zlib1g-dev"]), .brew(["zlib"])]),
         // Gregorian dates as day counts and back: the one copy, for LibPQ and Funnels.
         .target(name: "CivilDate", swiftSettings: strictness),
         // The one way into PostgreSQL: connections, typed rows, COPY, a pool.
@@ -117,8 +119,12 @@ let package = Package(
             dependencies: ["LibPQ", "Projection", .product(name: "NIOConcurrencyHelpers", package: "swift-nio")],
             swiftSettings: strictness
         ),
-        // The log's life: an app's messages exported as the server stored them.
-        .target(name: "DataLifecycle", dependencies: ["LibPQ"], swiftSettings: strictness),
+        // The log's life: an app's messages exported, old months archived to gzip files and restored.
+        .target(
+            name: "DataLifecycle",
+            dependencies: ["LibPQ", "CZlib", "CivilDate", .product(name: "Crypto", package: "swift-crypto")],
+            swiftSettings: strictness
+        ),
         // Any funnel at query time, from the log's columns kept on local disk; knows nothing of the job.
         .target(
             name: "Explore",

@@ -8,7 +8,7 @@ struct Onramp: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "onramp",
         abstract: "Self-hosted onboarding analytics: ingest events, project funnels, report drop-off.",
-        subcommands: [Serve.self, Migrate.self, Keys.self, Report.self, Rebuild.self, Events.self, FunnelCommand.self, ExploreCommand.self, PrivacyCommand.self, AccessCommand.self, AudiencesCommand.self, Export.self, Simulate.self, Demo.self]
+        subcommands: [Serve.self, Migrate.self, Keys.self, Report.self, Rebuild.self, Events.self, FunnelCommand.self, ExploreCommand.self, PrivacyCommand.self, AccessCommand.self, AudiencesCommand.self, Export.self, ArchiveCommand.self, Simulate.self, Demo.self]
     )
 
     /// ArgumentParser's entry point, but a database error is printed whole

@@ -20,7 +20,7 @@ ensure_packages() {
 }
 
 ensure_database_prerequisites() {
-  ensure_packages postgresql libpq-dev pkg-config
+  ensure_packages postgresql libpq-dev pkg-config zlib1g-dev
 }
 
 # The HTML dashboard test renders pages in Debian's headless Chromium; the

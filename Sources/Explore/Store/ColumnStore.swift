@@ -77,15 +77,20 @@ struct ColumnStore {
     }
 
     /// The log the store was read from: its database, and how many erasures
-    /// the app has had. After one, the store holds events the log no longer
-    /// has, and is cleared and read again (docs/privacy.md). The app's own
-    /// count: a total over the login's apps could come back to its old value
-    /// when a grant is revoked.
+    /// the app has had and how many of its months were archived or restored.
+    /// After one, the store holds events the log no longer has (or lacks
+    /// some it has again), and is cleared and read again (docs/privacy.md,
+    /// docs/lifecycle.md). The app's own counts: a total over the login's
+    /// apps could come back to its old value when a grant is revoked.
     static func logIdentity(_ c: Connection, app: String) throws -> String {
-        let erasures = try c.query(
-            "SELECT coalesce(sum(erasures), 0)::int8 FROM analytics.app_erasures WHERE app = $1", [.text(app)]
-        ).scalar(Int.self)
-        return try databaseIdentity(c) + "/erasures \(erasures)"
+        let row = try c.query(
+            """
+            SELECT (SELECT coalesce(sum(erasures), 0)::int8 FROM analytics.app_erasures WHERE app = $1),
+                   (SELECT count(*) FROM analytics.archive_changes WHERE app = $1)
+            """, [.text(app)]
+        ).first
+        let erasures = try row?.decode(Int.self, at: 0) ?? 0, archives = try row?.decode(Int.self, at: 1) ?? 0
+        return try databaseIdentity(c) + "/erasures \(erasures)" + (archives == 0 ? "" : "/archive changes \(archives)")
     }
 
     /// Brings the store up to the log as `c` sees it, holding at least

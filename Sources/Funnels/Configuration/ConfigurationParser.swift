@@ -116,7 +116,40 @@ struct ConfigurationParser {
             configuration.audiences = try parseAudiences(node, configuration: configuration, reader: reader)
         }
         try checkAudienceBreakdowns(configuration, reader: reader)
+        if let node = top["archive"], !YAMLReader.isNull(node) {
+            configuration.archive = try parseArchive(node, configuration: configuration, reader: reader)
+        }
         return configuration
+    }
+
+    /// `archive: {keep_events, directory}`: a horizon no funnel's window and
+    /// retention reach past, and a directory (checked when an archive runs).
+    private func parseArchive(_ node: Node, configuration: FunnelConfiguration, reader: YAMLReader) throws -> ArchiveSettings {
+        let entries = Dictionary(
+            try reader.mapping(node, "archive", expected: "expected a mapping with keep_events and directory"),
+            uniquingKeysWith: { first, _ in first })
+        if let unknown = entries.keys.sorted().first(where: { !["keep_events", "directory"].contains($0) }) {
+            throw reader.error("archive.\(unknown)", "unknown key (expected keep_events or directory)")
+        }
+        guard let keepNode = entries["keep_events"] else {
+            throw reader.error("archive.keep_events", "missing: how long the log keeps events, such as 13 months")
+        }
+        let text = try reader.scalar(keepNode, "archive.keep_events")
+        guard let keep = ArchiveSettings.Keep(text: text) else {
+            throw reader.error("archive.keep_events", "expected a number of months or days, such as 13 months or 400 days (got '\(text)')")
+        }
+        let least = configuration.leastDaysKept
+        guard keep.leastDays >= least else {
+            throw reader.error(
+                "archive.keep_events",
+                "\(keep) is shorter than the longest funnel window plus retention's last day (\(least) days): "
+                    + "the reports would lose events they still count")
+        }
+        guard let directoryNode = entries["directory"] else {
+            throw reader.error("archive.directory", "missing: where the archive files go")
+        }
+        let directory = try reader.nonEmptyString(directoryNode, "archive.directory")
+        return ArchiveSettings(keepEvents: keep, directory: directory)
     }
 
     private func checkTimeZone(_ identifier: String, reader: YAMLReader, field: String) throws {

@@ -15,12 +15,26 @@ public struct FunnelConfiguration: Sendable, Hashable {
     public var funnels: [Funnel]
     /// Standing sets of persons kept by the job (docs/audiences.md).
     public var audiences: [Audience]
+    /// How long the log keeps events, and where older months go; nil: forever (docs/lifecycle.md).
+    public var archive: ArchiveSettings?
 
-    public init(reportTimeZone: String? = nil, apps: [AppConfiguration], funnels: [Funnel], audiences: [Audience] = []) {
+    public init(
+        reportTimeZone: String? = nil, apps: [AppConfiguration], funnels: [Funnel], audiences: [Audience] = [],
+        archive: ArchiveSettings? = nil
+    ) {
         self.reportTimeZone = reportTimeZone
         self.apps = apps
         self.funnels = funnels
         self.audiences = audiences
+        self.archive = archive
+    }
+
+    /// The fewest days the log must keep so that no funnel's window and
+    /// retention day reach past it: the longest window plus the last retention day, in whole days.
+    public var leastDaysKept: Int {
+        funnels.map { funnel in
+            Int((funnel.windowSeconds + 86_399) / 86_400) + (funnel.retention.days.last ?? 0) + 1
+        }.max() ?? 0
     }
 
     /// Every dotted attribute path any funnel reads; the caller extracts

@@ -1,0 +1,4 @@
+#ifndef ONRAMP_CZLIB_SHIM_H
+#define ONRAMP_CZLIB_SHIM_H
+#include <zlib.h>
+#endif

@@ -1,0 +1,117 @@
+import Foundation
+public import LibPQ
+
+/// An archived month's messages appended back to the log (docs/lifecycle.md).
+/// A message is inserted unless it is in the log already, so restoring twice,
+/// or while servers ingest, adds nothing twice. The server's own append
+/// would refuse every one (the dedupe ledger keeps archived messages' ids),
+/// so the restore inserts as the owner, and only messages the ledger still
+/// holds: an erasure takes its messages out of the ledger, and suppressed ids
+/// stay out, so nothing erased comes back. Restored rows keep their
+/// `message_id`, `timestamp` and `received_at` and get a new `seq` and
+/// transaction id: the next run reads them as new and recomputes the persons.
+/// One transaction: killed, it restores nothing, and a rerun restores all.
+public struct ArchiveRestore: Sendable {
+    /// YYYY-MM.
+    public var month: String
+    public var directory: String
+    /// Only these apps' files; nil: all.
+    public var apps: Set<String>?
+
+    public init(month: String, directory: String, apps: Set<String>? = nil) {
+        self.month = month
+        self.directory = directory
+        self.apps = apps
+    }
+
+    public struct Outcome: Sendable, Equatable {
+        public var month: String
+        /// Messages the files hold (of the apps restored).
+        public var archived: Int
+        public var restored: Int
+        /// Already in the log.
+        public var present: Int
+        /// Erased or suppressed since they were archived.
+        public var keptOut: Int
+    }
+
+    public func run(_ c: Connection, lockTimeout: String = "10s") throws -> Outcome {
+        guard let firstDay = MonthArchive.firstDay(of: month) else { throw ArchiveError.refused("--month: expected YYYY-MM (got '\(month)')") }
+        let (manifest, _) = try ArchiveManifest.load(directory: directory, month: month)
+        guard manifest.month == month else {
+            throw ArchiveError.damaged("\(directory)/\(month)/\(ArchiveManifest.fileName)", "it is the manifest of \(manifest.month)")
+        }
+        let files = manifest.files.filter { apps?.contains($0.app) ?? true }
+        if let apps, let missing = apps.subtracting(manifest.files.map(\.app)).sorted().first {
+            throw ArchiveError.refused("--app: the archive of \(month) holds no message of app '\(missing)'")
+        }
+        try manifest.verify(directory: directory, apps: apps)
+        let from = firstDay * 86_400_000_000
+        let until = from + 32 * 86_400_000_000
+        return try c.transaction { c in
+            try c.query("SELECT set_config('lock_timeout', $1, true)", [.text(lockTimeout)])
+            try c.query("SELECT pg_advisory_xact_lock(hashtext('onramp archive restore'))")
+            do {
+                try c.query("SELECT onramp_create_month_partition($1::date)", [.text("\(month)-01")])
+            } catch {
+                throw ArchiveError.refused("--month \(month): its partition cannot be made again (\(error)); nothing was restored")
+            }
+            try c.executeScript("CREATE TEMPORARY TABLE restoring (line jsonb NOT NULL) ON COMMIT DROP")
+            var archived = 0
+            for file in files {
+                archived += try c.copyIn("COPY restoring (line) FROM STDIN") { writer in
+                    try GzipReader.forEachLine("\(directory)/\(month)/\(file.path)") { line in
+                        try writer.writeRow([.text(String(decoding: line, as: UTF8.self))])
+                    }
+                }
+            }
+            try c.executeScript(
+                """
+                CREATE TEMPORARY TABLE restored ON COMMIT DROP AS
+                SELECT m.* FROM restoring, jsonb_populate_record(NULL::events, line) AS m
+                """)
+            // The month's rows only (a file of another month is refused above by its manifest).
+            let bounds: [PostgresValue] = [.text("\(month)-01")]
+            let present = try c.query(
+                """
+                SELECT count(*) FROM restored r
+                WHERE EXISTS (SELECT 1 FROM events e WHERE e.app = r.app AND e.message_id = r.message_id
+                              AND e.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
+                              AND e.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC')
+                """, bounds
+            ).scalar(Int.self)
+            let restored = try c.query(
+                """
+                INSERT INTO events (app, type, message_id, event, anonymous_id, user_id, "timestamp", original_timestamp, sent_at,
+                                    received_at, properties, context, traits, previous_id, group_id)
+                SELECT r.app, r.type, r.message_id, r.event, r.anonymous_id, r.user_id, r."timestamp", r.original_timestamp, r.sent_at,
+                       r.received_at, r.properties, r.context, r.traits, r.previous_id, r.group_id
+                FROM restored r CROSS JOIN privacy_key k
+                WHERE r.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
+                  AND r.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC'
+                  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = r.app AND e.message_id = r.message_id
+                                  AND e.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
+                                  AND e.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC')
+                  AND EXISTS (SELECT 1 FROM event_ids l WHERE l.app = r.app AND l.message_id = r.message_id)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM suppressed_ids s
+                      WHERE s.app = r.app
+                        AND s.id_hash IN (onramp_hmac(k.inner_pad, k.outer_pad, r.app, 'user', r.user_id),
+                                          onramp_hmac(k.inner_pad, k.outer_pad, r.app, 'anonymous', r.anonymous_id)))
+                ORDER BY r.received_at, r.seq
+                """, bounds
+            ).affectedRows
+            let perApp = Dictionary(files.map { ($0.app, $0.messages) }, uniquingKeysWith: +)
+            try c.query(
+                """
+                INSERT INTO archive_changes (month, app, change, messages)
+                SELECT $1::date, a.app, 'restored', a.messages FROM unnest($2::text[], $3::int8[]) AS a(app, messages)
+                """, [.text("\(month)-01"), .textArray(perApp.keys.sorted()), .intArray(perApp.keys.sorted().map { Int64(perApp[$0] ?? 0) })])
+            if apps == nil || Set(manifest.files.map(\.app)).isSubset(of: apps ?? []) {
+                try c.query("DELETE FROM archived_months WHERE month = $1::date", [.text("\(month)-01")])
+            }
+            _ = until
+            return Outcome(month: month, archived: archived, restored: restored, present: present, keptOut: archived - restored - present)
+        }
+    }
+}

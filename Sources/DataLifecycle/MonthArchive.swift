@@ -1,0 +1,246 @@
+import CivilDate
+public import Foundation
+public import LibPQ
+
+/// A month of the log moved to files (docs/lifecycle.md): its messages
+/// written per app and UTC day of receipt as gzip'd JSON lines with an index
+/// of the ids' keyed hashes, read back and checked, the manifest written,
+/// and only then the month recorded and its partition dropped, in one
+/// transaction. Killed at any point it loses nothing: files are renamed
+/// into place once whole, the manifest once every file has verified, and
+/// the partition goes only in the transaction that records the month; a
+/// rerun writes the month again.
+public struct MonthArchive: Sendable {
+    /// YYYY-MM.
+    public var month: String
+    public var directory: String
+
+    public init(month: String, directory: String) {
+        self.month = month
+        self.directory = directory
+    }
+
+    public struct Outcome: Sendable, Equatable {
+        public var month: String
+        public var messages: Int
+        public var files: Int
+        /// Compressed bytes on disk.
+        public var bytes: Int
+        public var manifestSHA256: String
+    }
+
+    /// The first day of the month, as a day count, or nil for a malformed one.
+    var firstDay: Int64? { Self.firstDay(of: month) }
+
+    static func firstDay(of month: String) -> Int64? {
+        let parts = month.split(separator: "-")
+        guard parts.count == 2, parts[0].count == 4, parts[1].count == 2,
+              let year = Int64(parts[0]), let number = Int64(parts[1]), (1...12).contains(number) else { return nil }
+        return CivilDate.days(year: year, month: number, day: 1)
+    }
+
+    /// Months whose whole partition was received before `now` less `keep`
+    /// (months and days), oldest first.
+    public static func due(_ c: Connection, keepMonths: Int, keepDays: Int, now: Date? = nil) throws -> [String] {
+        try c.query(
+            """
+            SELECT to_char(m, 'YYYY-MM') FROM (
+                SELECT to_date(substr(c.relname, 9, 4) || substr(c.relname, 14, 2), 'YYYYMM') AS m
+                FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+                WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_y[0-9]{4}m[0-9]{2}$') p
+            WHERE ((m + interval '1 month')::timestamp AT TIME ZONE 'UTC')
+                  <= coalesce($3::timestamptz, now()) - make_interval(months => $1::int, days => $2::int)
+            ORDER BY m
+            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), now.map { .timestamp($0) } ?? .null]
+        ).rows.map { try $0.decode(String.self, at: 0) }
+    }
+
+    /// Messages in the default partition (outside every month partition)
+    /// received before the horizon: the archive leaves them in the log, and says so.
+    public static func defaultPartitionMessages(_ c: Connection, keepMonths: Int, keepDays: Int, now: Date? = nil) throws -> Int {
+        try c.query(
+            """
+            SELECT count(*) FROM events_default
+            WHERE received_at < coalesce($3::timestamptz, now()) - make_interval(months => $1::int, days => $2::int)
+            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), now.map { .timestamp($0) } ?? .null]
+        ).scalar(Int.self)
+    }
+
+    /// Writes, verifies and records the month, then drops its partition.
+    /// `lockTimeout` bounds the wait for the log's lock to drop it (a
+    /// running job holds it): past it nothing is dropped, and a rerun does it.
+    public func run(_ c: Connection, lockTimeout: String = "10s") throws -> Outcome {
+        guard let firstDay else { throw ArchiveError.refused("month: expected YYYY-MM (got '\(month)')") }
+        let from = firstDay * 86_400_000_000
+        let (y, m, _) = CivilDate.date(days: firstDay)
+        let until = CivilDate.days(year: m == 12 ? y + 1 : y, month: m == 12 ? 1 : m + 1, day: 1) * 86_400_000_000
+        let base = "\(directory)/\(month)"
+        try Self.makeDirectory(base)
+        var manifest = ArchiveManifest(
+            month: month, messages: 0, writtenAt: Timestamps.format(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000)),
+            files: [])
+        try c.transaction(isolation: .repeatableRead) { c in
+            try c.query("SELECT set_config('timezone', 'UTC', true), set_config('jit', 'off', true)")
+            let files = try writeFiles(c, base: base, from: from, until: until)
+            let counted = try c.query(
+                """
+                SELECT encode(convert_to(app, 'UTF8'), 'hex'), to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*)
+                FROM events WHERE received_at >= $1 AND received_at < $2 GROUP BY 1, 2
+                """, [.microseconds(from), .microseconds(until)]
+            ).rows.reduce(into: [String: Int]()) { $0["\(try $1.decode(String.self, at: 0))/\(try $1.decode(String.self, at: 1))"] = try $1.decode(Int.self, at: 2) }
+            for file in files {
+                let key = "\(Self.hex(file.app))/\(file.day)"
+                guard counted[key] == file.messages else {
+                    throw ArchiveError.damaged("\(base)/\(file.path)", "\(file.messages) messages written where the log holds \(counted[key] ?? 0)")
+                }
+            }
+            guard counted.count == files.count else { throw ArchiveError.refused("\(month): the log holds days the archive did not write") }
+            manifest.files = files
+            manifest.messages = files.reduce(0) { $0 + $1.messages }
+        }
+        try manifest.verify(directory: directory)
+        let manifestSHA = try manifest.write(directory: directory)
+        try Self.syncDirectory(base)
+        let perApp = Dictionary(manifest.files.map { ($0.app, $0.messages) }, uniquingKeysWith: +)
+        try c.transaction { c in
+            try c.query("SELECT set_config('lock_timeout', $1, true)", [.text(lockTimeout)])
+            let held = try c.query(
+                "SELECT count(*) FROM events WHERE received_at >= $1 AND received_at < $2", [.microseconds(from), .microseconds(until)]
+            ).scalar(Int.self)
+            guard held == manifest.messages else {
+                throw ArchiveError.refused("\(month): the log now holds \(held) messages where the archive wrote \(manifest.messages); nothing was dropped, rerun")
+            }
+            try c.query(
+                """
+                INSERT INTO archived_months (month, directory, manifest_sha256, messages) VALUES ($1::date, $2, $3, $4)
+                ON CONFLICT (month) DO UPDATE SET directory = EXCLUDED.directory, manifest_sha256 = EXCLUDED.manifest_sha256,
+                    messages = EXCLUDED.messages, archived_at = now()
+                """, [.text("\(month)-01"), .text(directory), .text(manifestSHA), .int(Int64(manifest.messages))])
+            try c.query(
+                """
+                INSERT INTO archive_changes (month, app, change, messages)
+                SELECT $1::date, a.app, 'archived', a.messages FROM unnest($2::text[], $3::int8[]) AS a(app, messages)
+                """, [.text("\(month)-01"), .textArray(perApp.keys.sorted()), .intArray(perApp.keys.sorted().map { Int64(perApp[$0] ?? 0) })])
+            do {
+                try c.query("SELECT onramp_drop_month_partition($1::date)", [.text("\(month)-01")])
+            } catch let error as PostgresError where error.sqlState == "55P03" {
+                throw ArchiveError.refused(
+                    "\(month): the log was busy past \(lockTimeout) (a running job or long query holds it); the archive is written and verified, nothing was dropped: rerun")
+            }
+        }
+        return Outcome(
+            month: month, messages: manifest.messages, files: manifest.files.count,
+            bytes: manifest.files.reduce(0) { $0 + Self.size("\(base)/\($1.path)") }, manifestSHA256: manifestSHA)
+    }
+
+    /// The month's messages, streamed once (unsorted, as the partition
+    /// holds them) into a file per app and day, and the ids' keyed hashes
+    /// into an index per file.
+    private func writeFiles(_ c: Connection, base: String, from: Int64, until: Int64) throws -> [ArchiveManifest.File] {
+        var writers: [String: (app: String, day: String, writer: GzipWriter)] = [:]
+        defer { for open in writers.values { open.writer.abandon() } }
+        try c.query("SELECT set_config('onramp.archive_from', $1, true), set_config('onramp.archive_until', $2, true)",
+                    [.text(Timestamps.format(microseconds: from)), .text(Timestamps.format(microseconds: until))])
+        _ = try c.copyOut(Self.messagesStatement) { row in
+            // app (hex) \x02 day \x02 the message's JSON \n
+            guard let first = row.firstIndex(of: 2),
+                  let second = row[(first + 1)...].firstIndex(of: 2) else { throw ArchiveError.refused("\(month): an unreadable row") }
+            let key = String(decoding: UnsafeRawBufferPointer(rebasing: row[..<second]), as: UTF8.self)
+            let writer: GzipWriter
+            if let open = writers[key] {
+                writer = open.writer
+            } else {
+                let app = Self.app(fromHex: String(decoding: UnsafeRawBufferPointer(rebasing: row[..<first]), as: UTF8.self))
+                let day = String(decoding: UnsafeRawBufferPointer(rebasing: row[(first + 1)..<second]), as: UTF8.self)
+                try Self.makeDirectory("\(base)/\(Self.pathName(app))")
+                writer = try GzipWriter(path: "\(base)/\(Self.pathName(app))/\(day).jsonl.gz")
+                writers[key] = (app, day, writer)
+            }
+            let end = row.last == 10 ? row.count - 1 : row.count
+            try writer.writeLine(UnsafeRawBufferPointer(rebasing: row[(second + 1)..<end]))
+        }
+        var files: [ArchiveManifest.File] = []
+        for key in writers.keys.sorted() {
+            guard let open = writers.removeValue(forKey: key) else { continue }
+            let written: (lines: Int, contentSHA256: String)
+            do { written = try open.writer.finish() } catch {
+                open.writer.abandon()
+                throw error
+            }
+            files.append(.init(
+                app: open.app, day: open.day, path: "\(Self.pathName(open.app))/\(open.day).jsonl.gz", messages: written.lines,
+                contentSHA256: written.contentSHA256, idIndex: "\(Self.pathName(open.app))/\(open.day).ids", idIndexSHA256: ""))
+        }
+        let indexes = try IdIndex.write(c, base: base, files: files, from: from, until: until)
+        return files.map { file in
+            var file = file
+            file.idIndexSHA256 = indexes[file.idIndex] ?? ""
+            return file
+        }
+    }
+
+    /// Each message as the server stored it: the log's columns but the
+    /// transaction id, timestamps in UTC; bounded by settings of the
+    /// transaction, as `COPY` takes no parameters.
+    static let messagesStatement = """
+        COPY (
+            SELECT encode(convert_to(e.app, 'UTF8'), 'hex'), to_char(e.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
+                   json_build_object(
+                       'seq', e.seq, 'app', e.app, 'type', e.type, 'message_id', e.message_id, 'event', e.event,
+                       'anonymous_id', e.anonymous_id, 'user_id', e.user_id, 'timestamp', e."timestamp",
+                       'original_timestamp', e.original_timestamp, 'sent_at', e.sent_at, 'received_at', e.received_at,
+                       'properties', e.properties, 'context', e.context, 'traits', e.traits,
+                       'previous_id', e.previous_id, 'group_id', e.group_id)
+            FROM events e
+            WHERE e.received_at >= current_setting('onramp.archive_from')::timestamptz
+              AND e.received_at < current_setting('onramp.archive_until')::timestamptz
+        ) TO STDOUT (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')
+        """
+
+    // MARK: Files
+
+    /// An app's folder name: itself when it is letters, digits, `.`, `_`
+    /// and `-` (not starting with a dot), else percent-encoded.
+    static func pathName(_ app: String) -> String {
+        var name = ""
+        for byte in app.utf8 {
+            let plain = (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5a) || (byte >= 0x61 && byte <= 0x7a)
+                || byte == 0x5f || byte == 0x2d || (byte == 0x2e && !name.isEmpty)
+            name += plain ? String(UnicodeScalar(byte)) : String(format: "%%%02X", byte)
+        }
+        return name.isEmpty ? "%" : name
+    }
+
+    static func hex(_ text: String) -> String { text.utf8.map { String(format: "%02x", $0) }.joined() }
+
+    static func app(fromHex hex: String) -> String {
+        var bytes: [UInt8] = []
+        var index = hex.startIndex
+        while index < hex.endIndex, let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex),
+              let byte = UInt8(hex[index..<next], radix: 16) {
+            bytes.append(byte)
+            index = next
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    static func makeDirectory(_ path: String) throws {
+        do {
+            try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw ArchiveError.io(path, EACCES)
+        }
+    }
+
+    static func syncDirectory(_ path: String) throws {
+        let fd = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard fd >= 0 else { throw ArchiveError.io(path, errno) }
+        defer { close(fd) }
+        guard fsync(fd) == 0 else { throw ArchiveError.io(path, errno) }
+    }
+
+    static func size(_ path: String) -> Int {
+        var info = stat()
+        return stat(path, &info) == 0 ? Int(info.st_size) : 0
+    }
+}
