@@ -67,17 +67,11 @@ public struct ArchiveManifest: Codable, Sendable, Equatable {
         }
     }
 
-    /// Writes it as `manifest.json.partial`, syncs it and renames it into place.
+    /// Writes it as `manifest.json.partial`, syncs it and renames it into
+    /// place; returns the SHA-256 of its text.
     func write(directory: String) throws -> String {
-        let path = "\(directory)/\(month)/\(Self.fileName)"
         let data = try encoded()
-        let partial = path + ".partial"
-        let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
-        guard fd >= 0 else { throw ArchiveError.io(path, errno) }
-        let written = data.withUnsafeBytes { Foundation.write(fd, $0.baseAddress, $0.count) }
-        guard written == data.count, fsync(fd) == 0, close(fd) == 0, rename(partial, path) == 0 else {
-            throw ArchiveError.io(path, errno)
-        }
+        try MonthDirectory.writeWhole("\(directory)/\(month)/\(Self.fileName)", data)
         return Self.sha256(data)
     }
 

@@ -101,6 +101,8 @@ public struct MonthArchive: Sendable {
         try manifest.verify(directory: directory)
         let manifestSHA = try manifest.write(directory: directory)
         try Self.syncDirectory(base)
+        // What an earlier run or erasure left that this manifest does not name.
+        try MonthDirectory.sweep(base, manifest: manifest)
         let perApp = Dictionary(manifest.files.map { ($0.app, $0.messages) }, uniquingKeysWith: +)
         try c.transaction { c in
             try c.query("SELECT set_config('lock_timeout', $1, true)", [.text(lockTimeout)])

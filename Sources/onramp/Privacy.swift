@@ -3,6 +3,9 @@ import Foundation
 import Privacy
 import Projection
 import Reports
+import DataLifecycle
+import Funnels
+import LibPQ
 
 /// `onramp privacy erase|unsuppress|list` (docs/privacy.md).
 struct PrivacyCommand: AsyncParsableCommand {
@@ -76,8 +79,12 @@ struct PrivacyCommand: AsyncParsableCommand {
             let erasure = Erasure(
                 app: ids.app, userIds: users, anonymousIds: anonymous, requestedBy: ids.requestedBy, suppress: suppress,
                 lockWait: .seconds(wait))
-            let job = ProjectionJob(configuration: try configuration.load(), showProgress: false)
+            let configured = try configuration.load()
+            let job = ProjectionJob(configuration: configured, showProgress: false)
             let result = try await erasure.run(job, databaseURL: try database.resolvedURL())
+            let archived = try ArchivedErasure.run(
+                result, users: users, anonymous: anonymous, app: ids.app, suppressed: suppress, configured: configured,
+                databaseURL: try database.resolvedURL())
             let values = [
                 JobMetricsText.Value("persons_erased", "User ids and devices the erasure removed.", result.users.count + result.devices.count),
                 JobMetricsText.Value("events_erased", "Events the erasure removed from the log.", result.removed["events"] ?? 0),
@@ -94,6 +101,10 @@ struct PrivacyCommand: AsyncParsableCommand {
                 print("  \(result.sharedDevices.count) device(s) also used by another user: that user's events stayed, the device is not suppressed")
             }
             if suppress { print("  suppressed: their later messages are answered and not stored") }
+            for (directory, outcome) in archived {
+                print("  archive \(directory): \(outcome.messages) message(s) erased from \(outcome.files) file(s)"
+                      + (outcome.months.isEmpty ? "" : " of \(outcome.months.joined(separator: ", "))") + "; the erasure is in its journal")
+            }
             return values
         }
     }
@@ -126,6 +137,27 @@ struct PrivacyCommand: AsyncParsableCommand {
                     e.completedAt.map { time.string(from: $0) } ?? "pending", removed,
                 ].joined(separator: "  "))
             }
+        }
+    }
+}
+
+/// The erasure's reach into the archive: every archive directory the
+/// configuration names or a month was archived to (docs/lifecycle.md).
+enum ArchivedErasure {
+    static func run(
+        _ result: Erasure.Result, users: [String], anonymous: [String], app: String, suppressed: Bool, configured: FunnelConfiguration,
+        databaseURL: String
+    ) throws -> [(String, ArchiveErasure.Outcome)] {
+        let c = try Connection.connect(databaseURL)
+        var directories = Set(try c.query("SELECT DISTINCT directory FROM archived_months").rows.map { try $0.decode(String.self, at: 0) })
+        // The configured one once it exists: an erasure before the first archive has nothing there.
+        if let directory = configured.archive?.directory, FileManager.default.fileExists(atPath: directory) { directories.insert(directory) }
+        return try directories.sorted().map { directory in
+            let ids = Set(result.users + result.devices + users + anonymous)
+            return (directory, try ArchiveErasure(
+                app: app, requestId: result.requestId, ids: ids, users: Set(result.users + users), suppressed: suppressed,
+                directory: directory
+            ).run(c))
         }
     }
 }

@@ -18,13 +18,16 @@ public struct SeedEvent: Sendable {
     public var timestamp: Int64
     public var properties: String = "{}"
     public var context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#
+    /// When the server received it; nil: when it is inserted.
+    public var receivedAt: Int64?
 
     public init(
         app: String, type: String = "track", messageId: String = UUID().uuidString, event: String? = nil,
         anonymousId: String? = nil, userId: String? = nil, timestamp: Int64, properties: String = "{}",
         context: String = #"{"os": {"name": "iOS"}, "app": {"version": "2.3.0"}}"#, previousId: String? = nil,
-        groupId: String? = nil
+        groupId: String? = nil, receivedAt: Int64? = nil
     ) {
+        self.receivedAt = receivedAt
         self.previousId = previousId
         self.groupId = groupId
         self.app = app
@@ -52,7 +55,7 @@ public enum EventSeeder {
                     try writer.writeRow([
                         .text(e.app), .text(e.type), .text(e.messageId), .optional(e.event), .optional(e.anonymousId),
                         .optional(e.userId), .microseconds(e.timestamp), .microseconds(e.timestamp),
-                        .microseconds(Timestamps.microseconds(Date())), .text(e.properties), .text(e.context), .optional(e.previousId), .optional(e.groupId),
+                        .microseconds(e.receivedAt ?? Timestamps.microseconds(Date())), .text(e.properties), .text(e.context), .optional(e.previousId), .optional(e.groupId),
                     ])
                 }
             }
