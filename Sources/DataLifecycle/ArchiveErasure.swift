@@ -269,3 +269,49 @@ enum MonthDirectory {
         }
     }
 }
+
+extension Journal {
+    /// The ids of one journal entry a database still holds: what
+    /// `onramp privacy reapply` erases again (docs/privacy.md).
+    public struct Match: Sendable, Equatable {
+        public var entry: Entry
+        /// Ids sent as a userId somewhere in the app's log or links.
+        public var userIds: [String]
+        /// The others (anonymous and previous ids).
+        public var anonymousIds: [String]
+    }
+
+    /// Hashes every id the log and the links hold of each app the journal
+    /// names, under the database's own key, and returns the entries whose
+    /// hashes match some: one pass per app, whatever the entries.
+    public static func matches(_ c: Connection, entries: [Entry]) throws -> [Match] {
+        var matches: [Match] = []
+        for (app, entries) in Dictionary(grouping: entries, by: \.app).sorted(by: { $0.key < $1.key }) {
+            var found: [String: (id: String, asUser: Bool)] = [:]
+            for row in try c.query(
+                """
+                SELECT s.hash, s.id, s.as_user FROM (
+                    SELECT encode(onramp_hmac(k.inner_pad, k.outer_pad, $1, $2, i.id), 'hex') AS hash, i.id, i.as_user
+                    FROM (SELECT id, bool_or(as_user) AS as_user FROM (
+                              SELECT user_id AS id, true AS as_user FROM events WHERE app = $1 AND user_id IS NOT NULL
+                              UNION ALL SELECT anonymous_id, false FROM events WHERE app = $1 AND anonymous_id IS NOT NULL
+                              UNION ALL SELECT previous_id, false FROM events WHERE app = $1 AND previous_id IS NOT NULL
+                              UNION ALL SELECT user_id, true FROM identity_links WHERE app = $1
+                              UNION ALL SELECT anonymous_id, false FROM identity_links WHERE app = $1) a
+                          GROUP BY id) i
+                    CROSS JOIN privacy_key k) s
+                WHERE s.hash = ANY($3::text[])
+                """, [.text(app), .text(IdIndex.kind), .textArray(Array(Set(entries.flatMap(\.idHashes))))]
+            ).rows {
+                found[try row.decode(String.self, at: 0)] = (try row.decode(String.self, at: 1), try row.decode(Bool.self, at: 2))
+            }
+            for entry in entries {
+                let ids = entry.idHashes.compactMap { found[$0] }
+                guard !ids.isEmpty else { continue }
+                matches.append(Match(
+                    entry: entry, userIds: ids.filter(\.asUser).map(\.id).sorted(), anonymousIds: ids.filter { !$0.asUser }.map(\.id).sorted()))
+            }
+        }
+        return matches
+    }
+}

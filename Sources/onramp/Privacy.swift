@@ -12,7 +12,7 @@ struct PrivacyCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "privacy",
         abstract: "Erase persons on request, keep them out, and list what was asked.",
-        subcommands: [Erase.self, Unsuppress.self, List.self])
+        subcommands: [Erase.self, Reapply.self, Unsuppress.self, List.self])
 
     /// The ids a request names: on the command line and in files, one per line.
     struct Ids: ParsableArguments {
@@ -106,6 +106,39 @@ struct PrivacyCommand: AsyncParsableCommand {
                       + (outcome.months.isEmpty ? "" : " of \(outcome.months.joined(separator: ", "))") + "; the erasure is in its journal")
             }
             return values
+        }
+    }
+
+    struct Reapply: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            commandName: "reapply",
+            abstract: "After a backup is restored: erase again every person the archive's erasure journal names that the database holds.",
+            discussion: """
+                The journal (erasures.journal in the archive directory) holds each erasure's ids as keyed hashes; the restored \
+                database's ids are hashed with its own key and matched. Each match is erased again, and suppressed again when \
+                it was. Run it before the servers take traffic again.
+                """)
+        @OptionGroup var database: DatabaseOptions
+        @OptionGroup var configuration: ConfigurationOptions
+        @Option(help: "The archive directory holding erasures.journal.") var journal: String
+        @Option(help: "Seconds to wait for a nightly run in progress to finish.") var wait: Int = 600
+
+        func run() async throws {
+            let entries = try Journal(directory: journal).entries()
+            let url = try database.resolvedURL()
+            let matches = try Journal.matches(try Connection.connect(url), entries: entries)
+            let job = ProjectionJob(configuration: try configuration.load(), showProgress: false)
+            for match in matches {
+                let erasure = Erasure(
+                    app: match.entry.app, userIds: match.userIds, anonymousIds: match.anonymousIds,
+                    requestedBy: "reapply of request \(match.entry.requestId) (\(match.entry.at))", suppress: match.entry.suppressed,
+                    lockWait: .seconds(wait))
+                let result = try await erasure.run(job, databaseURL: url)
+                print("request \(match.entry.requestId) of app '\(match.entry.app)' applied again as request \(result.requestId): "
+                      + "\(result.removed["events"] ?? 0) event(s) of \(result.users.count) user(s) and \(result.devices.count) device(s) erased"
+                      + (match.entry.suppressed ? ", suppressed" : ""))
+            }
+            print("reapplied \(matches.count) of \(entries.count) erasure(s) in the journal; the others name nobody this database holds")
         }
     }
 
