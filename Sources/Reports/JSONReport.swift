@@ -45,6 +45,12 @@ enum JSONReport {
         return .object(fields)
     }
 
+    /// The frozen cohort days (docs/lifecycle.md), or null.
+    private static func frozen(_ note: FrozenDaysNote?) -> JSON {
+        guard let note else { return .null }
+        return .object([("before", .string(note.before)), ("earlier_definition", .bool(note.earlierDefinition))])
+    }
+
     private static func funnelFields(_ r: FunnelReport) -> JSON {
         let retentionByDay = Dictionary((r.retention?.cohorts ?? []).map { ($0.day, $0.days) }) { first, _ in first }
         return .object([
@@ -52,6 +58,7 @@ enum JSONReport {
             ("app", .string(r.app)),
             ("window_seconds", .number(Double(r.windowSeconds))),
             ("time_zone", .string(r.timeZone)),
+            ("frozen", frozen(r.frozen)),
             ("order", .string(r.order.rawValue)),
             ("hold", .array(r.hold.map(JSON.string))),
             ("attribution", .string(r.attribution)),

@@ -13,6 +13,7 @@ struct TableRenderer {
     private func render(_ r: FunnelReport, range: ReportRange) -> String {
         var out = "\(r.funnel) (app \(r.app)) — window \(Formatting.window(r.windowSeconds)), \(range.label), time zone \(r.timeZone)\n"
         if !r.options.isEmpty { out += "  " + r.options.joined(separator: "; ") + "\n" }
+        if let frozen = r.frozen { out += "  " + frozen.sentence + " (docs/lifecycle.md)\n" }
         let nameWidth = max(24, (r.steps.map(\.name.count).max() ?? 0) + 2)
         out += "  " + Formatting.pad("#", 3) + Formatting.pad("step", nameWidth) + Formatting.pad(r.aggregateBy == .group ? "groups" : "persons", 9, right: true)
             + Formatting.pad("from prev", 11, right: true) + Formatting.pad("from start", 12, right: true)

@@ -341,3 +341,144 @@ struct ArchiveCommandTests {
         #expect(try await setup.pool.query("SELECT count(*) FROM events").scalar(Int.self) == 420)
     }
 }
+
+/// What the reports do with archived history (docs/funnels.md, "Archived
+/// history"): frozen days kept as computed, kept days unchanged, a night and
+/// a rebuild equal, a restore unfreezing them.
+@Suite("archived history in the reports")
+struct ArchivedHistoryTests {
+    static let configuration = """
+        apps:
+          - name: yoked
+        funnels:
+          - name: signup
+            app: yoked
+            window: 1d
+            steps:
+              - event: started
+              - event: phone_entered
+              - event: verified
+            retention: {days: [1, 7]}
+        """
+
+    /// Every projection table's md5, as scripts/lib/projection_md5.sql gives it.
+    static func digests(_ pool: ConnectionPool) async throws -> [String: String] {
+        let script = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("scripts/lib/projection_md5.sql")
+        let sql = try String(contentsOf: script, encoding: .utf8).split(separator: "\n").filter { !$0.hasPrefix("--") }.joined(separator: "\n")
+        var digests: [String: String] = [:]
+        for row in try await pool.query(sql).rows {
+            digests[try row.decode(String.self, at: 0)] = try row.decode(String?.self, at: 1) ?? ""
+        }
+        return digests
+    }
+
+    /// The rows of the frozen days, as text, table by table.
+    static func frozenRows(_ pool: ConnectionPool, before: String) async throws -> [String] {
+        var rows: [String] = []
+        for table in ["funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies", "funnel_person_retention", "funnel_retention",
+                      "funnel_person_diagnostics", "funnel_step_lingering"] {
+            rows += try await pool.query(
+                "SELECT '\(table) ' || (to_jsonb(t) - ARRAY['computed_at', 'updated_at'])::text FROM \(table) t WHERE cohort_day < $1::date ORDER BY 1",
+                [.text(before)]
+            ).rows.map { try $0.decode(String.self, at: 0) }
+        }
+        return rows
+    }
+
+    @Test("Archived months freeze their cohort days: a night and a rebuild keep them as computed and give identical tables, links stay whole, a new person counts, a changed funnel marks them; restored, they are computed again")
+    func frozenDays() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 2)
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("frozen-\(UUID().uuidString)")
+        let archive = scratch.appendingPathComponent("archive").path
+        try FileManager.default.createDirectory(atPath: archive, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let config = scratch.appendingPathComponent("onramp.yaml").path
+        try (Self.configuration + "\narchive:\n  keep_events: 2 months\n  directory: \(archive)\n").write(toFile: config, atomically: true, encoding: .utf8)
+        let hour: Int64 = 3_600_000_000, day = 24 * hour
+        let jan5 = ArchiveCommandTests.january + 4 * day, jan20 = ArchiveCommandTests.january + 19 * day
+        let feb10 = ArchiveCommandTests.january + 40 * day
+        func at(_ t: Int64, _ id: String, _ event: String, device: String? = nil, user: String? = nil, type: String = "track") -> SeedEvent {
+            SeedEvent(app: "yoked", type: type, messageId: "\(id)-\(event)-\(t)", event: type == "track" ? event : nil, anonymousId: device,
+                      userId: user, timestamp: t, receivedAt: t + 1_000_000)
+        }
+        // A drops at step 2 on Jan 5; B starts on Jan 20; D signs in on a device on Feb 10; twenty others across both months.
+        var old = [at(jan5, "a", "started", user: "A"), at(jan5 + hour, "a", "phone_entered", user: "A"), at(jan5 + 2 * day, "a", "visit", user: "A"),
+                   at(jan20, "b", "started", user: "B"),
+                   at(feb10, "d", "started", device: "dev-D"), at(feb10 + hour, "d", "identify", device: "dev-D", user: "D", type: "identify")]
+        for n in 0..<20 {
+            let t = ArchiveCommandTests.january + Int64(n) * 2 * day + 5 * hour
+            old += [at(t, "p\(n)", "started", device: "p\(n)"), at(t + hour, "p\(n)", "phone_entered", device: "p\(n)")]
+            if n % 3 == 0 { old.append(at(t + 2 * hour, "p\(n)", "verified", device: "p\(n)")) }
+            if n % 2 == 0 { old.append(at(t + day + hour, "p\(n)", "visit", device: "p\(n)")) }
+        }
+        let seeded = old
+        try await pool.withConnection { c in
+            try c.query("SELECT onramp_create_month_partition('2025-01-01'), onramp_create_month_partition('2025-02-01')")
+            try EventSeeder.insert(c, seeded)
+        }
+        func onramp(_ arguments: [String]) throws -> OnrampBinary.Output {
+            let result = try OnrampBinary.run(arguments + ["--config", config, "--database-url", db.url])
+            #expect(result.status == 0, "\(arguments): \(result.stderr)")
+            return result
+        }
+        _ = try onramp(["report"])
+        let before = try await Self.frozenRows(pool, before: "2025-03-03")
+        #expect(before.contains { $0.hasPrefix("funnel_persons") && $0.contains(#""person_id": "A""#) })
+
+        let archived = try onramp(["archive", "run"])
+        #expect(archived.stdout.contains("archived 2025-01") && archived.stdout.contains("archived 2025-02"), "\(archived.stdout)")
+        // Frozen: before the end of February plus the one-day window and a day.
+        let now = Timestamps.microseconds(Date())
+        let later = [
+            at(now - 3 * hour, "a2", "verified", user: "A"),                                   // A again: their frozen row stays
+            at(now - 3 * hour, "b2", "started", user: "B"), at(now - 2 * hour, "b2", "phone_entered", user: "B"),
+            at(now - 3 * hour, "c", "started", user: "C"), at(now - 2 * hour, "c", "phone_entered", user: "C"),
+            at(now - 2 * hour, "d2", "started", device: "dev-D"),                              // D's device: still D's
+        ]
+        try await pool.withConnection { c in try EventSeeder.insert(c, later) }
+        let night = try onramp(["report", "--format", "json"])
+        #expect(try await Self.frozenRows(pool, before: "2025-03-03") == before)
+        let json = try #require(try JSONSerialization.jsonObject(with: Data(night.stdout.utf8)) as? [String: Any])
+        let report = try #require((json["funnels"] as? [[String: Any]])?.first)
+        #expect((report["frozen"] as? [String: Any])?["before"] as? String == "2025-03-03", "\(report["frozen"] ?? "none")")
+        // C counts on today's day; D's device is still D's, whose row is frozen (no row of its own).
+        let persons = try await pool.query(
+            "SELECT string_agg(person_id || ' ' || cohort_day, ',' ORDER BY person_id) FROM funnel_persons WHERE cohort_day >= '2025-03-03'"
+        ).scalar(String.self)
+        let today = String(Timestamps.format(microseconds: now - 3 * hour).prefix(10))
+        #expect(persons == "C \(today)", "\(persons)")
+        #expect(try await pool.query("SELECT user_id FROM identity_links WHERE anonymous_id = 'dev-D'").scalar(String.self) == "D")
+        let incremental = try await Self.digests(pool)
+
+        _ = try onramp(["rebuild"])
+        let rebuilt = try await Self.digests(pool)
+        for (table, digest) in incremental where rebuilt[table] != digest {
+            Issue.record("\(table) differs between the night and the rebuild after archiving")
+        }
+        #expect(try await Self.frozenRows(pool, before: "2025-03-03") == before)
+
+        // A changed funnel keeps its frozen days and says they were computed under its earlier definition.
+        try (Self.configuration.replacingOccurrences(of: "window: 1d", with: "window: 2d")
+             + "\narchive:\n  keep_events: 2 months\n  directory: \(archive)\n").write(toFile: config, atomically: true, encoding: .utf8)
+        let changed = try onramp(["report"])
+        #expect(changed.stdout.contains("cohort days before 2025-03-04 are frozen") && changed.stdout.contains("under the funnel's earlier definition"),
+                "\(changed.stdout)")
+        #expect(try await Self.frozenRows(pool, before: "2025-03-03") == before)
+        try (Self.configuration + "\narchive:\n  keep_events: 2 months\n  directory: \(archive)\n").write(toFile: config, atomically: true, encoding: .utf8)
+
+        // Restored, the days are computed again from the whole log: the night equals a rebuild.
+        for month in ["2025-01", "2025-02"] { _ = try onramp(["archive", "restore", "--month", month]) }
+        let restoredNight = try onramp(["report", "--format", "json"])
+        let restoredJSON = try #require(try JSONSerialization.jsonObject(with: Data(restoredNight.stdout.utf8)) as? [String: Any])
+        #expect((restoredJSON["funnels"] as? [[String: Any]])?.first?["frozen"] is NSNull)
+        let afterRestore = try await Self.digests(pool)
+        _ = try onramp(["rebuild"])
+        let rebuiltAfterRestore = try await Self.digests(pool)
+        for (table, digest) in afterRestore where rebuiltAfterRestore[table] != digest {
+            Issue.record("\(table) differs between the night and the rebuild after restoring")
+        }
+        #expect(try await pool.query("SELECT count(*) FROM funnel_frozen_definitions").scalar(Int.self) == 0)
+    }
+}

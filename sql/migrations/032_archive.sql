@@ -71,3 +71,13 @@ BEGIN
     RETURN true;
 END $$;
 REVOKE ALL ON FUNCTION onramp_month_partition(date), onramp_drop_month_partition(date), onramp_create_month_partition(date) FROM PUBLIC;
+
+-- A funnel whose definition changed while some of its cohort days were
+-- frozen (docs/funnels.md, "Archived history"): those days keep the rows
+-- computed under the definition recorded here, which the report names.
+CREATE TABLE funnel_frozen_definitions (
+    funnel        text        PRIMARY KEY,
+    frozen_before date        NOT NULL,
+    definition    jsonb       NOT NULL,
+    recorded_at   timestamptz NOT NULL DEFAULT now()
+);

@@ -87,6 +87,8 @@ public struct FunnelReport: Sendable, Hashable {
     public var retention: RetentionReport?
     /// What analyses without a field of their own found, by the analysis's id (`AnalysisFinding`).
     public var analyses: [AnalysisID: AnalysisFinding] = [:]
+    /// Cohort days the archive froze (docs/funnels.md, "Archived history"): nil when none is.
+    public var frozen: FrozenDaysNote?
     /// Set when the run behind the report computed this funnel from the
     /// whole log because its definition was new or had changed.
     public var recomputed: Recomputation?
@@ -197,5 +199,23 @@ public struct FunnelReport: Sendable, Hashable {
     /// Microseconds to seconds, in the order given (what `percentilesCont` takes).
     static func seconds(_ microseconds: [Int64]) -> [Double] {
         microseconds.map { Double($0) / 1_000_000 }
+    }
+}
+
+/// What a report says of the cohort days the archive froze: before which
+/// day they are kept as computed, and whether the funnel's definition
+/// changed since (those days were computed under the earlier one).
+public struct FrozenDaysNote: Sendable, Hashable {
+    public var before: String
+    public var earlierDefinition: Bool
+
+    public init(before: String, earlierDefinition: Bool) {
+        self.before = before
+        self.earlierDefinition = earlierDefinition
+    }
+
+    public var sentence: String {
+        "cohort days before \(before) are frozen: their events are archived, and their rows are kept as computed"
+            + (earlierDefinition ? ", under the funnel's earlier definition" : "")
     }
 }

@@ -203,23 +203,19 @@ extension PersonAnalysis {
     }
 
     /// The touched persons' `funnel_persons p` rows, found by key as they will be deleted.
-    static func touchedOutcomes(_ dialect: SQLDialect) -> String {
-        """
-        touched t
-        CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person \(dialect.fence)) p
-        """
-    }
+    static func touchedOutcomes(_ dialect: SQLDialect) -> String { OutcomeStore.touched(dialect) }
 
     /// Deletes the rows of the persons an incremental run recomputes, of
     /// those among them who had `funnel_persons` rows (`hadOutcomes`): an
     /// analysis writes a person's row for a funnel only beside their
     /// `funnel_persons` row, so the others have none. Few touched persons
     /// have any, so probing the index for every one of them would be wasted.
-    func deleteRecomputed(_ c: Connection, hadOutcomes persons: [NewEvents.Key], dialect: SQLDialect) throws {
+    /// Rows of frozen days stay (`FrozenDays`).
+    func deleteRecomputed(_ c: Connection, hadOutcomes persons: [NewEvents.Key], frozen: FrozenDays, dialect: SQLDialect) throws {
         guard !persons.isEmpty else { return }
         try c.query(
-            dialect.delete(from: table, of: "unnest($1::text[], $2::text[]) AS t(app, person)"),
-            NewEvents.Key.parameters(persons))
+            dialect.delete(from: table, of: "unnest($1::text[], $2::text[]) AS t(app, person)", keeping: "d.cohort_day < $3::date"),
+            NewEvents.Key.parameters(persons) + [frozen.parameter])
     }
 }
 

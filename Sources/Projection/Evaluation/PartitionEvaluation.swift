@@ -53,6 +53,8 @@ struct PartitionEvaluation: Sendable {
     /// The app's audiences this pass keeps (`AudienceSpanStore`): each unit evaluated gets its spans.
     let audiences: [Audience]
     let now: Int64
+    /// The archive's frozen days: outcomes on them, or of a person who keeps a row there, are left out.
+    let frozen: FrozenDays
 
     /// Starts evaluating `history` on the `workers` lane, one task per
     /// thread, and returns at once, so the job can stream the next app
@@ -139,6 +141,7 @@ struct PartitionEvaluation: Sendable {
             }
             let dayNumber = CohortCalendar.dayNumber(of: start, in: timeZones[index])
             let day = CohortCalendar.text(ofDay: dayNumber)
+            if frozen.leavesOut(funnel: funnel.name, person: person, day: day) { continue }
             totals.affected.insert(FunnelDay(funnel: funnel.name, day: day))
             try OutcomeStore.append(outcome, funnel: funnel, person: person, day: dayNumber, to: &rows)
             totals.tallies[funnel.name, default: [:]][day, default: FunnelTally(funnel: funnel)]

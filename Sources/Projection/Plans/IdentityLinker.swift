@@ -149,6 +149,21 @@ enum IdentityLinker {
         }
     }
 
+    /// The stored links of `apps`, by app and id: what a rebuild keeps once
+    /// months are archived (`FrozenDays`).
+    static func stored(_ c: Connection, apps: [String]) throws -> [String: [String: IdentityLink]] {
+        var links: [String: [String: IdentityLink]] = [:]
+        try c.forEachBinaryRow(
+            "SELECT app, anonymous_id, user_id, first_seen FROM identity_links WHERE app = ANY($1::text[])", [.textArray(apps)],
+            streaming: true
+        ) { row in
+            guard let firstSeen = try row.timestamp(3) else { return }
+            links[try row.required(0, row.text), default: [:]][try row.required(1, row.text)] =
+                IdentityLink(userId: try row.required(2, row.text), firstSeen: firstSeen)
+        }
+        return links
+    }
+
     /// A rebuild's links for one app, from scratch: each (id, user id)
     /// pair's first sighting (a device's anonymous id on a message with a
     /// user id, or an alias's previous id) streams out unsorted (a hash
@@ -162,9 +177,13 @@ enum IdentityLinker {
     /// 10 M events no faster (BENCHMARKS.md, "What limits the rebuild").
     /// Returns each linked id's person, for the history read that follows.
     /// Reads on `reads`, stores on `c` (the two may be one session).
-    static func rebuild(reading reads: Connection, writing c: Connection, app: String) throws -> [String: String] {
+    /// `keeping`: stored links that stand beside the log's (an archived
+    /// month's evidence), each winning or losing as any sighting does.
+    static func rebuild(
+        reading reads: Connection, writing c: Connection, app: String, keeping: [String: IdentityLink] = [:]
+    ) throws -> [String: String] {
         try ReadScope.bind(reads, app: app, paths: [])
-        var links: [String: IdentityLink] = [:]
+        var links = keeping
         var fields: [String?] = []
         try reads.copyOut(
             """

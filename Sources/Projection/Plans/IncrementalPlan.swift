@@ -20,6 +20,7 @@ struct IncrementalPlan: ProjectionPlan {
     private var prefetch: HistoryPrefetch<[String: [FunnelDay: any AnalysisTally]]?>?
     /// Analysis (by its table) -> its change, read before the stored outcomes are removed.
     private var dayChanges: [String: StoredDayChange] = [:]
+    private(set) var frozen = FrozenDays.none
 
     init(window: LogWindow) {
         self.window = window
@@ -47,6 +48,8 @@ struct IncrementalPlan: ProjectionPlan {
         start = try IncrementalStart.collect(
             c, day: day, groupFunnels: run.configuration.funnels.filter { $0.aggregateBy == .group }, lookup: lookup,
             reader: run.reader, lane: run.readerLane)
+        frozen = try FrozenDays.read(c, funnels: run.configuration.funnels)
+        try frozen.loadPersons(c, from: OutcomeStore.touched(run.dialect))
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.
         let partitions = start.personCount * Self.eventsPerPersonEstimate / max(1, run.options.eventsPerPartition) + 1
@@ -67,11 +70,13 @@ struct IncrementalPlan: ProjectionPlan {
         self.prefetch = prefetch
         for analysis in run.analyses {
             dayChanges[analysis.table] = try analysis.storedDayChange(c, now: run.now, activity: start.activity, dialect: run.dialect)
-            if !secondSession { dayChanges[analysis.table]?.removed = try analysis.touchedDayParts(c, dialect: run.dialect) }
+            if !secondSession {
+                dayChanges[analysis.table]?.removed = frozen.unfrozen(try analysis.touchedDayParts(c, dialect: run.dialect))
+            }
         }
         let hadOutcomes = try start.removeStoredOutcomes(
-            c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:), dialect: run.dialect)
-        for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: hadOutcomes, dialect: run.dialect) }
+            c, funnels: run.configuration.funnels, now: run.now, timeZone: run.timeZone(for:), frozen: frozen, dialect: run.dialect)
+        for analysis in run.analyses { try analysis.deleteRecomputed(c, hadOutcomes: hadOutcomes, frozen: frozen, dialect: run.dialect) }
         if !run.configuration.audiences.isEmpty { try AudienceSpanStore.deleteTouched(c, dialect: run.dialect) }
         return Reading(readers: readers, newEvents: day.counts, partitions: partitions, expectedEvents: nil)
     }
@@ -88,10 +93,10 @@ struct IncrementalPlan: ProjectionPlan {
     /// Takes what the reader read of the touched persons' rows after their histories.
     mutating func finishEvaluation(_ run: ProjectionRun) throws {
         guard let prefetch, let parts = try prefetch.afterwards() else { return }
-        for (analysis, removed) in parts { dayChanges[analysis, default: StoredDayChange()].removed = removed }
+        for (analysis, removed) in parts { dayChanges[analysis, default: StoredDayChange()].removed = frozen.unfrozen(removed) }
     }
 
-    func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { start.affected.union(evaluated) }
+    func cohortDays(evaluated: Set<FunnelDay>) -> Set<FunnelDay> { start.affected.union(evaluated).filter { !frozen.isFrozen($0.day) } }
 
     func storedDayChange(of analysis: any PersonAnalysis) -> StoredDayChange? { dayChanges[analysis.table] ?? StoredDayChange() }
 
@@ -165,7 +170,8 @@ struct IncrementalStart: Sendable {
     /// other session; `timeZone` is the job's zone for a funnel's cohort days.
     /// Returns the touched persons who had stored outcomes.
     mutating func removeStoredOutcomes(
-        _ c: Connection, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone, dialect: SQLDialect
+        _ c: Connection, funnels configured: [Funnel], now: Int64, timeZone: (Funnel) -> TimeZone, frozen: FrozenDays,
+        dialect: SQLDialect
     ) throws -> [NewEvents.Key] {
         let funnels = Dictionary(configured.map { ($0.name, $0) }) { first, _ in first }
         let shapes = funnels.mapValues(FunnelTally.Shape.init)
@@ -174,7 +180,7 @@ struct IncrementalStart: Sendable {
             tallies[name, default: [:]][cohortDay, default: FunnelTally(funnel: funnel)]
                 .add(outcome, shape: shape, cohortDay: cohortDay, timeZone: timeZone(funnel))
         }
-        let hadOutcomes = try OutcomeStore.deleteTouched(c, dialect: dialect) { name, cohortDay, outcome in
+        let hadOutcomes = try OutcomeStore.deleteTouched(c, dialect: dialect, frozen: frozen) { name, cohortDay, outcome in
             affected.insert(FunnelDay(funnel: name, day: cohortDay))
             tally(&removed, name, cohortDay, outcome)
         }

@@ -43,6 +43,9 @@ protocol ProjectionPlan {
     /// Outcomes whose window closed since the last run, closed in place.
     var windowsClosed: Int { get }
 
+    /// The cohort days the archive froze, and who keeps rows there (read by `prepare`).
+    var frozen: FrozenDays { get }
+
     /// How the stored days of `analysis` changed before evaluation; nil
     /// when the plan counts every person (a rebuild).
     func storedDayChange(of analysis: any PersonAnalysis) -> StoredDayChange?

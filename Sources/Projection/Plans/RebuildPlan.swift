@@ -17,6 +17,10 @@ struct RebuildPlan: ProjectionPlan {
     let counted: [String: Int]?
     /// The primary keys and indexes dropped for the refill, to build once at the end.
     private var deferredIndexes: [String] = []
+    private(set) var frozen = FrozenDays.none
+    /// App -> id -> the stored link, kept when months are archived: their
+    /// evidence may be in the archive alone, and links are kept whole.
+    private var keptLinks: [String: [String: IdentityLink]] = [:]
 
     init(only: Set<String>? = nil, counted: [String: Int]? = nil) {
         self.only = only
@@ -34,9 +38,23 @@ struct RebuildPlan: ProjectionPlan {
 
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
         let c = run.session
-        if only == nil {
-            let tables = ["identity_links", "funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies", "audience_spans"]
-                + run.analyses.flatMap { [$0.table] + $0.dayTables }
+        frozen = try FrozenDays.read(c, funnels: run.configuration.funnels)
+        if frozen.before != nil {
+            try frozen.loadPersons(c, from: "funnel_persons p")
+            keptLinks = try IdentityLinker.stored(c, apps: run.apps)
+        }
+        let dayTables = ["funnel_persons", "funnel_daily", "funnel_cohorts", "funnel_tallies"] + run.analyses.flatMap { [$0.table] + $0.dayTables }
+        if only == nil, frozen.before != nil {
+            // The frozen days' rows stay; the rest is written again.
+            try c.executeScript("TRUNCATE identity_links, audience_spans")
+            for table in dayTables {
+                try c.query("DELETE FROM \(table) WHERE cohort_day >= $1::date", [frozen.parameter])
+            }
+            for table in ["funnel_persons", "identity_links"] + run.analyses.map(\.table) {
+                deferredIndexes += try Self.dropIndexes(c, table: table)
+            }
+        } else if only == nil {
+            let tables = ["identity_links", "audience_spans"] + dayTables
             try c.executeScript("TRUNCATE " + tables.joined(separator: ", "))
             for table in ["funnel_persons", "identity_links"] + run.analyses.map(\.table) {
                 deferredIndexes += try Self.dropIndexes(c, table: table)
@@ -59,7 +77,8 @@ struct RebuildPlan: ProjectionPlan {
     /// Each app's links first, then its whole history, on the reader: one
     /// app's links and history held at a time.
     mutating func history(of reader: PersonHistoryReader, _ run: ProjectionRun) throws -> SpilledHistory {
-        let persons = try IdentityLinker.rebuild(reading: run.reader, writing: run.session, app: reader.app)
+        let persons = try IdentityLinker.rebuild(
+            reading: run.reader, writing: run.session, app: reader.app, keeping: keptLinks.removeValue(forKey: reader.app) ?? [:])
         let groups = reader.countsGroups ? try GroupMembership.all(run.reader, app: reader.app, persons: persons) : [:]
         return try reader.spill(
             run.reader, scope: .all(.init(owners: persons, groups: groups)), partitions: run.reading.partitions,

@@ -49,6 +49,14 @@ public struct ReportQuery: Sendable {
         let together = Regressions.acrossReport(results.map(\.report.regressions), settings: selected.map(\.alerts))
         for index in results.indices { results[index].report.regressions = together[index] }
         try checkInstrumentation(c, &results, funnels: selected, now: now)
+        let frozen = try FrozenDays.read(c, funnels: configuration.funnels)
+        if let before = frozen.before {
+            let earlier = Set(try c.query("SELECT funnel FROM funnel_frozen_definitions").rows.map { try $0.decode(String.self, at: 0) })
+            for index in results.indices where from.map({ $0 < before }) ?? true {
+                let funnel = results[index].report.funnel
+                results[index].report.frozen = FrozenDaysNote(before: before, earlierDefinition: earlier.contains(funnel))
+            }
+        }
         return results
     }
 

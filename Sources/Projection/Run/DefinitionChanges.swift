@@ -92,11 +92,37 @@ public struct DefinitionChanges: Sendable, Equatable {
     var stale: [String] { recompute.map(\.funnel) + removed }
 
     /// Removes every row of `funnels` from `tables`.
-    static func removeRows(_ c: Connection, of funnels: [String], from tables: [String]) throws {
+    static func removeRows(_ c: Connection, of funnels: [String], from tables: [String], keeping frozen: FrozenDays = .none) throws {
         guard !funnels.isEmpty else { return }
         for table in tables {
-            try c.query("DELETE FROM \(table) WHERE funnel = ANY($1::text[])", [.textArray(funnels)])
+            // The two tables of what the last report found have no cohort day: the report writes them again.
+            let kept = frozen.before == nil || ["funnel_targets", "funnel_regressions"].contains(table) ? "" : " AND cohort_day >= $2::date"
+            try c.query(
+                "DELETE FROM \(table) WHERE funnel = ANY($1::text[])\(kept)",
+                [.textArray(funnels)] + (kept.isEmpty ? [] : [frozen.parameter]))
         }
+    }
+
+    /// Records, for each of `changed` that keeps frozen days, the definition
+    /// those days were computed under (the stored one, before this run
+    /// records the new), once: the first change is the one they predate.
+    /// Forgets the funnels that keep no frozen day.
+    static func recordFrozen(_ c: Connection, changed: [String], frozen: FrozenDays) throws {
+        if frozen.before != nil, !changed.isEmpty {
+            try c.query(
+                """
+                INSERT INTO funnel_frozen_definitions (funnel, frozen_before, definition)
+                SELECT d.funnel, $2::date, d.definition FROM funnel_definitions d
+                WHERE d.funnel = ANY($1::text[])
+                  AND EXISTS (SELECT 1 FROM funnel_cohorts k WHERE k.funnel = d.funnel AND k.cohort_day < $2::date)
+                ON CONFLICT (funnel) DO NOTHING
+                """, [.textArray(changed), frozen.parameter])
+        }
+        try c.query(
+            """
+            DELETE FROM funnel_frozen_definitions f
+            WHERE NOT EXISTS (SELECT 1 FROM funnel_cohorts k WHERE k.funnel = f.funnel AND k.cohort_day < $1::date)
+            """, [frozen.parameter])
     }
 
     /// Records what every configured funnel's rows are now built from:

@@ -136,8 +136,15 @@ public struct ProjectionJob: Sendable {
         announce(definitions)
         // A rebuild empties the other tables itself; the regressions found
         // under a stale definition go either way (the report writes them again).
+        // A funnel no longer configured goes whole; a changed one keeps its
+        // frozen days, computed under its old definition (`FrozenDays`).
+        let frozen = try FrozenDays.read(c, funnels: configuration.funnels)
+        let changed = stale.filter { !definitions.removed.contains($0) }
+        try DefinitionChanges.recordFrozen(c, changed: changed, frozen: frozen)
+        let tables = DefinitionChanges.funnelTables(analyses: analyses)
         try DefinitionChanges.removeRows(
-            c, of: stale, from: rebuildAll ? ["funnel_regressions"] : DefinitionChanges.funnelTables(analyses: analyses))
+            c, of: definitions.removed, from: rebuildAll && frozen.before == nil ? ["funnel_regressions"] : tables)
+        try DefinitionChanges.removeRows(c, of: changed, from: rebuildAll ? ["funnel_regressions"] : tables, keeping: frozen)
         var summary: Summary
         if rebuildAll {
             summary = try pass(RebuildPlan(counted: counted), configuration.funnels)

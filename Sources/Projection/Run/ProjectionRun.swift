@@ -137,7 +137,7 @@ final class ProjectionRun {
             let evaluation = PartitionEvaluation(
                 funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
                 persons: plan.persons(of: reader.app), analyses: analyses, audiences: configuration.audiences(forApp: reader.app),
-                now: now)
+                now: now, frozen: plan.frozen)
             running = evaluation.start(history, reader: reader, workers: workerLane, session: session, progress: progress)
         }
         if let last = running {

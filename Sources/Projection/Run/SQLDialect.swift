@@ -32,17 +32,19 @@ enum SQLDialect: Sendable {
     /// `touched` temp table); `returning` lists what comes back, of the
     /// deleted rows `f`. `table` and `persons` are the code's own SQL, never
     /// input.
-    func delete(from table: String, of persons: String = "touched t", returning: String? = nil) -> String {
+    /// Rows for which `keeping` (the code's own SQL over `d`) holds stay.
+    func delete(from table: String, of persons: String = "touched t", keeping: String? = nil, returning: String? = nil) -> String {
+        let kept = keeping.map { " AND NOT (\($0))" } ?? ""
         let delete =
             switch self {
             case .postgres:
                 """
                 DELETE FROM \(table) d USING \(persons)
                 CROSS JOIN LATERAL (SELECT p.ctid FROM \(table) p WHERE p.app = t.app AND p.person_id = t.person OFFSET 0) p
-                WHERE d.ctid = p.ctid
+                WHERE d.ctid = p.ctid\(kept)
                 """
             case .citus:
-                "DELETE FROM \(table) d USING \(persons) WHERE d.app = t.app AND d.person_id = t.person"
+                "DELETE FROM \(table) d USING \(persons) WHERE d.app = t.app AND d.person_id = t.person\(kept)"
             }
         // What comes back is computed outside the delete: Citus allows only
         // immutable functions in RETURNING, and a date's text is not one.

@@ -22,20 +22,31 @@ enum OutcomeStore {
     /// (funnel, cohort day, outcome): the days they leave must be rewritten,
     /// and their outcomes are taken out of those days' tallies.
     /// Returns the persons who had rows (app, person id), each once.
+    /// Rows of frozen days (`frozen`) are kept.
     static func deleteTouched(
-        _ c: Connection, dialect: SQLDialect, _ body: (String, String, PersonOutcome) throws -> Void
+        _ c: Connection, dialect: SQLDialect, frozen: FrozenDays, _ body: (String, String, PersonOutcome) throws -> Void
     ) throws -> [NewEvents.Key] {
         var persons = Set<NewEvents.Key>()
         let app = 2 + outcomeColumnNames.count  // after the funnel, the cohort day and the outcome
         // One result, not single-row mode: a day's touched persons fit in memory, and a result per row costs more.
         try c.forEachBinaryRow(
             dialect.delete(
-                from: "funnel_persons", returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f.")), f.app, f.person_id")
+                from: "funnel_persons", keeping: "d.cohort_day < $1::date",
+                returning: "f.funnel, f.cohort_day::text, \(outcomeColumns("f.")), f.app, f.person_id"),
+            [frozen.parameter]
         ) { row in
             try handOver(row, to: body)
             persons.insert(NewEvents.Key(app: try row.required(app, row.text), id: try row.required(app + 1, row.text)))
         }
         return Array(persons)
+    }
+
+    /// The touched persons' stored outcomes, as `p`: a relation of the run's `touched` table.
+    static func touched(_ dialect: SQLDialect) -> String {
+        """
+        touched t
+        CROSS JOIN LATERAL (SELECT * FROM funnel_persons p WHERE p.app = t.app AND p.person_id = t.person \(dialect.fence)) p
+        """
     }
 
     /// On `funnel_persons p`: the window has closed (`PersonOutcome.windowClosed`),
