@@ -218,6 +218,7 @@ let package = Package(
             name: "Benchmarks",
             dependencies: [
                 "Access", "LibPQ", "LocalPostgres", "Migrations", "Funnels", "Simulation", "OnrampClient", "EventLog", "IngestServer",
+                "DataLifecycle",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "AsyncHTTPClient", package: "async-http-client"),
                 .product(name: "NIOCore", package: "swift-nio"),

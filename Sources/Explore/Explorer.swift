@@ -68,6 +68,7 @@ public struct Explorer: Sendable {
         // saves a checkpoint older than one saved by a query that started later.
         return try store.locked(until: deadline) {
             var evaluateSeconds = 0.0
+            var logFrom: String?
             func count() throws -> ((QueryEvaluation.Counted, Bool), ColumnStore.Refresh) {
                 try c.transaction(isolation: .repeatableRead) { c in
                     // The log's statements are planned for millions of rows; compiling them (JIT) took longer than running them.
@@ -77,6 +78,7 @@ public struct Explorer: Sendable {
                     }
                     var query = query
                     try query.audiences.load(c, funnel: query.funnel)
+                    logFrom = try Self.logFrom(c, app: query.funnel.app)
                     deadline.control?.enter(.reading)
                     return try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths), deadline: deadline) { stored in
                         deadline.control?.enter(.counting)
@@ -105,8 +107,21 @@ public struct Explorer: Sendable {
                 events: refresh.events, newEvents: refresh.newEvents, storeRebuilt: refresh.rebuilt, reusedAnswer: cached,
                 refreshSeconds: refresh.seconds, evaluateSeconds: evaluateSeconds)
             answer.analysisDays = Dictionary(zip(query.analyses.map(\.id), counted.analyses)) { first, _ in first }
+            answer.logFrom = logFrom
             return answer
         }
+    }
+
+    /// The day after the app's newest archived month (as the login reads
+    /// `analytics.archive_changes`), when one is archived and not restored.
+    static func logFrom(_ c: Connection, app: String) throws -> String? {
+        try c.query(
+            """
+            SELECT (max(month) + interval '1 month')::date::text FROM (
+                SELECT DISTINCT ON (month) month, change FROM analytics.archive_changes WHERE app = $1 ORDER BY month, at DESC) s
+            WHERE change = 'archived'
+            """, [.text(app)]
+        ).rows.first.flatMap { try $0.decode(String?.self, at: 0) }
     }
 }
 

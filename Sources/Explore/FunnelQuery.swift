@@ -92,6 +92,8 @@ public struct FunnelAnswer: Sendable {
     public var reusedAnswer: Bool
     public var refreshSeconds: Double
     public var evaluateSeconds: Double
+    /// The first day (UTC) of the log's months of the app, when earlier ones are archived: the answer counts from there.
+    public var logFrom: String?
     /// What each analysis asked counted, by cohort day, by the analysis's id.
     public var analysisDays: [AnalysisID: [String: any DayCounts]] = [:]
 

@@ -68,7 +68,7 @@ final class QueryJobs: Sendable {
                 let answer = try await pool.withConnection { c in try explorer.answer(query, on: c, keeping: keeping, control: control) }
                 let about = QueryTimeJSON.Query(
                     asOf: Timestamps.format(microseconds: query.now), from: query.from, to: query.to, events: answer.events,
-                    audiences: query.audiences.within, notAudiences: query.audiences.outside)
+                    audiences: query.audiences.within, notAudiences: query.audiences.outside, logFrom: answer.logFrom)
                 // Cancelled after its last check: the page asked not to see it.
                 outcome = control.isCancelled
                     ? .cancelled : .done(QueryTimeJSON.render(answer.report, histogram: answer.histogram, query: about))

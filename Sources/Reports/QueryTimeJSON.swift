@@ -13,8 +13,13 @@ public enum QueryTimeJSON {
         /// The audiences the persons counted are in (`--audience`) and not in (`--not-audience`).
         public var audiences: [String]
         public var notAudiences: [String]
+        /// The first day the log holds the app's events from, when earlier months are archived (docs/lifecycle.md).
+        public var logFrom: String?
 
-        public init(asOf: String, from: String?, to: String?, events: Int, audiences: [String] = [], notAudiences: [String] = []) {
+        public init(
+            asOf: String, from: String?, to: String?, events: Int, audiences: [String] = [], notAudiences: [String] = [], logFrom: String? = nil
+        ) {
+            self.logFrom = logFrom
             self.asOf = asOf
             self.from = from
             self.to = to
@@ -46,6 +51,7 @@ public enum QueryTimeJSON {
                 ("as_of", .string(query.asOf)), ("from", query.from.map(JSON.string) ?? .null), ("to", query.to.map(JSON.string) ?? .null),
                 ("events", .number(Double(query.events))),
                 ("audiences", .array(query.audiences.map(JSON.string))), ("not_audiences", .array(query.notAudiences.map(JSON.string))),
+                ("log_from", query.logFrom.map(JSON.string) ?? .null),
             ])))
         return JSON.object(fields).serialized() + "\n"
     }

@@ -21,23 +21,8 @@ struct ArchiveCommand: ParsableCommand {
         @OptionGroup var configuration: ConfigurationOptions
 
         func run() throws {
-            let settings = try ArchiveOptions.settings(try configuration.load(), source: configuration.config)
-            let c = try Connection.connect(try database.resolvedURL())
-            let (months, days) = switch settings.keepEvents {
-            case .months(let months): (months, 0)
-            case .days(let days): (0, days)
-            }
-            let due = try MonthArchive.due(c, keepMonths: months, keepDays: days)
-            if due.isEmpty { print("archive: no whole month received more than \(settings.keepEvents) ago is left in the log") }
-            for month in due {
-                let outcome = try MonthArchive(month: month, directory: settings.directory).run(c)
-                print(
-                    "archived \(month): \(outcome.messages) messages in \(outcome.files) files (\(outcome.bytes) bytes), "
-                        + "manifest sha256 \(outcome.manifestSHA256.prefix(16)), partition dropped")
-            }
-            let kept = try MonthArchive.defaultPartitionMessages(c, keepMonths: months, keepDays: days)
-            if kept > 0 {
-                print("note: events_default holds \(kept) messages received more than \(settings.keepEvents) ago, outside every month partition; they stay in the log (docs/lifecycle.md)")
+            for line in try ArchiveRun.run(try configuration.load(), source: configuration.config, databaseURL: try database.resolvedURL()) {
+                print(line)
             }
         }
     }
@@ -106,5 +91,35 @@ struct ArchiveOptions: ParsableArguments {
             throw ValidationError("\(file): archive.directory \(settings.directory) is not writable by this user")
         }
         return settings
+    }
+}
+
+/// Archives every whole month past the configuration's horizon: what
+/// `onramp archive run` and the nightly `onramp report` do; returns what it
+/// says, line by line.
+enum ArchiveRun {
+    static func run(_ configuration: FunnelConfiguration, source: String?, databaseURL: String) throws -> [String] {
+        let settings = try ArchiveOptions.settings(configuration, source: source)
+        let c = try Connection.connect(databaseURL)
+        let (months, days) = switch settings.keepEvents {
+        case .months(let months): (months, 0)
+        case .days(let days): (0, days)
+        }
+        let due = try MonthArchive.due(c, keepMonths: months, keepDays: days)
+        var lines: [String] = []
+        if due.isEmpty { lines.append("archive: no whole month received more than \(settings.keepEvents) ago is left in the log") }
+        for month in due {
+            let outcome = try MonthArchive(month: month, directory: settings.directory).run(c)
+            lines.append(
+                "archived \(month): \(outcome.messages) messages in \(outcome.files) files (\(outcome.bytes) bytes), "
+                    + "manifest sha256 \(outcome.manifestSHA256.prefix(16)), partition dropped")
+        }
+        let kept = try MonthArchive.defaultPartitionMessages(c, keepMonths: months, keepDays: days)
+        if kept > 0 {
+            lines.append(
+                "note: events_default holds \(kept) messages received more than \(settings.keepEvents) ago, outside every month "
+                    + "partition; they stay in the log (docs/lifecycle.md)")
+        }
+        return lines
     }
 }

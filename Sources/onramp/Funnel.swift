@@ -122,6 +122,9 @@ struct FunnelCommand: ParsableCommand {
                     + (answer.storeRebuilt ? " (columns read from the whole log)" : ", \(answer.newEvents) new")
                     + String(format: "; read %.2f s, ", answer.refreshSeconds)
                     + (answer.reusedAnswer ? "the answer counted before (no new events, no window closed since)" : String(format: "evaluated %.2f s", answer.evaluateSeconds)))
+            if let logFrom = answer.logFrom {
+                Console.info("the log holds app \(funnel.app)'s events received since \(logFrom); earlier months are archived (docs/lifecycle.md)")
+            }
         }
         if let listing {
             try printPersons(listing, answer: answer, funnel: funnel, now: now, connection: connection)
@@ -136,7 +139,8 @@ struct FunnelCommand: ParsableCommand {
         switch range.format {
         case "json":
             let about = QueryTimeJSON.Query(
-                asOf: generatedAt, from: from, to: to, events: answer.events, audiences: audiences, notAudiences: notAudiences)
+                asOf: generatedAt, from: from, to: to, events: answer.events, audiences: audiences, notAudiences: notAudiences,
+                logFrom: answer.logFrom)
             print(QueryTimeJSON.render(answer.report, histogram: answer.histogram, query: about), terminator: "")
         case "html":
             let page = HTMLDashboard.pageNames(for: [funnel.name])[0]

@@ -13,6 +13,8 @@ import Reports
 struct NightlyReport {
     var mode: ProjectionJob.Mode
     var configuration: FunnelConfiguration
+    /// The configuration's file, for what its errors name.
+    var configurationSource: String? = nil
     var query: ReportQuery
     var writer: ReportWriter
     /// Where alerts are posted (nil: none), and how often it is tried.
@@ -73,6 +75,10 @@ struct NightlyReport {
             let sent = try await ConnectionPool.using(url: databaseURL) { pool in try await deliverer.run(pool) }
             delivered = sent
             info("audiences: \(summary.audiencesEntered) entered, \(summary.audiencesLeft) left; \(sent.line)")
+        }
+        if mode == .incremental, configuration.archive != nil {
+            // The configured horizon: the whole months past it go to the archive, after the night.
+            for line in try ArchiveRun.run(configuration, source: configurationSource, databaseURL: databaseURL) { info(line) }
         }
         if let directory = writer.directory {
             info("wrote \(written.files.joined(separator: ", ")) to \(directory.path); open \(directory.appendingPathComponent("index.html").path)")

@@ -52,7 +52,7 @@ struct ReportOptions: ParsableArguments {
     /// The workflow these options ask for, in `mode`.
     func nightlyReport(mode: ProjectionJob.Mode, configuration: ConfigurationOptions) throws -> NightlyReport {
         NightlyReport(
-            mode: mode, configuration: try configuration.load(),
+            mode: mode, configuration: try configuration.load(), configurationSource: configuration.config,
             query: ReportQuery(from: range.from, to: range.to, funnels: funnels, timeZoneOverride: range.timeZone),
             writer: ReportWriter(format: ReportFormat(rawValue: range.format) ?? .table, directory: out.map(URL.init(fileURLWithPath:))),
             notifyURL: notifyURL, notifyAttempts: notifyAttempts, failOnMissedTargets: failOnMissedTargets,

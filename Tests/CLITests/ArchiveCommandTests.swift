@@ -370,6 +370,8 @@ struct ArchivedHistoryTests {
         for row in try await pool.query(sql).rows {
             digests[try row.decode(String.self, at: 0)] = try row.decode(String?.self, at: 1) ?? ""
         }
+        // Where each run stopped reading: the transactions pending then, which other tests' databases on the cluster hold too.
+        digests.removeValue(forKey: "projection_checkpoint")
         return digests
     }
 
@@ -395,7 +397,8 @@ struct ArchivedHistoryTests {
         try FileManager.default.createDirectory(atPath: archive, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         defer { try? FileManager.default.removeItem(at: scratch) }
         let config = scratch.appendingPathComponent("onramp.yaml").path
-        try (Self.configuration + "\narchive:\n  keep_events: 2 months\n  directory: \(archive)\n").write(toFile: config, atomically: true, encoding: .utf8)
+        // The first night before any archive: without the section, the night archives nothing.
+        try Self.configuration.write(toFile: config, atomically: true, encoding: .utf8)
         let hour: Int64 = 3_600_000_000, day = 24 * hour
         let jan5 = ArchiveCommandTests.january + 4 * day, jan20 = ArchiveCommandTests.january + 19 * day
         let feb10 = ArchiveCommandTests.january + 40 * day
@@ -427,6 +430,7 @@ struct ArchivedHistoryTests {
         let before = try await Self.frozenRows(pool, before: "2025-03-03")
         #expect(before.contains { $0.hasPrefix("funnel_persons") && $0.contains(#""person_id": "A""#) })
 
+        try (Self.configuration + "\narchive:\n  keep_events: 2 months\n  directory: \(archive)\n").write(toFile: config, atomically: true, encoding: .utf8)
         let archived = try onramp(["archive", "run"])
         #expect(archived.stdout.contains("archived 2025-01") && archived.stdout.contains("archived 2025-02"), "\(archived.stdout)")
         // Frozen: before the end of February plus the one-day window and a day.

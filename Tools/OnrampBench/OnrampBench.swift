@@ -7,5 +7,5 @@ struct OnrampBench: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "onramp-bench",
         abstract: "Benchmarks, reported as ratios to the raw limits measured in the same run; the fault suite's client.",
-        subcommands: [BenchIngest.self, BenchReport.self, BenchExplore.self, BenchEngine.self, BenchAlerts.self, BenchAccess.self, BenchAudiences.self, FaultClient.self])
+        subcommands: [BenchIngest.self, BenchReport.self, BenchExplore.self, BenchEngine.self, BenchAlerts.self, BenchAccess.self, BenchAudiences.self, BenchLifecycle.self, FaultClient.self])
 }
