@@ -196,7 +196,7 @@ let package = Package(
             name: "onramp",
             dependencies: [
                 "LibPQ", "Migrations", "LocalPostgres", "Funnels", "Projection", "Explore", "ExploreServer", "Reports", "Simulation",
-                "EventLog", "IngestServer", "Notifications", "Delivery", "Privacy", "Access", "DataLifecycle",
+                "EventLog", "IngestServer", "Notifications", "Delivery", "Privacy", "Access", "DataLifecycle", "LogReading",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),

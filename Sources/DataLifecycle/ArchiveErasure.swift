@@ -76,7 +76,8 @@ public struct ArchiveErasure: Sendable {
             for (position, index) in holding.sorted(by: { $0.key < $1.key }) {
                 var file = manifest.files[position]
                 let stem = "\(MonthArchive.pathName(app))/\(file.day).r\(requestId)"
-                let writer = try GzipWriter(path: "\(base)/\(stem).jsonl.gz")
+                let writer = try GzipWriter(path: "\(base)/\(stem).tsv.gz")
+                try writer.writeHeader(ArchiveRow.header)
                 var removed = 0
                 do {
                     try Self.messages(in: "\(base)/\(file.path)") { message, line in
@@ -91,15 +92,13 @@ public struct ArchiveErasure: Sendable {
                     throw error
                 }
                 let written = try writer.finish()
-                let kept = index.subtracting(hashes.keys).sorted()
-                let indexText = Data(kept.map { $0 + "\n" }.joined().utf8)
-                try MonthDirectory.writeWhole("\(base)/\(stem).ids", indexText)
+                let indexSHA = try IdIndex.write("\(base)/\(stem).ids", hashes: index.subtracting(hashes.keys))
                 replaced += [file.path, file.idIndex]
-                file.path = "\(stem).jsonl.gz"
+                file.path = "\(stem).tsv.gz"
                 file.idIndex = "\(stem).ids"
                 file.messages = written.lines
                 file.contentSHA256 = written.contentSHA256
-                file.idIndexSHA256 = ArchiveManifest.sha256(indexText)
+                file.idIndexSHA256 = indexSHA
                 manifest.files[position] = file
                 outcome.files += 1
                 outcome.messages += removed
@@ -130,7 +129,7 @@ public struct ArchiveErasure: Sendable {
             try Self.messages(in: "\(base)/\(file.path)") { message, _ in
                 guard let user = message.userId, let time = message.timestamp else { return }
                 for device in [message.anonymousId, message.previousId].compactMap({ $0 }) where seen.contains(device) {
-                    // ISO 8601 in UTC, as the archive writes times, orders as text; user ids as bytes.
+                    // The log's times in UTC, as the archive writes them, order as text; user ids as bytes.
                     if let known = first[device],
                        known.time < time || (known.time == time && !user.utf8.lexicographicallyPrecedes(known.user.utf8)) { continue }
                     first[device] = (time, user)
@@ -162,23 +161,21 @@ public struct ArchiveErasure: Sendable {
         ).rows.map { try $0.decode(String.self, at: 0) })
     }
 
-    /// The ids a message carries.
-    struct Ids: Decodable {
+    /// The ids a message carries, and its time (the log's text, which orders as time does).
+    struct Ids {
         var userId: String?
         var anonymousId: String?
         var previousId: String?
         var timestamp: String?
-        enum CodingKeys: String, CodingKey {
-            case userId = "user_id", anonymousId = "anonymous_id", previousId = "previous_id", timestamp
-        }
     }
 
     static func messages(in path: String, _ body: (Ids, UnsafeRawBufferPointer) throws -> Void) throws {
-        let decoder = JSONDecoder()
         try GzipReader.forEachLine(path) { line in
-            guard let ids = try? decoder.decode(Ids.self, from: Data(line)) else {
-                throw ArchiveError.damaged(path, "a line that is not a message")
-            }
+            let fields = ArchiveRow.fields(line)
+            guard fields.count == ArchiveRow.columns.count else { throw ArchiveError.damaged(path, "a line that is not a message") }
+            let ids = Ids(
+                userId: ArchiveRow.text(line, fields[ArchiveRow.userId]), anonymousId: ArchiveRow.text(line, fields[ArchiveRow.anonymousId]),
+                previousId: ArchiveRow.text(line, fields[ArchiveRow.previousId]), timestamp: ArchiveRow.text(line, fields[ArchiveRow.timestamp]))
             try body(ids, line)
         }
     }
@@ -252,7 +249,7 @@ enum MonthDirectory {
         let named = Set(manifest.files.flatMap { [$0.path, $0.idIndex] })
         guard let enumerator = FileManager.default.enumerator(atPath: base) else { return }
         while let path = enumerator.nextObject() as? String {
-            guard path.hasSuffix(".jsonl.gz") || path.hasSuffix(".ids") || path.hasSuffix(".partial"), !named.contains(path),
+            guard path.hasSuffix(".tsv.gz") || path.hasSuffix(".ids") || path.hasSuffix(".partial"), !named.contains(path),
                   path != ArchiveManifest.fileName else { continue }
             unlink("\(base)/\(path)")
         }

@@ -56,20 +56,21 @@ public struct ArchiveRestore: Sendable {
             } catch {
                 throw ArchiveError.refused("--month \(month): its partition cannot be made again (\(error)); nothing was restored")
             }
-            try c.executeScript("CREATE TEMPORARY TABLE restoring (line jsonb NOT NULL) ON COMMIT DROP")
-            var archived = 0
-            for file in files {
-                archived += try c.copyIn("COPY restoring (line) FROM STDIN") { writer in
-                    try GzipReader.forEachLine("\(directory)/\(month)/\(file.path)") { line in
-                        try writer.writeRow([.text(String(decoding: line, as: UTF8.self))])
-                    }
-                }
-            }
+            // The files' rows go back as they were written out (`ArchiveRow`), read by PostgreSQL itself.
             try c.executeScript(
                 """
-                CREATE TEMPORARY TABLE restored ON COMMIT DROP AS
-                SELECT m.* FROM restoring, jsonb_populate_record(NULL::events, line) AS m
+                SET LOCAL timezone TO 'UTC';
+                CREATE TEMPORARY TABLE restored (
+                    seq bigint, app text, type text, message_id text, event text, anonymous_id text, user_id text,
+                    "timestamp" timestamptz, original_timestamp timestamptz, sent_at timestamptz, received_at timestamptz,
+                    properties jsonb, context jsonb, traits jsonb, previous_id text, group_id text) ON COMMIT DROP
                 """)
+            var archived = 0
+            for file in files {
+                archived += try c.copyIn("COPY restored FROM STDIN") { writer in
+                    try GzipReader.forEachLine("\(directory)/\(month)/\(file.path)") { line in try writer.writeLine(line) }
+                }
+            }
             // The month's rows only (a file of another month is refused above by its manifest).
             let bounds: [PostgresValue] = [.text("\(month)-01")]
             let present = try c.query(

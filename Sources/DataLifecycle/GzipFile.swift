@@ -10,8 +10,6 @@ final class GzipWriter {
     let path: String
     private let partial: String
     private var file: gzFile?
-    /// A second descriptor of the file, to fsync it after zlib has closed its own.
-    private let descriptor: Int32
     private var digest = SHA256()
     private(set) var lines = 0
     private(set) var contentBytes = 0
@@ -21,8 +19,7 @@ final class GzipWriter {
         partial = path + ".partial"
         let fd = open(partial, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o600)
         guard fd >= 0 else { throw ArchiveError.io(path, errno) }
-        descriptor = dup(fd)
-        guard descriptor >= 0, let file = gzdopen(fd, "wb1") else {
+        guard let file = gzdopen(fd, "wb1") else {
             let failure = errno
             close(fd)
             throw ArchiveError.io(path, failure)
@@ -38,6 +35,11 @@ final class GzipWriter {
         lines += 1
     }
 
+    /// The file's first line, which names the columns: not a message, not counted.
+    func writeHeader(_ text: String) throws {
+        try Array((text + "\n").utf8).withUnsafeBytes { try write($0) }
+    }
+
     private func write(_ bytes: UnsafeRawBufferPointer) throws {
         guard let base = bytes.baseAddress, bytes.count > 0, let file else { return }
         digest.update(bufferPointer: bytes)
@@ -50,19 +52,17 @@ final class GzipWriter {
     func finish() throws -> (lines: Int, contentSHA256: String) {
         guard let file else { throw ArchiveError.io(path, EBADF) }
         self.file = nil
-        guard gzclose(file) == Z_OK else {
-            close(descriptor)
-            throw ArchiveError.io(path, EIO)
-        }
-        guard fsync(descriptor) == 0, close(descriptor) == 0, rename(partial, path) == 0 else {
-            throw ArchiveError.io(path, errno)
-        }
+        guard gzclose(file) == Z_OK else { throw ArchiveError.io(path, EIO) }
+        // Synced through a descriptor of its own: zlib's is closed, and one open file per stream is what bounds a month's.
+        let fd = open(partial, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { throw ArchiveError.io(path, errno) }
+        guard fsync(fd) == 0, close(fd) == 0, rename(partial, path) == 0 else { throw ArchiveError.io(path, errno) }
         return (lines, Self.hex(digest.finalize()))
     }
 
     /// Gives up on the file: closes it and removes the partial.
     func abandon() {
-        if let file { gzclose(file); self.file = nil; close(descriptor) }
+        if let file { gzclose(file); self.file = nil }
         unlink(partial)
     }
 
@@ -74,10 +74,21 @@ final class GzipWriter {
 /// Reads an archive file back line by line, in bounded memory, hashing the
 /// uncompressed text as it goes: what verification and restore read.
 enum GzipReader {
-    /// Calls `line` with each line (without its newline); returns the lines
-    /// and the SHA-256 of the uncompressed text. A damaged file throws.
+    /// Calls `body` with each line (without its newline) but the header;
+    /// returns the lines (the header not counted) and the SHA-256 of the
+    /// whole uncompressed text. A damaged file throws.
     @discardableResult
-    static func forEachLine(_ path: String, _ line: (UnsafeRawBufferPointer) throws -> Void) throws -> (lines: Int, contentSHA256: String) {
+    static func forEachLine(_ path: String, _ body: (UnsafeRawBufferPointer) throws -> Void) throws -> (lines: Int, contentSHA256: String) {
+        var header = true
+        let read = try forEachLineWithHeader(path) { line in
+            if header { header = false } else { try body(line) }
+        }
+        return (max(0, read.lines - 1), read.contentSHA256)
+    }
+
+    private static func forEachLineWithHeader(
+        _ path: String, _ line: (UnsafeRawBufferPointer) throws -> Void
+    ) throws -> (lines: Int, contentSHA256: String) {
         guard let file = gzopen(path, "rb") else { throw ArchiveError.io(path, errno == 0 ? ENOENT : errno) }
         defer { gzclose(file) }
         var digest = SHA256()

@@ -76,20 +76,21 @@ public struct MonthArchive: Sendable {
         let until = CivilDate.days(year: m == 12 ? y + 1 : y, month: m == 12 ? 1 : m + 1, day: 1) * 86_400_000_000
         let base = "\(directory)/\(month)"
         try Self.makeDirectory(base)
+        Self.raiseOpenFileLimit()
         var manifest = ArchiveManifest(
             month: month, messages: 0, writtenAt: Timestamps.format(microseconds: Int64(Date().timeIntervalSince1970 * 1_000_000)),
             files: [])
         try c.transaction(isolation: .repeatableRead) { c in
-            try c.query("SELECT set_config('timezone', 'UTC', true), set_config('jit', 'off', true)")
+            try c.query("SELECT set_config('timezone', 'UTC', true), set_config('datestyle', 'ISO, YMD', true), set_config('jit', 'off', true)")
             let files = try writeFiles(c, base: base, from: from, until: until)
             let counted = try c.query(
                 """
-                SELECT encode(convert_to(app, 'UTF8'), 'hex'), to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*)
+                SELECT app, to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*)
                 FROM events WHERE received_at >= $1 AND received_at < $2 GROUP BY 1, 2
                 """, [.microseconds(from), .microseconds(until)]
-            ).rows.reduce(into: [String: Int]()) { $0["\(try $1.decode(String.self, at: 0))/\(try $1.decode(String.self, at: 1))"] = try $1.decode(Int.self, at: 2) }
+            ).rows.reduce(into: [String: Int]()) { $0["\(try $1.decode(String.self, at: 0))\u{0}\(try $1.decode(String.self, at: 1))"] = try $1.decode(Int.self, at: 2) }
             for file in files {
-                let key = "\(Self.hex(file.app))/\(file.day)"
+                let key = "\(file.app)\u{0}\(file.day)"
                 guard counted[key] == file.messages else {
                     throw ArchiveError.damaged("\(base)/\(file.path)", "\(file.messages) messages written where the log holds \(counted[key] ?? 0)")
                 }
@@ -136,67 +137,70 @@ public struct MonthArchive: Sendable {
     }
 
     /// The month's messages, streamed once (unsorted, as the partition
-    /// holds them) into a file per app and day, and the ids' keyed hashes
-    /// into an index per file.
+    /// holds them) into a file per app and day, each row as `COPY` gives it,
+    /// and the keyed hashes of the ids of each file into its index.
     private func writeFiles(_ c: Connection, base: String, from: Int64, until: Int64) throws -> [ArchiveManifest.File] {
-        var writers: [String: (app: String, day: String, writer: GzipWriter)] = [:]
-        defer { for open in writers.values { open.writer.abandon() } }
+        final class Open {
+            let app: String, day: String, writer: GzipWriter
+            var ids = Set<String>()
+            init(app: String, day: String, writer: GzipWriter) { (self.app, self.day, self.writer) = (app, day, writer) }
+        }
+        var open: [String: Open] = [:]
+        defer { for file in open.values { file.writer.abandon() } }
+        let hash = try IdIndex.key(c)
         try c.query("SELECT set_config('onramp.archive_from', $1, true), set_config('onramp.archive_until', $2, true)",
                     [.text(Timestamps.format(microseconds: from)), .text(Timestamps.format(microseconds: until))])
-        _ = try c.copyOut(Self.messagesStatement) { row in
-            // app (hex) \x02 day \x02 the message's JSON \n
-            guard let first = row.firstIndex(of: 2),
-                  let second = row[(first + 1)...].firstIndex(of: 2) else { throw ArchiveError.refused("\(month): an unreadable row") }
-            let key = String(decoding: UnsafeRawBufferPointer(rebasing: row[..<second]), as: UTF8.self)
-            let writer: GzipWriter
-            if let open = writers[key] {
-                writer = open.writer
-            } else {
-                let app = Self.app(fromHex: String(decoding: UnsafeRawBufferPointer(rebasing: row[..<first]), as: UTF8.self))
-                let day = String(decoding: UnsafeRawBufferPointer(rebasing: row[(first + 1)..<second]), as: UTF8.self)
-                try Self.makeDirectory("\(base)/\(Self.pathName(app))")
-                writer = try GzipWriter(path: "\(base)/\(Self.pathName(app))/\(day).jsonl.gz")
-                writers[key] = (app, day, writer)
+        _ = try c.copyOut(Self.messagesStatement) { chunk in
+            let line = UnsafeRawBufferPointer(rebasing: chunk[0..<(chunk.last == 10 ? chunk.count - 1 : chunk.count)])
+            let fields = ArchiveRow.fields(line)
+            guard fields.count == ArchiveRow.columns.count, fields[ArchiveRow.receivedAt].count >= 10,
+                  let app = ArchiveRow.text(line, fields[ArchiveRow.app]) else {
+                throw ArchiveError.refused("\(month): a row of \(fields.count) fields where the log has \(ArchiveRow.columns.count)")
             }
-            let end = row.last == 10 ? row.count - 1 : row.count
-            try writer.writeLine(UnsafeRawBufferPointer(rebasing: row[(second + 1)..<end]))
+            let received = fields[ArchiveRow.receivedAt]
+            let day = String(decoding: UnsafeRawBufferPointer(rebasing: line[received.lowerBound..<(received.lowerBound + 10)]), as: UTF8.self)
+            let key = app + "\u{0}" + day
+            let file: Open
+            if let known = open[key] {
+                file = known
+            } else {
+                try Self.makeDirectory("\(base)/\(Self.pathName(app))")
+                let writer = try GzipWriter(path: "\(base)/\(Self.pathName(app))/\(day).tsv.gz")
+                try writer.writeHeader(ArchiveRow.header)
+                file = Open(app: app, day: day, writer: writer)
+                open[key] = file
+            }
+            try file.writer.writeLine(line)
+            for id in ArchiveRow.ids(line, fields) { file.ids.insert(id) }
         }
         var files: [ArchiveManifest.File] = []
-        for key in writers.keys.sorted() {
-            guard let open = writers.removeValue(forKey: key) else { continue }
+        for key in open.keys.sorted() {
+            guard let file = open.removeValue(forKey: key) else { continue }
             let written: (lines: Int, contentSHA256: String)
-            do { written = try open.writer.finish() } catch {
-                open.writer.abandon()
+            do { written = try file.writer.finish() } catch {
+                file.writer.abandon()
                 throw error
             }
+            let stem = "\(Self.pathName(file.app))/\(file.day)"
+            let index = try IdIndex.write("\(base)/\(stem).ids", hashes: Set(file.ids.map { hash.hex(app: file.app, kind: IdIndex.kind, id: $0) }))
             files.append(.init(
-                app: open.app, day: open.day, path: "\(Self.pathName(open.app))/\(open.day).jsonl.gz", messages: written.lines,
-                contentSHA256: written.contentSHA256, idIndex: "\(Self.pathName(open.app))/\(open.day).ids", idIndexSHA256: ""))
+                app: file.app, day: file.day, path: "\(stem).tsv.gz", messages: written.lines, contentSHA256: written.contentSHA256,
+                idIndex: "\(stem).ids", idIndexSHA256: index))
         }
-        let indexes = try IdIndex.write(c, base: base, files: files, from: from, until: until)
-        return files.map { file in
-            var file = file
-            file.idIndexSHA256 = indexes[file.idIndex] ?? ""
-            return file
-        }
+        return files
     }
 
-    /// Each message as the server stored it: the log's columns but the
-    /// transaction id, timestamps in UTC; bounded by settings of the
+    /// Each message as the server stored it, in the log's text format
+    /// (`ArchiveRow`), its times in UTC; bounded by settings of the
     /// transaction, as `COPY` takes no parameters.
     static let messagesStatement = """
         COPY (
-            SELECT encode(convert_to(e.app, 'UTF8'), 'hex'), to_char(e.received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'),
-                   json_build_object(
-                       'seq', e.seq, 'app', e.app, 'type', e.type, 'message_id', e.message_id, 'event', e.event,
-                       'anonymous_id', e.anonymous_id, 'user_id', e.user_id, 'timestamp', e."timestamp",
-                       'original_timestamp', e.original_timestamp, 'sent_at', e.sent_at, 'received_at', e.received_at,
-                       'properties', e.properties, 'context', e.context, 'traits', e.traits,
-                       'previous_id', e.previous_id, 'group_id', e.group_id)
+            SELECT e.seq, e.app, e.type, e.message_id, e.event, e.anonymous_id, e.user_id, e."timestamp", e.original_timestamp,
+                   e.sent_at, e.received_at, e.properties, e.context, e.traits, e.previous_id, e.group_id
             FROM events e
             WHERE e.received_at >= current_setting('onramp.archive_from')::timestamptz
               AND e.received_at < current_setting('onramp.archive_until')::timestamptz
-        ) TO STDOUT (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')
+        ) TO STDOUT
         """
 
     // MARK: Files
@@ -213,17 +217,13 @@ public struct MonthArchive: Sendable {
         return name.isEmpty ? "%" : name
     }
 
-    static func hex(_ text: String) -> String { text.utf8.map { String(format: "%02x", $0) }.joined() }
-
-    static func app(fromHex hex: String) -> String {
-        var bytes: [UInt8] = []
-        var index = hex.startIndex
-        while index < hex.endIndex, let next = hex.index(index, offsetBy: 2, limitedBy: hex.endIndex),
-              let byte = UInt8(hex[index..<next], radix: 16) {
-            bytes.append(byte)
-            index = next
-        }
-        return String(decoding: bytes, as: UTF8.self)
+    /// A month is written to a file per app and day at once (the rows come
+    /// unsorted): the soft limit of open files goes up to the hard one.
+    static func raiseOpenFileLimit() {
+        var limit = rlimit()
+        guard getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit) == 0, limit.rlim_cur < limit.rlim_max else { return }
+        limit.rlim_cur = limit.rlim_max
+        _ = setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
     }
 
     static func makeDirectory(_ path: String) throws {

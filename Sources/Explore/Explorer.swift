@@ -1,5 +1,6 @@
 public import Foundation
 import Funnels
+import LogReading
 public import LibPQ
 import NIOConcurrencyHelpers
 
@@ -78,7 +79,7 @@ public struct Explorer: Sendable {
                     }
                     var query = query
                     try query.audiences.load(c, funnel: query.funnel)
-                    logFrom = try Self.logFrom(c, app: query.funnel.app)
+                    logFrom = try ArchivedMonths.logFrom(c, app: query.funnel.app)
                     deadline.control?.enter(.reading)
                     return try store.withColumns(c, paths: query.paths, keeping: keeping.union(Self.standardPaths), deadline: deadline) { stored in
                         deadline.control?.enter(.counting)
@@ -110,18 +111,6 @@ public struct Explorer: Sendable {
             answer.logFrom = logFrom
             return answer
         }
-    }
-
-    /// The day after the app's newest archived month (as the login reads
-    /// `analytics.archive_changes`), when one is archived and not restored.
-    static func logFrom(_ c: Connection, app: String) throws -> String? {
-        try c.query(
-            """
-            SELECT (max(month) + interval '1 month')::date::text FROM (
-                SELECT DISTINCT ON (month) month, change FROM analytics.archive_changes WHERE app = $1 ORDER BY month, at DESC) s
-            WHERE change = 'archived'
-            """, [.text(app)]
-        ).rows.first.flatMap { try $0.decode(String?.self, at: 0) }
     }
 }
 

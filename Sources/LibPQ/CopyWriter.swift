@@ -23,6 +23,13 @@ public struct CopyRows: Sendable {
         rowCount += 1
     }
 
+    /// Appends a row already in COPY text format (without its newline), as it is.
+    public mutating func appendLine(_ line: UnsafeRawBufferPointer) {
+        bytes.append(contentsOf: line)
+        bytes.append(10)  // newline
+        rowCount += 1
+    }
+
     public mutating func removeAll() {
         earlierRows += rowCount
         bytes.removeAll(keepingCapacity: true)
@@ -75,6 +82,14 @@ public struct CopyWriter: ~Copyable {
     /// Appends one row; fields in the COPY statement's column order.
     public mutating func writeRow(_ fields: [PostgresValue]) throws {
         try buffer.append(fields)
+        rowCount += 1
+        if buffer.bytes.count >= Self.chunk { try flush() }
+    }
+
+    /// Appends a row already in COPY text format (without its newline): an
+    /// archived row going back as it was written out.
+    public mutating func writeLine(_ line: UnsafeRawBufferPointer) throws {
+        buffer.appendLine(line)
         rowCount += 1
         if buffer.bytes.count >= Self.chunk { try flush() }
     }

@@ -3,6 +3,7 @@ import Delivery
 import Foundation
 import Funnels
 import LibPQ
+import LogReading
 import Projection
 import Reports
 
@@ -98,9 +99,10 @@ struct AudiencesCommand: AsyncParsableCommand {
 
         func run() async throws {
             let name = self.name
-            let (audience, changes, days) = try await AudiencesCommand.reading(database) { c in
+            let (audience, changes, days, logFrom) = try await AudiencesCommand.reading(database) { c in
                 let audience = try AudiencesCommand.find(name, in: try StoredAudiences.list(c))
-                return (audience, try StoredAudiences.changes(c, audience: name, limit: 20), try StoredAudiences.days(c, audience: name, limit: 14))
+                return (audience, try StoredAudiences.changes(c, audience: name, limit: 20), try StoredAudiences.days(c, audience: name, limit: 14),
+                        try ArchivedMonths.logFrom(c, app: audience.app))
             }
             if json {
                 print(try AudiencesCommand.json([
@@ -108,11 +110,13 @@ struct AudiencesCommand: AsyncParsableCommand {
                     "members": audience.members, "built_at": AudiencesCommand.instant(audience.builtAt),
                     "changes": changes.map { ["id": $0.id, "change": $0.change, "at": AudiencesCommand.instant($0.at)] },
                     "days": days.map { ["day": $0.day, "entered": $0.entered, "left": $0.left, "members": $0.members] },
+                    "log_from": logFrom as Any,
                 ] as [String: Any]))
                 return
             }
             print("\(audience.audience): \(audience.definition)")
-            print("\(audience.members) \(audience.unit)s now; computed from the whole log at \(AudiencesCommand.instant(audience.builtAt))")
+            let log = logFrom.map { "the log's events received since \($0) (earlier months are archived)" } ?? "the whole log"
+            print("\(audience.members) \(audience.unit)s now; computed from \(log) at \(AudiencesCommand.instant(audience.builtAt))")
             if !days.isEmpty {
                 print("\nday\tentered\tleft\tmembers")
                 for day in days { print("\(day.day)\t\(day.entered)\t\(day.left)\t\(day.members)") }

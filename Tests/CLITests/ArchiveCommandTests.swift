@@ -56,7 +56,7 @@ struct ArchiveCommandTests {
             return try String(contentsOf: path, encoding: .utf8)
         }
 
-        /// The log's rows before `until`, as the archive writes them (UTC), by message id.
+        /// The log's rows before `until`, each column's text as PostgreSQL gives it (times in UTC), by message id.
         func rows(before until: String) async throws -> [String: String] {
             try await pool.withConnection { c in
                 try c.transaction { c in
@@ -64,16 +64,16 @@ struct ArchiveCommandTests {
                     var rows: [String: String] = [:]
                     for row in try c.query(
                         """
-                        SELECT json_build_object(
-                            'seq', e.seq, 'app', e.app, 'type', e.type, 'message_id', e.message_id, 'event', e.event,
-                            'anonymous_id', e.anonymous_id, 'user_id', e.user_id, 'timestamp', e."timestamp",
-                            'original_timestamp', e.original_timestamp, 'sent_at', e.sent_at, 'received_at', e.received_at,
-                            'properties', e.properties, 'context', e.context, 'traits', e.traits,
-                            'previous_id', e.previous_id, 'group_id', e.group_id)::text
-                        FROM events e WHERE e.received_at < $1::timestamptz
+                        SELECT seq::text, app, type, message_id, event, anonymous_id, user_id, "timestamp"::text, original_timestamp::text,
+                               sent_at::text, received_at::text, properties::text, context::text, traits::text, previous_id, group_id
+                        FROM events WHERE received_at < $1::timestamptz
                         """, [.text(until)]
                     ).rows {
-                        let (id, text) = try ArchiveCommandTests.canonical(try row.decode(String.self, at: 0))
+                        var object: [String: Any] = [:]
+                        for (index, column) in ArchiveCommandTests.columns.enumerated() {
+                            object[column] = try row.decode(String?.self, at: index) ?? NSNull()
+                        }
+                        let (id, text) = try ArchiveCommandTests.canonical(object)
                         rows[id] = text
                     }
                     return rows
@@ -86,14 +86,54 @@ struct ArchiveCommandTests {
             let manifest = try ArchiveCommandTests.manifest(archive, month)
             var rows: [String: String] = [:]
             for file in manifest["files"] as? [[String: Any]] ?? [] {
-                let path = "\(archive)/\(month)/\(file["path"] as? String ?? "")"
-                for line in try ArchiveCommandTests.gunzip(path).split(separator: "\n") {
-                    let (id, text) = try ArchiveCommandTests.canonical(String(line))
+                for object in try ArchiveCommandTests.messages("\(archive)/\(month)/\(file["path"] as? String ?? "")") {
+                    let (id, text) = try ArchiveCommandTests.canonical(object)
                     rows[id] = text
                 }
             }
             return rows
         }
+    }
+
+    static let columns = [
+        "seq", "app", "type", "message_id", "event", "anonymous_id", "user_id", "timestamp", "original_timestamp", "sent_at",
+        "received_at", "properties", "context", "traits", "previous_id", "group_id",
+    ]
+
+    /// An archive file's messages, read by gzip itself and split here as
+    /// PostgreSQL's text format says: a header naming the columns, then a
+    /// row per message, tab-separated, `\N` for NULL, backslash escapes.
+    static func messages(_ path: String) throws -> [[String: Any]] {
+        let lines = try gunzip(path).split(separator: "\n", omittingEmptySubsequences: false).dropLast()
+        guard let header = lines.first else { return [] }
+        #expect(header.split(separator: "\t").map(String.init) == columns, "\(path): header \(header)")
+        return lines.dropFirst().map { line in
+            var object: [String: Any] = [:]
+            for (column, field) in zip(columns, line.split(separator: "\t", omittingEmptySubsequences: false)) {
+                object[column] = field == "\\N" ? NSNull() : unescape(String(field))
+            }
+            return object
+        }
+    }
+
+    static func unescape(_ field: String) -> String {
+        var out = "", escaped = false
+        for character in field {
+            if escaped {
+                switch character {
+                case "t": out.append("\t")
+                case "n": out.append("\n")
+                case "r": out.append("\r")
+                default: out.append(character)
+                }
+                escaped = false
+            } else if character == "\\" {
+                escaped = true
+            } else {
+                out.append(character)
+            }
+        }
+        return out
     }
 
     static func manifest(_ archive: String, _ month: String) throws -> [String: Any] {
@@ -115,12 +155,16 @@ struct ArchiveCommandTests {
         return String(decoding: data, as: UTF8.self)
     }
 
-    /// A message's id and its JSON with sorted keys, less `dropping`: rows compare as text.
-    static func canonical(_ json: String, dropping: String? = nil) throws -> (String, String) {
-        var object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
-        if let dropping { object.removeValue(forKey: dropping) }
+    /// A message's id and its columns as JSON with sorted keys: rows compare as text.
+    static func canonical(_ object: [String: Any]) throws -> (String, String) {
         let text = String(decoding: try JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
         return (object["message_id"] as? String ?? "", text)
+    }
+
+    static func canonical(_ json: String, dropping: String) throws -> (String, String) {
+        var object = try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+        object.removeValue(forKey: dropping)
+        return try canonical(object)
     }
 
     static func field(_ row: String, _ key: String) -> Any? {
@@ -172,14 +216,14 @@ struct ArchiveCommandTests {
             let path = "\(setup.archive)/2025-01/\(file["path"] as? String ?? "")"
             let attributes = try FileManager.default.attributesOfItem(atPath: path)
             #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600, "\(path)")
-            let lines = try Self.gunzip(path).split(separator: "\n").count
+            let lines = try Self.messages(path).count
             #expect(lines == file["messages"] as? Int)
         }
         // The index names a person's files by keyed hash, and no other file.
         let hash = try await setup.pool.query("SELECT encode(onramp_keyed_hash('yoked', 'id', 'u1'), 'hex')").scalar(String.self)
         for file in files where file["app"] as? String == "yoked" {
             let index = try String(contentsOfFile: "\(setup.archive)/2025-01/\(file["id_index"] as? String ?? "")", encoding: .utf8)
-            let holds = try Self.gunzip("\(setup.archive)/2025-01/\(file["path"] as? String ?? "")").contains(#""user_id" : "u1""#)
+            let holds = try Self.messages("\(setup.archive)/2025-01/\(file["path"] as? String ?? "")").contains { $0["user_id"] as? String == "u1" }
             #expect(index.split(separator: "\n").contains(Substring(hash)) == holds)
         }
 
@@ -204,8 +248,8 @@ struct ArchiveCommandTests {
         let back = try await setup.rows(before: "2025-02-01")
         let january = before.filter { Self.received($0.value).hasPrefix("2025-01") }
         #expect(try Self.without("seq", back) == Self.without("seq", january))
-        let oldSeqs = Set(january.values.compactMap { Self.field($0, "seq") as? Int })
-        #expect(back.values.allSatisfy { !oldSeqs.contains(Self.field($0, "seq") as? Int ?? -1) })
+        let oldSeqs = Set(january.values.compactMap { Self.field($0, "seq") as? String })
+        #expect(back.values.allSatisfy { !oldSeqs.contains(Self.field($0, "seq") as? String ?? "") })
         let again = try OnrampBinary.run(["archive", "restore", "--month", "2025-01", "--directory", setup.archive, "--database-url", setup.db.url])
         #expect(again.status == 0 && again.stdout.contains("0 of \(januaryCount) archived messages appended, \(januaryCount) already in the log"), "\(again.stdout)\(again.stderr)")
         #expect(try await setup.pool.query("SELECT count(*) FROM events").scalar(Int.self) == 20 + januaryCount)

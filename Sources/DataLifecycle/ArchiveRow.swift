@@ -1,0 +1,82 @@
+import Crypto
+
+/// A message in an archive file: a row of the log in PostgreSQL's `COPY`
+/// text format (docs/lifecycle.md), its columns in `columns`' order,
+/// tab-separated, `\N` for NULL, a backslash escaping a tab, a newline, a
+/// carriage return or itself; the file's first line names the columns.
+/// What `COPY … TO` gives and `COPY … FROM` takes: the archive is the log's
+/// own rows, and a restore reads them back without parsing.
+enum ArchiveRow {
+    static let columns = [
+        "seq", "app", "type", "message_id", "event", "anonymous_id", "user_id", "timestamp", "original_timestamp", "sent_at",
+        "received_at", "properties", "context", "traits", "previous_id", "group_id",
+    ]
+    static let header = columns.joined(separator: "\t")
+    static let app = 1, anonymousId = 5, userId = 6, timestamp = 7, receivedAt = 10, previousId = 14
+
+    /// The ranges of the fields of `line` (without its newline).
+    static func fields(_ line: UnsafeRawBufferPointer) -> [Range<Int>] {
+        var fields: [Range<Int>] = []
+        fields.reserveCapacity(columns.count)
+        var start = 0
+        for index in 0..<line.count where line[index] == 9 {
+            fields.append(start..<index)
+            start = index + 1
+        }
+        fields.append(start..<line.count)
+        return fields
+    }
+
+    /// A field's text, unescaped; nil for NULL.
+    static func text(_ line: UnsafeRawBufferPointer, _ field: Range<Int>) -> String? {
+        let bytes = UnsafeRawBufferPointer(rebasing: line[field])
+        if bytes.count == 2, bytes[0] == 92, bytes[1] == 78 { return nil }  // \N
+        guard bytes.contains(92) else { return String(decoding: bytes, as: UTF8.self) }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var escaped = false
+        for byte in bytes {
+            if escaped {
+                switch byte {
+                case UInt8(ascii: "t"): out.append(9)
+                case UInt8(ascii: "n"): out.append(10)
+                case UInt8(ascii: "r"): out.append(13)
+                case UInt8(ascii: "b"): out.append(8)
+                case UInt8(ascii: "f"): out.append(12)
+                case UInt8(ascii: "v"): out.append(11)
+                default: out.append(byte)
+                }
+                escaped = false
+            } else if byte == 92 {
+                escaped = true
+            } else {
+                out.append(byte)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The ids a message carries: its anonymous, user and previous id.
+    static func ids(_ line: UnsafeRawBufferPointer, _ fields: [Range<Int>]) -> [String] {
+        [anonymousId, userId, previousId].compactMap { fields.count > $0 ? text(line, fields[$0]) : nil }
+    }
+}
+
+/// The log's keyed hash of an id, computed here as `onramp_hmac` computes
+/// it in the database (migration 020): HMAC-SHA256 of "app NUL kind NUL
+/// id" under the key's two stored pads. The archive's indexes need one per
+/// id of a month; in SQL they were most of an archive's time.
+struct KeyedHash: Sendable {
+    let innerPad: [UInt8]
+    let outerPad: [UInt8]
+
+    func hex(app: String, kind: String, id: String) -> String {
+        var inner = SHA256()
+        inner.update(data: innerPad)
+        inner.update(data: Array(app.utf8) + [0] + Array(kind.utf8) + [0] + Array(id.utf8))
+        var outer = SHA256()
+        outer.update(data: outerPad)
+        outer.update(data: Array(inner.finalize()))
+        return GzipWriter.hex(outer.finalize())
+    }
+}
