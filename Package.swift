@@ -122,7 +122,10 @@ let package = Package(
         // The log's life: an app's messages exported, old months archived to gzip files and restored.
         .target(
             name: "DataLifecycle",
-            dependencies: ["LibPQ", "CZlib", "CivilDate", .product(name: "Crypto", package: "swift-crypto")],
+            dependencies: [
+                "LibPQ", "CZlib", "CivilDate", .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+            ],
             swiftSettings: strictness
         ),
         // Any funnel at query time, from the log's columns kept on local disk; knows nothing of the job.

@@ -1,4 +1,5 @@
 import Crypto
+import Foundation
 
 /// A message in an archive file: a row of the log in PostgreSQL's `COPY`
 /// text format (docs/lifecycle.md), its columns in `columns`' order,
@@ -18,13 +19,24 @@ enum ArchiveRow {
     static func fields(_ line: UnsafeRawBufferPointer) -> [Range<Int>] {
         var fields: [Range<Int>] = []
         fields.reserveCapacity(columns.count)
+        Self.fields(line, into: &fields)
+        return fields
+    }
+
+    /// The same into `fields`, emptied first: a month's rows reuse one array.
+    static func fields(_ line: UnsafeRawBufferPointer, into fields: inout [Range<Int>]) {
+        fields.removeAll(keepingCapacity: true)
+        guard let base = line.baseAddress else {
+            fields.append(0..<0)
+            return
+        }
         var start = 0
-        for index in 0..<line.count where line[index] == 9 {
+        while start <= line.count, let tab = memchr(base + start, 9, line.count - start) {
+            let index = base.distance(to: UnsafeRawPointer(tab))
             fields.append(start..<index)
             start = index + 1
         }
         fields.append(start..<line.count)
-        return fields
     }
 
     /// A field's text, unescaped; nil for NULL.
@@ -71,12 +83,15 @@ struct KeyedHash: Sendable {
     let outerPad: [UInt8]
 
     func hex(app: String, kind: String, id: String) -> String {
-        var inner = SHA256()
-        inner.update(data: innerPad)
-        inner.update(data: Array(app.utf8) + [0] + Array(kind.utf8) + [0] + Array(id.utf8))
+        var message = innerPad
+        message.append(contentsOf: app.utf8)
+        message.append(0)
+        message.append(contentsOf: kind.utf8)
+        message.append(0)
+        message.append(contentsOf: id.utf8)
         var outer = SHA256()
         outer.update(data: outerPad)
-        outer.update(data: Array(inner.finalize()))
+        outer.update(data: Array(SHA256.hash(data: message)))
         return GzipWriter.hex(outer.finalize())
     }
 }

@@ -82,20 +82,12 @@ public struct MonthArchive: Sendable {
             files: [])
         try c.transaction(isolation: .repeatableRead) { c in
             try c.query("SELECT set_config('timezone', 'UTC', true), set_config('datestyle', 'ISO, YMD', true), set_config('jit', 'off', true)")
-            let files = try writeFiles(c, base: base, from: from, until: until)
-            let counted = try c.query(
-                """
-                SELECT app, to_char(received_at AT TIME ZONE 'UTC', 'YYYY-MM-DD'), count(*)
-                FROM events WHERE received_at >= $1 AND received_at < $2 GROUP BY 1, 2
-                """, [.microseconds(from), .microseconds(until)]
-            ).rows.reduce(into: [String: Int]()) { $0["\(try $1.decode(String.self, at: 0))\u{0}\(try $1.decode(String.self, at: 1))"] = try $1.decode(Int.self, at: 2) }
-            for file in files {
-                let key = "\(file.app)\u{0}\(file.day)"
-                guard counted[key] == file.messages else {
-                    throw ArchiveError.damaged("\(base)/\(file.path)", "\(file.messages) messages written where the log holds \(counted[key] ?? 0)")
-                }
+            let (files, copied) = try writeFiles(c, base: base, from: from, until: until)
+            // Every row PostgreSQL sent is in a file: the files' lines add up to the copy's.
+            let written = files.reduce(0) { $0 + $1.messages }
+            guard written == copied else {
+                throw ArchiveError.refused("\(month): \(written) messages written where the log sent \(copied); nothing was dropped, rerun")
             }
-            guard counted.count == files.count else { throw ArchiveError.refused("\(month): the log holds days the archive did not write") }
             manifest.files = files
             manifest.messages = files.reduce(0) { $0 + $1.messages }
         }
@@ -139,7 +131,8 @@ public struct MonthArchive: Sendable {
     /// The month's messages, streamed once (unsorted, as the partition
     /// holds them) into a file per app and day, each row as `COPY` gives it,
     /// and the keyed hashes of the ids of each file into its index.
-    private func writeFiles(_ c: Connection, base: String, from: Int64, until: Int64) throws -> [ArchiveManifest.File] {
+    /// Returns the files and the rows the copy sent.
+    private func writeFiles(_ c: Connection, base: String, from: Int64, until: Int64) throws -> ([ArchiveManifest.File], Int) {
         final class Open {
             let app: String, day: String, writer: GzipWriter
             var ids = Set<String>()
@@ -150,9 +143,12 @@ public struct MonthArchive: Sendable {
         let hash = try IdIndex.key(c)
         try c.query("SELECT set_config('onramp.archive_from', $1, true), set_config('onramp.archive_until', $2, true)",
                     [.text(Timestamps.format(microseconds: from)), .text(Timestamps.format(microseconds: until))])
-        _ = try c.copyOut(Self.messagesStatement) { chunk in
-            let line = UnsafeRawBufferPointer(rebasing: chunk[0..<(chunk.last == 10 ? chunk.count - 1 : chunk.count)])
-            let fields = ArchiveRow.fields(line)
+        var fields: [Range<Int>] = []
+        fields.reserveCapacity(ArchiveRow.columns.count)
+        let copied = try c.copyOutCounting(Self.messagesStatement) { chunk in
+            guard chunk.last == 10 else { throw ArchiveError.refused("\(month): a row without its end") }
+            let line = UnsafeRawBufferPointer(rebasing: chunk[0..<(chunk.count - 1)])
+            ArchiveRow.fields(line, into: &fields)
             guard fields.count == ArchiveRow.columns.count, fields[ArchiveRow.receivedAt].count >= 10,
                   let app = ArchiveRow.text(line, fields[ArchiveRow.app]) else {
                 throw ArchiveError.refused("\(month): a row of \(fields.count) fields where the log has \(ArchiveRow.columns.count)")
@@ -170,10 +166,11 @@ public struct MonthArchive: Sendable {
                 file = Open(app: app, day: day, writer: writer)
                 open[key] = file
             }
-            try file.writer.writeLine(line)
+            try file.writer.writeTerminatedLine(chunk)
             for id in ArchiveRow.ids(line, fields) { file.ids.insert(id) }
         }
         var files: [ArchiveManifest.File] = []
+        var ids: [Set<String>] = []
         for key in open.keys.sorted() {
             guard let file = open.removeValue(forKey: key) else { continue }
             let written: (lines: Int, contentSHA256: String)
@@ -182,12 +179,17 @@ public struct MonthArchive: Sendable {
                 throw error
             }
             let stem = "\(Self.pathName(file.app))/\(file.day)"
-            let index = try IdIndex.write("\(base)/\(stem).ids", hashes: Set(file.ids.map { hash.hex(app: file.app, kind: IdIndex.kind, id: $0) }))
             files.append(.init(
                 app: file.app, day: file.day, path: "\(stem).tsv.gz", messages: written.lines, contentSHA256: written.contentSHA256,
-                idIndex: "\(stem).ids", idIndexSHA256: index))
+                idIndex: "\(stem).ids", idIndexSHA256: ""))
+            ids.append(file.ids)
         }
-        return files
+        // The indexes on every core, PostgreSQL's idle now: a keyed hash per id of each file.
+        let indexes = try Parallel.map(Array(zip(files, ids))) { file, ids in
+            try IdIndex.write("\(base)/\(file.idIndex)", hashes: Set(ids.map { hash.hex(app: file.app, kind: IdIndex.kind, id: $0) }))
+        }
+        for (position, sha) in indexes.enumerated() { files[position].idIndexSHA256 = sha }
+        return (files, copied.rows)
     }
 
     /// Each message as the server stored it, in the log's text format
