@@ -61,9 +61,10 @@ public struct EventExport: Sendable {
                 throw Refused(description: "app: no event of app '\(app)' that this login may read (an unknown app, or one it is not granted: docs/access.md)")
             }
             // The log's statements are planned for millions of rows; compiling them took longer than running them.
+            // The rows are sorted by receipt in memory: a month of an app sorted on disk was a sixth of its export.
             try c.query(
                 """
-                SELECT set_config('jit', 'off', true), set_config('onramp.export_app', $1, true),
+                SELECT set_config('jit', 'off', true), set_config('work_mem', '256MB', true), set_config('onramp.export_app', $1, true),
                        set_config('onramp.export_from', $2, true), set_config('onramp.export_until', $3, true)
                 """,
                 [.text(app), .text(Timestamps.format(microseconds: from ?? Self.firstInstant)),

@@ -20,6 +20,8 @@ public struct LifecycleBenchmark: Sendable {
         /// Medians, in seconds.
         public var copyGzipSeconds: Double
         public var exportSeconds: Double
+        /// The same export as CSV.
+        public var exportCSVSeconds: Double
         public var archiveSeconds: Double
         public var restoreSeconds: Double
         /// Compressed bytes: the floor's gzip output, and the archive's files.
@@ -27,6 +29,7 @@ public struct LifecycleBenchmark: Sendable {
         public var archiveBytes: Int
         /// The floor's time over each: at least 0.5 is the goal.
         public var exportRatio: Double { copyGzipSeconds / exportSeconds }
+        public var exportCSVRatio: Double { copyGzipSeconds / exportCSVSeconds }
         public var archiveRatio: Double { copyGzipSeconds / archiveSeconds }
     }
 
@@ -69,21 +72,24 @@ public struct LifecycleBenchmark: Sendable {
             let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-lifecycle-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
             defer { try? FileManager.default.removeItem(at: scratch) }
-            var floor: [Double] = [], export: [Double] = [], archive: [Double] = [], restore: [Double] = []
+            var floor: [Double] = [], export: [Double] = [], exportCSV: [Double] = [], archive: [Double] = [], restore: [Double] = []
             var floorBytes = 0, archiveBytes = 0
             for round in 1...rounds {
                 let (bytes, floorSeconds) = try await measure { try Self.copyThroughGzip(c, to: scratch.appendingPathComponent("floor.gz").path) }
                 floorBytes = bytes
                 floor.append(floorSeconds)
-                let (_, exportSeconds) = try await measure {
+                func exportAll(_ format: EventExport.Format) throws {
                     for app in apps {
-                        let out = try FileHandle(forWritingTo: Self.create(scratch.appendingPathComponent("\(app).jsonl")))
+                        let out = try FileHandle(forWritingTo: Self.create(scratch.appendingPathComponent("\(app).\(format.rawValue)")))
                         defer { try? out.close() }
                         let day: Int64 = 86_400_000_000, first = Int64(Self.monthStart.timeIntervalSince1970) * 1_000_000
-                        _ = try EventExport(app: app, from: first, until: first + 31 * day).run(c) { chunk in out.write(Data(chunk)) }
+                        _ = try EventExport(app: app, from: first, until: first + 31 * day, format: format).run(c) { chunk in out.write(Data(chunk)) }
                     }
                 }
+                let (_, exportSeconds) = try await measure { try exportAll(.jsonl) }
                 export.append(exportSeconds)
+                let (_, exportCSVSeconds) = try await measure { try exportAll(.csv) }
+                exportCSV.append(exportCSVSeconds)
                 let directory = scratch.appendingPathComponent("archive-\(round)").path
                 try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
                 let (archived, archiveSeconds) = try await measure { try MonthArchive(month: Self.month, directory: directory).run(c) }
@@ -96,12 +102,12 @@ public struct LifecycleBenchmark: Sendable {
                 restore.append(restoreSeconds)
                 try? FileManager.default.removeItem(atPath: directory)
                 try c.executeScript("VACUUM ANALYZE events")
-                log(String(format: "round %d: copy | gzip -1 %.2f s, export %.2f s, archive %.2f s, restore %.2f s",
-                           round, floorSeconds, exportSeconds, archiveSeconds, restoreSeconds))
+                log(String(format: "round %d: copy | gzip -1 %.2f s, export jsonl %.2f s, csv %.2f s, archive %.2f s, restore %.2f s",
+                           round, floorSeconds, exportSeconds, exportCSVSeconds, archiveSeconds, restoreSeconds))
             }
             return Result(
                 events: events, monthEvents: monthEvents, rounds: rounds, copyGzipSeconds: ReportBenchmark.median(floor),
-                exportSeconds: ReportBenchmark.median(export), archiveSeconds: ReportBenchmark.median(archive),
+                exportSeconds: ReportBenchmark.median(export), exportCSVSeconds: ReportBenchmark.median(exportCSV), archiveSeconds: ReportBenchmark.median(archive),
                 restoreSeconds: ReportBenchmark.median(restore), copyGzipBytes: floorBytes, archiveBytes: archiveBytes)
         }
     }

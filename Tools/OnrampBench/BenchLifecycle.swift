@@ -31,9 +31,10 @@ struct BenchLifecycle: AsyncParsableCommand {
             events %d, of them %d in the month; medians of %d rounds
             copy | gzip -1   %.2f s  (%d bytes)
             export (jsonl)   %.2f s  floor ÷ export %.2f
+            export (csv)     %.2f s  floor ÷ export %.2f
             archive          %.2f s  floor ÷ archive %.2f  (%d bytes)
             restore          %.2f s
-            """, r.events, r.monthEvents, r.rounds, r.copyGzipSeconds, r.copyGzipBytes, r.exportSeconds, r.exportRatio,
+            """, r.events, r.monthEvents, r.rounds, r.copyGzipSeconds, r.copyGzipBytes, r.exportSeconds, r.exportRatio, r.exportCSVSeconds, r.exportCSVRatio,
             r.archiveSeconds, r.archiveRatio, r.archiveBytes, r.restoreSeconds))
     }
 }
