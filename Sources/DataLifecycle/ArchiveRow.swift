@@ -1,5 +1,6 @@
 import Crypto
 import Foundation
+import LibPQ
 
 /// A message in an archive file: a row of the log in PostgreSQL's `COPY`
 /// text format (docs/lifecycle.md), its columns in `columns`' order,
@@ -41,31 +42,7 @@ enum ArchiveRow {
 
     /// A field's text, unescaped; nil for NULL.
     static func text(_ line: UnsafeRawBufferPointer, _ field: Range<Int>) -> String? {
-        let bytes = UnsafeRawBufferPointer(rebasing: line[field])
-        if bytes.count == 2, bytes[0] == 92, bytes[1] == 78 { return nil }  // \N
-        guard bytes.contains(92) else { return String(decoding: bytes, as: UTF8.self) }
-        var out: [UInt8] = []
-        out.reserveCapacity(bytes.count)
-        var escaped = false
-        for byte in bytes {
-            if escaped {
-                switch byte {
-                case UInt8(ascii: "t"): out.append(9)
-                case UInt8(ascii: "n"): out.append(10)
-                case UInt8(ascii: "r"): out.append(13)
-                case UInt8(ascii: "b"): out.append(8)
-                case UInt8(ascii: "f"): out.append(12)
-                case UInt8(ascii: "v"): out.append(11)
-                default: out.append(byte)
-                }
-                escaped = false
-            } else if byte == 92 {
-                escaped = true
-            } else {
-                out.append(byte)
-            }
-        }
-        return String(decoding: out, as: UTF8.self)
+        CopyText.field(UnsafeRawBufferPointer(rebasing: line[field]))
     }
 
     /// The ids a message carries: its anonymous, user and previous id.
