@@ -5,9 +5,9 @@ public import LibPQ
 /// A message is inserted unless it is in the log already, so restoring twice,
 /// or while servers ingest, adds nothing twice. The server's own append
 /// would refuse every one (the dedupe ledger keeps archived messages' ids),
-/// so the restore inserts as the owner, and only messages the ledger still
-/// holds: an erasure takes its messages out of the ledger, and suppressed ids
-/// stay out, so nothing erased comes back. Restored rows keep their
+/// so the restore inserts as the owner, leaving out every message an erasure
+/// took (by its keyed hash among the erased messages') or whose ids are
+/// suppressed, so nothing erased comes back. Restored rows keep their
 /// `message_id`, `timestamp` and `received_at` and get a new `seq` and
 /// transaction id: the next run reads them as new and recomputes the persons.
 /// One transaction: killed, it restores nothing, and a rerun restores all.
@@ -93,7 +93,9 @@ public struct ArchiveRestore: Sendable {
                   AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = r.app AND e.message_id = r.message_id
                                   AND e.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
                                   AND e.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC')
-                  AND EXISTS (SELECT 1 FROM event_ids l WHERE l.app = r.app AND l.message_id = r.message_id)
+                  AND NOT EXISTS (
+                      SELECT 1 FROM erased_messages x
+                      WHERE x.app = r.app AND x.message_hash = onramp_hmac(k.inner_pad, k.outer_pad, r.app, 'message', r.message_id))
                   AND NOT EXISTS (
                       SELECT 1 FROM suppressed_ids s
                       WHERE s.app = r.app
@@ -102,6 +104,16 @@ public struct ArchiveRestore: Sendable {
                 ORDER BY r.received_at, r.seq
                 """, bounds
             ).affectedRows
+            // The ledger keeps archived ids; one it lacks (a log filled by hand) gets its row, so a re-sent copy is refused.
+            try c.query(
+                """
+                INSERT INTO event_ids (app, message_id, seq, received_at)
+                SELECT e.app, e.message_id, e.seq, e.received_at FROM events e
+                WHERE e.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
+                  AND e.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC'
+                  AND NOT EXISTS (SELECT 1 FROM event_ids l WHERE l.app = e.app AND l.message_id = e.message_id)
+                ON CONFLICT DO NOTHING
+                """, bounds)
             let perApp = Dictionary(files.map { ($0.app, $0.messages) }, uniquingKeysWith: +)
             try c.query(
                 """

@@ -40,8 +40,11 @@ public struct MonthArchive: Sendable {
     }
 
     /// Months whose whole partition was received before `now` less `keep`
-    /// (months and days), oldest first.
-    public static func due(_ c: Connection, keepMonths: Int, keepDays: Int, now: Date? = nil) throws -> [String] {
+    /// (months and days), oldest first; but a month brought back by
+    /// `onramp archive restore` stays until it is archived again by name.
+    public static func due(
+        _ c: Connection, keepMonths: Int, keepDays: Int, now: Date? = nil, includingRestored: Bool = false
+    ) throws -> [String] {
         try c.query(
             """
             SELECT to_char(m, 'YYYY-MM') FROM (
@@ -50,8 +53,10 @@ public struct MonthArchive: Sendable {
                 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_y[0-9]{4}m[0-9]{2}$') p
             WHERE ((m + interval '1 month')::timestamp AT TIME ZONE 'UTC')
                   <= coalesce($3::timestamptz, now()) - make_interval(months => $1::int, days => $2::int)
+              AND ($4 OR NOT EXISTS (SELECT 1 FROM archive_changes r WHERE r.month = p.m AND r.change = 'restored'
+                              AND NOT EXISTS (SELECT 1 FROM archive_changes a WHERE a.month = r.month AND a.change = 'archived' AND a.id > r.id)))
             ORDER BY m
-            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), now.map { .timestamp($0) } ?? .null]
+            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), now.map { .timestamp($0) } ?? .null, .bool(includingRestored)]
         ).rows.map { try $0.decode(String.self, at: 0) }
     }
 
@@ -75,6 +80,19 @@ public struct MonthArchive: Sendable {
         let (y, m, _) = CivilDate.date(days: firstDay)
         let until = CivilDate.days(year: m == 12 ? y + 1 : y, month: m == 12 ? 1 : m + 1, day: 1) * 86_400_000_000
         let base = "\(directory)/\(month)"
+        // An archive already written holds what a restore may not have put back (an app left out, messages
+        // erased since from the log): archived again, it would be replaced by less. Restore it whole first.
+        if FileManager.default.fileExists(atPath: "\(base)/\(ArchiveManifest.fileName)") {
+            let (earlier, _) = try ArchiveManifest.load(directory: directory, month: month)
+            let held = try c.query(
+                "SELECT count(*) FROM events WHERE received_at >= $1 AND received_at < $2", [.microseconds(from), .microseconds(until)]
+            ).scalar(Int.self)
+            guard held >= earlier.messages else {
+                throw ArchiveError.refused(
+                    "\(month): its archive in \(directory) holds \(earlier.messages) messages and the log \(held): archiving it again "
+                        + "would lose the difference; restore it whole first (onramp archive restore --month \(month))")
+            }
+        }
         try Self.makeDirectory(base)
         Self.raiseOpenFileLimit()
         var manifest = ArchiveManifest(

@@ -19,9 +19,12 @@ struct ArchiveCommand: ParsableCommand {
             discussion: "Each month is written, read back and checked before its partition is dropped; killed at any point, rerun it.")
         @OptionGroup var database: DatabaseOptions
         @OptionGroup var configuration: ConfigurationOptions
+        @Option(help: "Archive this month (YYYY-MM) again after a restore; it must be past the horizon.") var month: String?
 
         func run() throws {
-            for line in try ArchiveRun.run(try configuration.load(), source: configuration.config, databaseURL: try database.resolvedURL()) {
+            for line in try ArchiveRun.run(
+                try configuration.load(), source: configuration.config, databaseURL: try database.resolvedURL(), month: month
+            ) {
                 print(line)
             }
         }
@@ -98,14 +101,21 @@ struct ArchiveOptions: ParsableArguments {
 /// `onramp archive run` and the nightly `onramp report` do; returns what it
 /// says, line by line.
 enum ArchiveRun {
-    static func run(_ configuration: FunnelConfiguration, source: String?, databaseURL: String) throws -> [String] {
+    /// `month`: one month, restored earlier, archived again (it must be past the horizon).
+    static func run(_ configuration: FunnelConfiguration, source: String?, databaseURL: String, month named: String? = nil) throws -> [String] {
         let settings = try ArchiveOptions.settings(configuration, source: source)
         let c = try Connection.connect(databaseURL)
         let (months, days) = switch settings.keepEvents {
         case .months(let months): (months, 0)
         case .days(let days): (0, days)
         }
-        let due = try MonthArchive.due(c, keepMonths: months, keepDays: days)
+        var due = try MonthArchive.due(c, keepMonths: months, keepDays: days)
+        if let named {
+            guard try MonthArchive.due(c, keepMonths: months, keepDays: days, includingRestored: true).contains(named) else {
+                throw ValidationError("--month \(named): not a month of the log received more than \(settings.keepEvents) ago")
+            }
+            due = [named]
+        }
         var lines: [String] = []
         if due.isEmpty { lines.append("archive: no whole month received more than \(settings.keepEvents) ago is left in the log") }
         for month in due {

@@ -254,6 +254,17 @@ struct ArchiveCommandTests {
         #expect(again.status == 0 && again.stdout.contains("0 of \(januaryCount) archived messages appended, \(januaryCount) already in the log"), "\(again.stdout)\(again.stderr)")
         #expect(try await setup.pool.query("SELECT count(*) FROM events").scalar(Int.self) == 20 + januaryCount)
         #expect(try await setup.pool.query("SELECT string_agg(month::text, ',') FROM archived_months").scalar(String.self) == "2025-02-01")
+        // A restored month stays in the log: the next archive leaves it, until it is named.
+        let kept = try OnrampBinary.run(["archive", "run", "--config", setup.config, "--database-url", setup.db.url])
+        #expect(kept.status == 0 && !kept.stdout.contains("archived 2025-01"), "\(kept.stdout)\(kept.stderr)")
+        let again2 = try OnrampBinary.run(["archive", "run", "--month", "2025-01", "--config", setup.config, "--database-url", setup.db.url])
+        #expect(again2.status == 0 && again2.stdout.contains("archived 2025-01: \(januaryCount) messages"), "\(again2.stdout)\(again2.stderr)")
+        // One app restored: archiving the month again would lose the other's, and is refused.
+        let partial = try OnrampBinary.run(["archive", "restore", "--month", "2025-01", "--app", "ops", "--directory", setup.archive, "--database-url", setup.db.url])
+        #expect(partial.status == 0, "\(partial.stderr)")
+        let losing = try OnrampBinary.run(["archive", "run", "--month", "2025-01", "--config", setup.config, "--database-url", setup.db.url])
+        #expect(losing.status != 0 && losing.stderr.contains("would lose the difference"), "\(losing.stderr)")
+        #expect(try OnrampBinary.run(["archive", "verify", "--directory", setup.archive, "--month", "2025-01"]).status == 0)
         // Analysts see which months of their apps left and came back.
         let changes = try await setup.pool.query(
             "SELECT string_agg(app || ' ' || month || ' ' || change, ', ' ORDER BY at, app, change) FROM analytics.archive_changes"
