@@ -35,9 +35,7 @@ public struct EventExport: Sendable {
 
     /// The messages' rows, bounded by settings of the transaction
     /// (`set_config`): `COPY` takes no parameters, and no value from the
-    /// command line is ever part of the statement. The JSON lines come out
-    /// of CSV with a quote and a delimiter JSON text never holds raw, so
-    /// each is the object's text as it is, unescaped.
+    /// command line is ever part of the statement.
     static func statement(_ format: Format) -> String {
         let rows = """
             FROM analytics.events e
@@ -47,7 +45,8 @@ public struct EventExport: Sendable {
             ORDER BY e.received_at, e.seq
             """
         switch format {
-        case .jsonl: return "COPY (SELECT row_to_json(e) \(rows)) TO STDOUT (FORMAT csv, QUOTE E'\\x01', DELIMITER E'\\x02')"
+        // Text rows, each made a JSON object here (`JSONLines`).
+        case .jsonl: return "COPY (SELECT e.* \(rows)) TO STDOUT"
         case .csv: return "COPY (SELECT e.* \(rows)) TO STDOUT (FORMAT csv, HEADER)"
         }
     }
@@ -69,7 +68,15 @@ public struct EventExport: Sendable {
                 """,
                 [.text(app), .text(Timestamps.format(microseconds: from ?? Self.firstInstant)),
                  .text(Timestamps.format(microseconds: until ?? Self.lastInstant))])
-            return try c.copyOutCounting(Self.statement(format), write).rows
+            guard format == .jsonl else { return try c.copyOutCounting(Self.statement(format), write).rows }
+            try c.query("SELECT set_config('datestyle', 'ISO, YMD', true)")
+            let lines = try JSONLines.columns(c, of: "analytics.events")
+            var fields: [Range<Int>] = [], object: [UInt8] = []
+            return try c.copyOutCounting(Self.statement(format)) { row in
+                object.removeAll(keepingCapacity: true)
+                try lines.append(UnsafeRawBufferPointer(rebasing: row[0..<(row.last == 10 ? row.count - 1 : row.count)]), fields: &fields, to: &object)
+                try object.withUnsafeBytes { try write($0) }
+            }.rows
         }
     }
 

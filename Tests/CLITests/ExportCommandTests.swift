@@ -38,6 +38,14 @@ struct ExportCommandTests {
         #expect(Set(objects.compactMap { $0["message_id"] as? String }) == Set(seeded.filter { $0.app == "yoked" }.map(\.messageId)))
         let stored = try await pool.query(
             "SELECT row_to_json(e)::text FROM analytics.events e WHERE message_id = 'tricky'").scalar(String.self)
+        // Every object is the row as row_to_json writes it.
+        let all = try await pool.query("SELECT row_to_json(e)::text FROM analytics.events e WHERE app = 'yoked'").rows
+        let written = Dictionary(objects.map { ($0["message_id"] as? String ?? "", NSDictionary(dictionary: $0)) }) { first, _ in first }
+        for row in all {
+            let object = try #require(try JSONSerialization.jsonObject(with: Data(try row.decode(String.self, at: 0).utf8)) as? [String: Any])
+            #expect(written[object["message_id"] as? String ?? ""]?.isEqual(to: object) == true, "\(object)")
+        }
+        #expect(all.count == objects.count)
         let tricky = try #require(objects.first { $0["message_id"] as? String == "tricky" })
         let expected = try #require(try JSONSerialization.jsonObject(with: Data(stored.utf8)) as? [String: Any])
         #expect(NSDictionary(dictionary: tricky).isEqual(to: expected), "\(tricky) vs \(expected)")

@@ -1,0 +1,138 @@
+import LibPQ
+
+/// Rows of `COPY … TO STDOUT` (text format) turned into JSON objects, byte
+/// for byte as PostgreSQL's `row_to_json` writes them: what `onramp export
+/// --format jsonl` writes. PostgreSQL builds a row's JSON at about twice the
+/// cost of its text row; here the server sends text and this process, on
+/// the other core, writes the JSON (BENCHMARKS.md, `onramp-bench lifecycle`).
+struct JSONLines: Sendable {
+    enum Kind: Sendable { case number, boolean, json, time, text }
+
+    /// `"name":` per column, rendered once.
+    private let keys: [[UInt8]]
+    private let kinds: [Kind]
+
+    /// The columns of `relation` (the code's own name, never input), in order, by their types.
+    static func columns(_ c: Connection, of relation: String) throws -> JSONLines {
+        var keys: [[UInt8]] = [], kinds: [Kind] = []
+        for row in try c.query(
+            """
+            SELECT attname, format_type(atttypid, NULL) FROM pg_attribute
+            WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            """, [.text(relation)]
+        ).rows {
+            var key: [UInt8] = []
+            appendString(Array(try row.decode(String.self, at: 0).utf8), to: &key)
+            key.append(UInt8(ascii: ":"))
+            keys.append(key)
+            let kind: Kind = switch try row.decode(String.self, at: 1) {
+            case "bigint", "integer", "smallint", "numeric", "double precision", "real": .number
+            case "boolean": .boolean
+            case "json", "jsonb": .json
+            case "timestamp with time zone": .time
+            default: .text
+            }
+            kinds.append(kind)
+        }
+        return JSONLines(keys: keys, kinds: kinds)
+    }
+
+    /// Appends `line` (one row, without its newline) as a JSON object and a newline.
+    func append(_ line: UnsafeRawBufferPointer, fields: inout [Range<Int>], to out: inout [UInt8]) throws {
+        ArchiveRow.fields(line, into: &fields)
+        guard fields.count == kinds.count else {
+            throw ArchiveError.refused("a row of \(fields.count) fields where the export has \(kinds.count) columns")
+        }
+        out.append(UInt8(ascii: "{"))
+        for (index, range) in fields.enumerated() {
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: keys[index])
+            let field = UnsafeRawBufferPointer(rebasing: line[range])
+            if field.count == 2, field[0] == 92, field[1] == 78 {  // \N
+                out.append(contentsOf: Self.null)
+                continue
+            }
+            switch kinds[index] {
+            case .number: out.append(contentsOf: field)
+            case .boolean: out.append(contentsOf: field.first == UInt8(ascii: "t") ? Self.true : Self.false)
+            case .json: Self.unescapeCopy(field, to: &out)
+            case .time: Self.appendTime(field, to: &out)
+            case .text:
+                var text: [UInt8] = []
+                Self.unescapeCopy(field, to: &text)
+                Self.appendString(text, to: &out)
+            }
+        }
+        out.append(UInt8(ascii: "}"))
+        out.append(10)
+    }
+
+    private static let null = Array("null".utf8), `true` = Array("true".utf8), `false` = Array("false".utf8)
+
+    /// A field's bytes without COPY's escapes.
+    static func unescapeCopy(_ field: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard field.contains(92) else {
+            out.append(contentsOf: field)
+            return
+        }
+        var escaped = false
+        for byte in field {
+            if escaped {
+                switch byte {
+                case UInt8(ascii: "t"): out.append(9)
+                case UInt8(ascii: "n"): out.append(10)
+                case UInt8(ascii: "r"): out.append(13)
+                case UInt8(ascii: "b"): out.append(8)
+                case UInt8(ascii: "f"): out.append(12)
+                case UInt8(ascii: "v"): out.append(11)
+                default: out.append(byte)
+                }
+                escaped = false
+            } else if byte == 92 {
+                escaped = true
+            } else {
+                out.append(byte)
+            }
+        }
+    }
+
+    /// A JSON string, escaped as PostgreSQL's `escape_json` does.
+    static func appendString(_ text: [UInt8], to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: [92, UInt8(ascii: "\"")])
+            case 92: out.append(contentsOf: [92, 92])
+            case 8: out.append(contentsOf: [92, UInt8(ascii: "b")])
+            case 12: out.append(contentsOf: [92, UInt8(ascii: "f")])
+            case 10: out.append(contentsOf: [92, UInt8(ascii: "n")])
+            case 13: out.append(contentsOf: [92, UInt8(ascii: "r")])
+            case 9: out.append(contentsOf: [92, UInt8(ascii: "t")])
+            case 0..<0x20:
+                out.append(contentsOf: Array("\\u00".utf8))
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0x0f)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    private static let hex = Array("0123456789abcdef".utf8)
+
+    /// `2025-01-05 10:00:02.5+01` as `row_to_json` writes it: `"2025-01-05T10:00:02.5+01:00"`.
+    static func appendTime(_ field: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var text = Array(field)
+        if let space = text.firstIndex(of: 32), space == 10 || (space > 4 && text[space - 3] == UInt8(ascii: "-")) {
+            text[space] = UInt8(ascii: "T")
+        }
+        // The zone's offset, after the time: hours alone gain ":00".
+        if let sign = text.lastIndex(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") }), sign > 10,
+           text.count - sign == 3 {
+            text.append(contentsOf: Array(":00".utf8))
+        }
+        out.append(contentsOf: text)
+        out.append(UInt8(ascii: "\""))
+    }
+}
