@@ -36,7 +36,7 @@ public struct ArchiveRestore: Sendable {
     }
 
     public func run(_ c: Connection, lockTimeout: String = "10s") throws -> Outcome {
-        guard let firstDay = MonthArchive.firstDay(of: month) else { throw ArchiveError.refused("--month: expected YYYY-MM (got '\(month)')") }
+        guard let (from, until) = MonthArchive.bounds(of: month) else { throw ArchiveError.refused("--month: expected YYYY-MM (got '\(month)')") }
         let (manifest, _) = try ArchiveManifest.load(directory: directory, month: month)
         guard manifest.month == month else {
             throw ArchiveError.damaged("\(directory)/\(month)/\(ArchiveManifest.fileName)", "it is the manifest of \(manifest.month)")
@@ -46,8 +46,6 @@ public struct ArchiveRestore: Sendable {
             throw ArchiveError.refused("--app: the archive of \(month) holds no message of app '\(missing)'")
         }
         try manifest.verify(directory: directory, apps: apps)
-        let from = firstDay * 86_400_000_000
-        let until = from + 32 * 86_400_000_000
         return try c.transaction { c in
             try c.query("SELECT set_config('lock_timeout', $1, true)", [.text(lockTimeout)])
             try c.query("SELECT pg_advisory_xact_lock(hashtext('onramp archive restore'))")
@@ -72,13 +70,13 @@ public struct ArchiveRestore: Sendable {
                 }
             }
             // The month's rows only (a file of another month is refused above by its manifest).
-            let bounds: [PostgresValue] = [.text("\(month)-01")]
+            let bounds: [PostgresValue] = [.microseconds(from), .microseconds(until)]
             let present = try c.query(
                 """
                 SELECT count(*) FROM restored r
                 WHERE EXISTS (SELECT 1 FROM events e WHERE e.app = r.app AND e.message_id = r.message_id
-                              AND e.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
-                              AND e.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC')
+                              AND e.received_at >= $1
+                              AND e.received_at < $2)
                 """, bounds
             ).scalar(Int.self)
             let restored = try c.query(
@@ -88,11 +86,11 @@ public struct ArchiveRestore: Sendable {
                 SELECT r.app, r.type, r.message_id, r.event, r.anonymous_id, r.user_id, r."timestamp", r.original_timestamp, r.sent_at,
                        r.received_at, r.properties, r.context, r.traits, r.previous_id, r.group_id
                 FROM restored r CROSS JOIN privacy_key k
-                WHERE r.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
-                  AND r.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC'
+                WHERE r.received_at >= $1
+                  AND r.received_at < $2
                   AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = r.app AND e.message_id = r.message_id
-                                  AND e.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
-                                  AND e.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC')
+                                  AND e.received_at >= $1
+                                  AND e.received_at < $2)
                   AND NOT EXISTS (
                       SELECT 1 FROM erased_messages x
                       WHERE x.app = r.app AND x.message_hash = onramp_hmac(k.inner_pad, k.outer_pad, r.app, 'message', r.message_id))
@@ -109,8 +107,8 @@ public struct ArchiveRestore: Sendable {
                 """
                 INSERT INTO event_ids (app, message_id, seq, received_at)
                 SELECT e.app, e.message_id, e.seq, e.received_at FROM events e
-                WHERE e.received_at >= ($1::date)::timestamp AT TIME ZONE 'UTC'
-                  AND e.received_at < ($1::date + interval '1 month')::timestamp AT TIME ZONE 'UTC'
+                WHERE e.received_at >= $1
+                  AND e.received_at < $2
                   AND NOT EXISTS (SELECT 1 FROM event_ids l WHERE l.app = e.app AND l.message_id = e.message_id)
                 ON CONFLICT DO NOTHING
                 """, bounds)
@@ -123,7 +121,6 @@ public struct ArchiveRestore: Sendable {
             if apps == nil || Set(manifest.files.map(\.app)).isSubset(of: apps ?? []) {
                 try c.query("DELETE FROM archived_months WHERE month = $1::date", [.text("\(month)-01")])
             }
-            _ = until
             return Outcome(month: month, archived: archived, restored: restored, present: present, keptOut: archived - restored - present)
         }
     }

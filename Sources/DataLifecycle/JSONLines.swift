@@ -55,11 +55,11 @@ struct JSONLines: Sendable {
             switch kinds[index] {
             case .number: out.append(contentsOf: field)
             case .boolean: out.append(contentsOf: field.first == UInt8(ascii: "t") ? Self.true : Self.false)
-            case .json: Self.unescapeCopy(field, to: &out)
+            case .json: CopyText.appendUnescaped(field, to: &out)
             case .time: Self.appendTime(field, to: &out)
             case .text:
                 var text: [UInt8] = []
-                Self.unescapeCopy(field, to: &text)
+                CopyText.appendUnescaped(field, to: &text)
                 Self.appendString(text, to: &out)
             }
         }
@@ -68,33 +68,6 @@ struct JSONLines: Sendable {
     }
 
     private static let null = Array("null".utf8), `true` = Array("true".utf8), `false` = Array("false".utf8)
-
-    /// A field's bytes without COPY's escapes.
-    static func unescapeCopy(_ field: UnsafeRawBufferPointer, to out: inout [UInt8]) {
-        guard field.contains(92) else {
-            out.append(contentsOf: field)
-            return
-        }
-        var escaped = false
-        for byte in field {
-            if escaped {
-                switch byte {
-                case UInt8(ascii: "t"): out.append(9)
-                case UInt8(ascii: "n"): out.append(10)
-                case UInt8(ascii: "r"): out.append(13)
-                case UInt8(ascii: "b"): out.append(8)
-                case UInt8(ascii: "f"): out.append(12)
-                case UInt8(ascii: "v"): out.append(11)
-                default: out.append(byte)
-                }
-                escaped = false
-            } else if byte == 92 {
-                escaped = true
-            } else {
-                out.append(byte)
-            }
-        }
-    }
 
     /// A JSON string, escaped as PostgreSQL's `escape_json` does.
     static func appendString(_ text: [UInt8], to out: inout [UInt8]) {

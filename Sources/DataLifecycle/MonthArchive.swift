@@ -29,8 +29,13 @@ public struct MonthArchive: Sendable {
         public var manifestSHA256: String
     }
 
-    /// The first day of the month, as a day count, or nil for a malformed one.
-    var firstDay: Int64? { Self.firstDay(of: month) }
+    /// The month's instants (microseconds since the epoch): its first, and the next month's first.
+    static func bounds(of month: String) -> (from: Int64, until: Int64)? {
+        guard let firstDay = firstDay(of: month) else { return nil }
+        let (y, m, _) = CivilDate.date(days: firstDay)
+        let next = CivilDate.days(year: m == 12 ? y + 1 : y, month: m == 12 ? 1 : m + 1, day: 1)
+        return (firstDay * 86_400_000_000, next * 86_400_000_000)
+    }
 
     static func firstDay(of month: String) -> Int64? {
         let parts = month.split(separator: "-")
@@ -75,10 +80,7 @@ public struct MonthArchive: Sendable {
     /// `lockTimeout` bounds the wait for the log's lock to drop it (a
     /// running job holds it): past it nothing is dropped, and a rerun does it.
     public func run(_ c: Connection, lockTimeout: String = "10s") throws -> Outcome {
-        guard let firstDay else { throw ArchiveError.refused("month: expected YYYY-MM (got '\(month)')") }
-        let from = firstDay * 86_400_000_000
-        let (y, m, _) = CivilDate.date(days: firstDay)
-        let until = CivilDate.days(year: m == 12 ? y + 1 : y, month: m == 12 ? 1 : m + 1, day: 1) * 86_400_000_000
+        guard let (from, until) = Self.bounds(of: month) else { throw ArchiveError.refused("month: expected YYYY-MM (got '\(month)')") }
         let base = "\(directory)/\(month)"
         // An archive already written holds what a restore may not have put back (an app left out, messages
         // erased since from the log): archived again, it would be replaced by less. Restore it whole first.

@@ -73,6 +73,16 @@ public enum CopyText {
         if bytes.count == 2 && bytes[0] == 92 && bytes[1] == 78 { return nil }  // \N
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
+        appendUnescaped(bytes, to: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Appends a field's raw bytes (not `\N`) to `out` without COPY's escapes.
+    public static func appendUnescaped(_ bytes: UnsafeRawBufferPointer, to out: inout [UInt8]) {
+        guard bytes.contains(92) else {
+            out.append(contentsOf: bytes)
+            return
+        }
         var i = 0
         while i < bytes.count {
             let byte = bytes[i]
@@ -103,6 +113,5 @@ public enum CopyText {
             default: out.append(code)  // \\ and any other escaped byte stand for themselves
             }
         }
-        return String(decoding: out, as: UTF8.self)
     }
 }
