@@ -2,14 +2,28 @@ import Foundation
 public import Funnels
 
 /// One funnel for the HTML dashboard: its report and, for the distribution
-/// chart, every completer's time to complete (`PersonOutcome.secondsToComplete`).
+/// chart, every completer's time to complete (`PersonOutcome.secondsToComplete`);
+/// with `paths`, where those who dropped at a step went next.
 public struct DashboardFunnel: Sendable {
     public var report: FunnelReport
     public var secondsToComplete: [Double]
+    public var paths: DashboardPaths?
 
-    public init(report: FunnelReport, secondsToComplete: [Double]) {
+    public init(report: FunnelReport, secondsToComplete: [Double], paths: DashboardPaths? = nil) {
         self.report = report
         self.secondsToComplete = secondsToComplete
+        self.paths = paths
+    }
+}
+
+/// The paths after a step (`--paths-after`), drawn on the funnel's page.
+public struct DashboardPaths: Sendable {
+    public var tree: PathNode
+    public var about: PathTreeText.About
+
+    public init(tree: PathNode, about: PathTreeText.About) {
+        self.tree = tree
+        self.about = about
     }
 }
 
@@ -138,9 +152,19 @@ public struct HTMLDashboard: Sendable {
             body += section("By \(HTML.escape(breakdown.dimension))", breakdownTable(breakdown, in: r))
         }
         if let d = r.diagnostics { body += diagnostics(d) }
+        if let paths = funnel.paths { body += PathTreeChart.section(paths.tree, about: paths.about) }
         if let retention = r.retention, !retention.days.isEmpty { body += self.retention(retention) }
         body += "</main>"
         return document(title: "\(r.funnel) — Onramp", body)
+    }
+
+    /// A page of its own for the paths after a step, as of the last night
+    /// (`onramp report --paths-after K --format html`), where no report was counted.
+    public func paths(_ paths: DashboardPaths) -> String {
+        let body = "<header><h1 id=\"funnel-name\">\(HTML.escape(paths.about.funnel))</h1>"
+            + "<p class=\"meta\">app \(HTML.escape(paths.about.app)) · every stored cohort day, as of the last run · generated \(HTML.escape(range.generatedAt))</p></header>"
+            + "<main>" + PathTreeChart.section(paths.tree, about: paths.about) + "</main>"
+        return document(title: "\(paths.about.funnel) — where they went — Onramp", body)
     }
 
     private func summary(_ r: FunnelReport) -> String {

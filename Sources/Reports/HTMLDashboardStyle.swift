@@ -61,6 +61,10 @@ extension HTMLDashboard {
         .chart .drop { font-size: 12px; fill: var(--red); }
         .chart .axis { font-size: 12px; fill: var(--muted); }
         .chart .axis-title { font-size: 12px; fill: var(--muted); }
+        .paths text { font-size: 12px; fill: var(--ink); }
+        .paths .root rect { fill: var(--blue); } .paths .root text { fill: #fff; }
+        .paths .level1 rect { fill: #7d93e8; } .paths .level2 rect { fill: #a5b4fc; } .paths .level3 rect { fill: #c7d2fe; }
+        .paths .other rect { fill: #eef0f4; } .paths .none rect { fill: #dde1e8; }
         .chart .track { fill: #eef2f6; }
         .chart .bar { fill: var(--blue); }
         .chart .bar.optional { fill: #93b4f5; stroke: var(--blue); stroke-dasharray: 4 3; }

@@ -5,6 +5,11 @@ public import Funnels
 /// it: an indented tree with persons and their share of the drop-offs, or
 /// JSON.
 public enum PathTreeText {
+    /// How a tree is printed: `html` is the dashboard's drawing (`HTMLDashboard`).
+    public enum Format: String, CaseIterable, Sendable {
+        case table, json, html
+    }
+
     /// What the tree is of.
     public struct About: Sendable {
         public var funnel: String

@@ -78,7 +78,7 @@ struct FunnelCommand: ParsableCommand {
     static let formats = ["table", "markdown", "csv", "json", "html"]
 
     func validate() throws {
-        if list.asked { _ = try list.format(range.format) } else { try range.check(formats: Self.formats) }
+        if list.asked { try list.checkFormat(range.format) } else { try range.check(formats: Self.formats) }
         if let asOf, Timestamps.parse(asOf) == nil {
             throw ValidationError("--as-of must be a time such as '2026-11-28 12:00:00+00' (got '\(asOf)')")
         }
@@ -130,12 +130,18 @@ struct FunnelCommand: ParsableCommand {
             try printPersons(listing, answer: answer, funnel: funnel, now: now, connection: connection)
             return
         }
-        if let paths {
-            try list.printPaths(paths, days: answer.days(of: paths), funnel: funnel, format: range.format)
-            return
-        }
         let generatedAt = Timestamps.format(microseconds: now)
         let days = ReportRange(from: from, to: to, generatedAt: generatedAt)
+        if let paths {
+            try list.printPaths(paths, days: answer.days(of: paths), funnel: funnel, format: range.format) {
+                // The funnel's own page, the tree drawn under its report.
+                let page = HTMLDashboard.pageNames(for: [funnel.name])[0]
+                return HTMLDashboard(range: days).render([
+                    DashboardFunnel(report: answer.report, secondsToComplete: answer.secondsToComplete, paths: $0),
+                ])[page] ?? ""
+            }
+            return
+        }
         switch range.format {
         case "json":
             let about = QueryTimeJSON.Query(

@@ -52,11 +52,18 @@ struct PersonsOptions: ParsableArguments {
         return try Self.refusingBadInput(flag: "--paths-after") { try PathsAnalysis.checked(step: pathsAfter, horizon: horizon, funnel: funnel) }
     }
 
-    /// Prints the tree of `paths` from what it counted (`days`).
-    func printPaths(_ paths: PathsAnalysis, days: [String: PathCounts], funnel: Funnel, format: String) throws {
+    /// Prints the tree of `paths` from what it counted (`days`); `html`
+    /// draws it on a dashboard page.
+    func printPaths(
+        _ paths: PathsAnalysis, days: [String: PathCounts], funnel: Funnel, format: String, html: (DashboardPaths) -> String
+    ) throws {
         let tree = paths.tree(PathCounts(adding: days.values))
         let about = PathTreeText.About(funnel, paths: paths)
-        let text = try self.format(format) == .json ? PathTreeText.json(tree, about: about) : PathTreeText.table(tree, about: about)
+        let text = switch try pathsFormat(format) {
+        case .table: PathTreeText.table(tree, about: about)
+        case .json: PathTreeText.json(tree, about: about)
+        case .html: html(DashboardPaths(tree: tree, about: about))
+        }
         FileHandle.standardOutput.write(Data(text.utf8))
     }
 
@@ -68,6 +75,19 @@ struct PersonsOptions: ParsableArguments {
     func cell(in funnel: Funnel) throws -> PersonCell? {
         guard let persons else { return nil }
         return try Self.refusingBadInput(flag: "--persons") { try PersonCell.parse(persons, breakdownValue: breakdownValue, in: funnel) }
+    }
+
+    /// Checks the output format for the list or the tree asked.
+    func checkFormat(_ text: String) throws {
+        if pathsAfter != nil { _ = try pathsFormat(text) } else { _ = try format(text) }
+    }
+
+    /// Checks the output format for a tree.
+    func pathsFormat(_ text: String) throws -> PathTreeText.Format {
+        guard let format = PathTreeText.Format(rawValue: text) else {
+            throw ValidationError("--format with --paths-after must be one of \(PathTreeText.Format.allCases.map(\.rawValue).joined(separator: ", ")) (got '\(text)')")
+        }
+        return format
     }
 
     /// Checks the output format for a list.

@@ -11,6 +11,10 @@ struct Rebuild: AsyncParsableCommand {
     @OptionGroup var configuration: ConfigurationOptions
     @OptionGroup var report: ReportOptions
 
+    func validate() throws {
+        try report.range.check(formats: ReportOptions.formats)
+    }
+
     func run() async throws {
         try await report.run(mode: .rebuild, databaseURL: try database.resolvedURL(), configuration: configuration)
     }

@@ -3,6 +3,7 @@ import Foundation
 import Funnels
 import LibPQ
 import Projection
+import Reports
 
 /// `onramp report`: the incremental nightly job, then the report.
 struct Report: AsyncParsableCommand {
@@ -20,8 +21,11 @@ struct Report: AsyncParsableCommand {
     @OptionGroup var list: PersonsOptions
 
     func validate() throws {
-        guard list.asked else { return }
-        _ = try list.format(report.range.format)
+        guard list.asked else {
+            try report.range.check(formats: ReportOptions.formats)
+            return
+        }
+        try list.checkFormat(report.range.format)
         guard report.funnels.count == 1 else { throw ValidationError("--persons and --paths-after are about one funnel: give one --funnel NAME") }
         if dryRun { throw ValidationError("--persons and --paths-after read the stored tables and write nothing already: leave out --dry-run") }
     }
@@ -64,7 +68,9 @@ struct Report: AsyncParsableCommand {
             let counts = try PersonsOptions.refusingBadInput(flag: "--paths-after") {
                 try StoredPaths.count(try Connection.connect(url), funnel: funnel, paths: paths)
             }
-            try list.printPaths(paths, days: ["": counts], funnel: funnel, format: report.range.format)
+            try list.printPaths(paths, days: ["": counts], funnel: funnel, format: report.range.format) {
+                HTMLDashboard(range: ReportRange(from: nil, to: nil, generatedAt: Timestamps.format(microseconds: Timestamps.microseconds(Date())))).paths($0)
+            }
             return
         }
         guard let cell = try list.cell(in: funnel) else { return }

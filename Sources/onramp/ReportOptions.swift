@@ -42,8 +42,11 @@ struct ReportOptions: ParsableArguments {
 
     @OptionGroup var metrics: MetricsFileOptions
 
+    /// The report's formats: each command checks them, as `--persons` and
+    /// `--paths-after` print a list or a tree in formats of their own.
+    static let formats = ReportFormat.allCases.map(\.rawValue)
+
     func validate() throws {
-        try range.check(formats: ReportFormat.allCases.map(\.rawValue))
         if let notify = notifyURL, !Notifier.accepts(notify) {
             throw ValidationError("--notify (or $ONRAMP_NOTIFY_URL) must be an http(s) URL such as https://hooks.slack.com/services/…")
         }

@@ -214,6 +214,20 @@ struct FunnelCommandTests {
             "--paths-after", "1", "--horizon", "10m",
         ])
         #expect(pathsTable.status == 0 && pathsTable.stdout.contains("within 10m 0s of the step"), "\(pathsTable.stdout)")
+        // Drawn on the dashboard: the funnel's page at query time, a page of its own from the night; the same nodes as the JSON tree.
+        let level1 = ((tree["next"] as? [[String: Any]]) ?? []).map { "\($0["label"] ?? "")=\($0["persons"] ?? "")" }
+        for command in [
+            ["funnel", "--database-url", db.url, "--definition", definitionFile.path, "--as-of", asOf, "--cache", cache, "--quiet"],
+            ["report", "--database-url", db.url, "--config", configurationFile.path, "--funnel", "android_otp"],
+        ] {
+            let page = try OnrampBinary.run(command + ["--paths-after", "1", "--format", "html"])
+            #expect(page.status == 0 && page.stdout.contains("<section id=\"paths-after\" data-step=\"1\" data-dropped=\"\(tree["dropped"] ?? "")\">"), "\(command[0]): \(page.stderr)")
+            #expect(!page.stdout.contains("<script"))
+            let drawn = page.stdout.matches(of: /<g class="path-node [a-z0-9]+" data-depth="1" data-path="([^"]*)" data-persons="(\d+)">/).map { "\($0.1)=\($0.2)" }
+            #expect(drawn == level1, "\(drawn) against \(level1)")
+        }
+        #expect(try OnrampBinary.run(["report", "--database-url", db.url, "--config", configurationFile.path, "--funnel", "android_otp", "--paths-after", "1", "--format", "csv"])
+            .stderr.contains("--format with --paths-after must be one of table, json, html (got 'csv')"))
         for (arguments, message) in [(["--paths-after", "3"], "last required step"), (["--paths-after", "0"], "out of range")] {
             let run = try OnrampBinary.run(["funnel", "--database-url", db.url, "--definition", definitionFile.path, "--cache", cache, "--quiet"] + arguments)
             #expect(run.status == 2 && run.stdout.isEmpty && run.stderr.contains(message), "\(arguments): \(run.stderr)")

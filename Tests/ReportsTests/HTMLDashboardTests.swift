@@ -223,6 +223,35 @@ struct HTMLDashboardTests {
         #expect(report.cohorts.contains { $0.inProgress } && report.cohorts.contains { !$0.inProgress })
     }
 
+    @Test("paths after a step: an icicle whose boxes are as tall as their persons, labels escaped, on the funnel's page or one of its own")
+    func pathsAfter() throws {
+        let configuration = try FunnelConfiguration.parse(
+            yaml: "apps: [{name: shop}]\nfunnels:\n  - {name: checkout, app: shop, steps: [{name: a, event: a}, {name: b, event: b}]}",
+            source: "paths.yaml")
+        let funnel = try #require(configuration.funnels.first)
+        let tree = PathNode(label: "", persons: 40, children: [
+            PathNode(label: Self.hostile, persons: 30, children: [PathNode(label: "(no further events)", persons: 30, children: [])]),
+            PathNode(label: "(no further events)", persons: 10, children: []),
+        ])
+        let paths = DashboardPaths(tree: tree, about: PathTreeText.About(funnel, paths: PathsAnalysis(step: 1, funnel: funnel)))
+        var drawn = try Self.small()
+        drawn.paths = paths
+        let page = try #require(HTMLDashboard(range: Self.range).render([drawn])["checkout-quoted.html"])
+        let own = HTMLDashboard(range: Self.range).paths(paths)
+        for html in [page, own] {
+            Self.expect(html, contains: "<section id=\"paths-after\" data-step=\"1\" data-dropped=\"40\">")
+            Self.expect(html, lacks: Self.hostile)
+            Self.expect(html.lowercased(), lacks: "<script")
+            // 320 high: 30 of 40 persons take 240 (a pixel apart from the next box), 10 take 80.
+            Self.expect(html, contains: "data-persons=\"30\"><title>&lt;script&gt;alert(1)&lt;/script&gt;: 30 persons (75.0% of those who dropped)</title>"
+                + "<rect x=\"225\" y=\"0\" width=\"223\" height=\"239\"/>")
+            Self.expect(html, contains: "<g class=\"path-node none\" data-depth=\"1\" data-path=\"(no further events)\" data-persons=\"10\">")
+            Self.expect(html, contains: "<rect x=\"225\" y=\"240\" width=\"223\" height=\"79\"/>")
+        }
+        let none = HTMLDashboard(range: Self.range).paths(DashboardPaths(tree: PathNode(label: "", persons: 0, children: []), about: paths.about))
+        Self.expect(none, contains: "No one dropped at step 1")
+    }
+
     @Test("a long tail goes into one overflow bar; no data gives a message, not an empty chart")
     func histogramEdges() throws {
         var funnel = try Self.small()
