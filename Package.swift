@@ -123,8 +123,7 @@ let package = Package(
         .target(
             name: "DataLifecycle",
             dependencies: [
-                "LibPQ", "CZlib", "CivilDate", .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
+                "LibPQ", "LogReading", "CZlib", "CivilDate", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictness
         ),

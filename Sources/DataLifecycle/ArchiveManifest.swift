@@ -1,4 +1,5 @@
 import Crypto
+import LogReading
 import Foundation
 
 /// What an archived month holds, written beside its files as
@@ -80,7 +81,9 @@ public struct ArchiveManifest: Codable, Sendable, Equatable {
     public func verify(directory: String, apps: Set<String>? = nil) throws {
         let base = "\(directory)/\(month)"
         // On every core: reading back a month is gunzipping and hashing it.
-        _ = try Parallel.map(files.filter { apps?.contains($0.app) ?? true }) { file in
+        let lanes = Background(threads: ProcessInfo.processInfo.activeProcessorCount)
+        defer { lanes.shutdown() }
+        _ = try lanes.map(files.filter { apps?.contains($0.app) ?? true }) { file in
             let read = try GzipReader.forEachLine("\(base)/\(file.path)") { _ in }
             guard read.lines == file.messages else {
                 throw ArchiveError.damaged("\(base)/\(file.path)", "\(read.lines) messages where the manifest says \(file.messages)")

@@ -1,15 +1,16 @@
 import CivilDate
+import LogReading
 public import Foundation
 public import LibPQ
 
 /// A month of the log moved to files (docs/lifecycle.md): its messages
-/// written per app and UTC day of receipt as gzip'd JSON lines with an index
-/// of the ids' keyed hashes, read back and checked, the manifest written,
-/// and only then the month recorded and its partition dropped, in one
-/// transaction. Killed at any point it loses nothing: files are renamed
-/// into place once whole, the manifest once every file has verified, and
-/// the partition goes only in the transaction that records the month; a
-/// rerun writes the month again.
+/// written per app and UTC day of receipt as gzip'd rows in the log's text
+/// format (`ArchiveRow`) with an index of the ids' keyed hashes, read back
+/// and checked, the manifest written, and only then the month recorded and
+/// its partition dropped, in one transaction. Killed at any point it loses
+/// nothing: files are renamed into place once whole, the manifest once
+/// every file has verified, and the partition goes only in the transaction
+/// that records the month; a rerun writes the month again.
 public struct MonthArchive: Sendable {
     /// YYYY-MM.
     public var month: String
@@ -205,7 +206,9 @@ public struct MonthArchive: Sendable {
             ids.append(file.ids)
         }
         // The indexes on every core, PostgreSQL's idle now: a keyed hash per id of each file.
-        let indexes = try Parallel.map(Array(zip(files, ids))) { file, ids in
+        let lanes = Background(threads: ProcessInfo.processInfo.activeProcessorCount)
+        defer { lanes.shutdown() }
+        let indexes = try lanes.map(Array(zip(files, ids))) { file, ids in
             try IdIndex.write("\(base)/\(file.idIndex)", hashes: Set(ids.map { hash.hex(app: file.app, kind: IdIndex.kind, id: $0) }))
         }
         for (position, sha) in indexes.enumerated() { files[position].idIndexSHA256 = sha }

@@ -1,7 +1,7 @@
 import NIOConcurrencyHelpers
 import NIOPosix
 
-/// The one way the nightly job and query time run work beside themselves: tasks on threads of
+/// The one way the nightly job, query time and the archive run work beside themselves: tasks on threads of
 /// a `NIOThreadPool` of its own, as the connection pool runs blocking libpq
 /// calls on one, each answered by a `Pending`. With one thread the tasks
 /// run in the order given, as a session's statements must; with more they
@@ -27,6 +27,15 @@ package final class Background: Sendable {
             pending.finish(Result { try body() })
         }
         return pending
+    }
+
+    /// `transform` of each item, run on the threads side by side and
+    /// returned in order; the first error in that order is rethrown.
+    package func map<Item: Sendable, Output: Sendable>(
+        _ items: [Item], _ transform: @escaping @Sendable (Item) throws -> Output
+    ) throws -> [Output] {
+        let started = items.map { item in run { try transform(item) } }
+        return try started.map { try $0.wait() }
     }
 
     /// Stops the threads; a task not yet started finishes as failed.
