@@ -20,10 +20,12 @@ struct IncrementalPlan: ProjectionPlan {
     private var prefetch: HistoryPrefetch<[String: [FunnelDay: any AnalysisTally]]?>?
     /// Analysis (by its table) -> its change, read before the stored outcomes are removed.
     private var dayChanges: [String: StoredDayChange] = [:]
-    private(set) var frozen = FrozenDays.none
+    /// The days the archive made final, as the run read them (`FrozenDays`).
+    private(set) var frozen: FrozenDays
 
-    init(window: LogWindow) {
+    init(window: LogWindow, frozen: FrozenDays) {
         self.window = window
+        self.frozen = frozen
     }
 
     /// Relinks, collects the touched persons, starts streaming their
@@ -48,7 +50,6 @@ struct IncrementalPlan: ProjectionPlan {
         start = try IncrementalStart.collect(
             c, day: day, groupFunnels: run.configuration.funnels.filter { $0.aggregateBy == .group }, lookup: lookup,
             reader: run.reader, lane: run.readerLane)
-        frozen = try FrozenDays.read(c, funnels: run.configuration.funnels)
         try frozen.loadPersons(c, from: OutcomeStore.touched(run.dialect))
         // Partitions are sized from the persons (a few dozen events each), as
         // counting their events costs as much as reading them.

@@ -17,14 +17,16 @@ struct RebuildPlan: ProjectionPlan {
     let counted: [String: Int]?
     /// The primary keys and indexes dropped for the refill, to build once at the end.
     private var deferredIndexes: [String] = []
-    private(set) var frozen = FrozenDays.none
+    /// The days the archive made final, as the run read them (`FrozenDays`).
+    private(set) var frozen: FrozenDays
     /// App -> id -> the stored link, kept when months are archived: their
     /// evidence may be in the archive alone, and links are kept whole.
     private var keptLinks: [String: [String: IdentityLink]] = [:]
 
-    init(only: Set<String>? = nil, counted: [String: Int]? = nil) {
+    init(only: Set<String>? = nil, counted: [String: Int]? = nil, frozen: FrozenDays) {
         self.only = only
         self.counted = counted
+        self.frozen = frozen
     }
 
     /// Events per app of `apps` in the log (an app with none is left out).
@@ -38,7 +40,6 @@ struct RebuildPlan: ProjectionPlan {
 
     mutating func prepare(_ run: ProjectionRun) throws -> Reading {
         let c = run.session
-        frozen = try FrozenDays.read(c, funnels: run.configuration.funnels)
         if frozen.before != nil {
             try frozen.loadPersons(c, from: "funnel_persons p")
             keptLinks = try IdentityLinker.stored(c, apps: run.apps)

@@ -147,13 +147,15 @@ public struct ProjectionJob: Sendable {
         try DefinitionChanges.removeRows(c, of: changed, from: rebuildAll ? ["funnel_regressions"] : tables, keeping: frozen)
         var summary: Summary
         if rebuildAll {
-            summary = try pass(RebuildPlan(counted: counted), configuration.funnels)
+            summary = try pass(RebuildPlan(counted: counted, frozen: frozen), configuration.funnels)
             try analyzeUnplanned(c, layout: layout)
         } else {
-            summary = try pass(IncrementalPlan(window: LogWindow(from: previous, to: current)), configuration.funnels.filter { !recomputed.contains($0.name) })
+            summary = try pass(
+                IncrementalPlan(window: LogWindow(from: previous, to: current), frozen: frozen),
+                configuration.funnels.filter { !recomputed.contains($0.name) })
             if !recomputed.isEmpty {
                 let recompute = try pass(
-                    RebuildPlan(only: recomputed, counted: counted), configuration.funnels.filter { recomputed.contains($0.name) })
+                    RebuildPlan(only: recomputed, counted: counted, frozen: frozen), configuration.funnels.filter { recomputed.contains($0.name) })
                 summary.eventsRead += recompute.eventsRead
                 summary.personsRecomputed += recompute.personsRecomputed
                 summary.groupsRecomputed += recompute.groupsRecomputed
