@@ -123,7 +123,7 @@ let package = Package(
         .target(
             name: "DataLifecycle",
             dependencies: [
-                "LibPQ", "LogReading", "CZlib", "CivilDate", .product(name: "Crypto", package: "swift-crypto"),
+                "LibPQ", "EventLog", "LogReading", "CZlib", "CivilDate", .product(name: "Crypto", package: "swift-crypto"),
             ],
             swiftSettings: strictness
         ),

@@ -1,3 +1,4 @@
+import EventLog
 import Foundation
 public import LibPQ
 
@@ -71,26 +72,32 @@ public struct ArchiveRestore: Sendable {
             }
             // The month's rows only (a file of another month is refused above by its manifest).
             let bounds: [PostgresValue] = [.microseconds(from), .microseconds(until)]
+            // What the log holds of the month, read once: on Citus a statement
+            // may not join the coordinator's temporary table to the log's shards.
+            try c.query(
+                """
+                CREATE TEMPORARY TABLE restored_present ON COMMIT DROP AS
+                SELECT app, message_id FROM events WHERE received_at >= $1 AND received_at < $2
+                """, bounds)
             let present = try c.query(
                 """
                 SELECT count(*) FROM restored r
-                WHERE EXISTS (SELECT 1 FROM events e WHERE e.app = r.app AND e.message_id = r.message_id
-                              AND e.received_at >= $1
-                              AND e.received_at < $2)
-                """, bounds
+                WHERE EXISTS (SELECT 1 FROM restored_present p WHERE p.app = r.app AND p.message_id = r.message_id)
+                """
             ).scalar(Int.self)
+            // On Citus each row names its shard key, as the server's append does (docs/scaling.md).
+            let distributed = try EventLogLayout.read(c) == .distributed
             let restored = try c.query(
                 """
                 INSERT INTO events (app, type, message_id, event, anonymous_id, user_id, "timestamp", original_timestamp, sent_at,
-                                    received_at, properties, context, traits, previous_id, group_id)
+                                    received_at, properties, context, traits, previous_id, group_id\(distributed ? ", person_key" : ""))
                 SELECT r.app, r.type, r.message_id, r.event, r.anonymous_id, r.user_id, r."timestamp", r.original_timestamp, r.sent_at,
-                       r.received_at, r.properties, r.context, r.traits, r.previous_id, r.group_id
+                       r.received_at, r.properties, r.context, r.traits, r.previous_id,
+                       r.group_id\(distributed ? ", coalesce(NULLIF(r.anonymous_id, ''), NULLIF(r.user_id, ''))" : "")
                 FROM restored r CROSS JOIN privacy_key k
                 WHERE r.received_at >= $1
                   AND r.received_at < $2
-                  AND NOT EXISTS (SELECT 1 FROM events e WHERE e.app = r.app AND e.message_id = r.message_id
-                                  AND e.received_at >= $1
-                                  AND e.received_at < $2)
+                  AND NOT EXISTS (SELECT 1 FROM restored_present p WHERE p.app = r.app AND p.message_id = r.message_id)
                   AND NOT EXISTS (
                       SELECT 1 FROM erased_messages x
                       WHERE x.app = r.app AND x.message_hash = onramp_hmac(k.inner_pad, k.outer_pad, r.app, 'message', r.message_id))
@@ -109,7 +116,6 @@ public struct ArchiveRestore: Sendable {
                 SELECT e.app, e.message_id, e.seq, e.received_at FROM events e
                 WHERE e.received_at >= $1
                   AND e.received_at < $2
-                  AND NOT EXISTS (SELECT 1 FROM event_ids l WHERE l.app = e.app AND l.message_id = e.message_id)
                 ON CONFLICT DO NOTHING
                 """, bounds)
             let perApp = Dictionary(files.map { ($0.app, $0.messages) }, uniquingKeysWith: +)

@@ -35,13 +35,14 @@ public struct EventExport: Sendable {
 
     /// The messages' rows, bounded by settings of the transaction
     /// (`set_config`): `COPY` takes no parameters, and no value from the
-    /// command line is ever part of the statement.
+    /// command line is ever part of the statement. Each is read in a
+    /// subquery: on Citus the coordinator reads it, as the workers know no such setting.
     static func statement(_ format: Format) -> String {
         let rows = """
             FROM analytics.events e
-            WHERE e.app = current_setting('onramp.export_app')
-              AND e.received_at >= current_setting('onramp.export_from')::timestamptz
-              AND e.received_at < current_setting('onramp.export_until')::timestamptz
+            WHERE e.app = (SELECT current_setting('onramp.export_app'))
+              AND e.received_at >= (SELECT current_setting('onramp.export_from')::timestamptz)
+              AND e.received_at < (SELECT current_setting('onramp.export_until')::timestamptz)
             ORDER BY e.received_at, e.seq
             """
         switch format {

@@ -217,14 +217,15 @@ public struct MonthArchive: Sendable {
 
     /// Each message as the server stored it, in the log's text format
     /// (`ArchiveRow`), its times in UTC; bounded by settings of the
-    /// transaction, as `COPY` takes no parameters.
+    /// transaction, as `COPY` takes no parameters, each read in a subquery:
+    /// on Citus the coordinator reads it, as the workers know no such setting.
     static let messagesStatement = """
         COPY (
             SELECT e.seq, e.app, e.type, e.message_id, e.event, e.anonymous_id, e.user_id, e."timestamp", e.original_timestamp,
                    e.sent_at, e.received_at, e.properties, e.context, e.traits, e.previous_id, e.group_id
             FROM events e
-            WHERE e.received_at >= current_setting('onramp.archive_from')::timestamptz
-              AND e.received_at < current_setting('onramp.archive_until')::timestamptz
+            WHERE e.received_at >= (SELECT current_setting('onramp.archive_from')::timestamptz)
+              AND e.received_at < (SELECT current_setting('onramp.archive_until')::timestamptz)
         ) TO STDOUT
         """
 

@@ -109,9 +109,11 @@ enum ArchiveRun {
         case .months(let months): (months, 0)
         case .days(let days): (0, days)
         }
-        var due = try MonthArchive.due(c, keepMonths: months, keepDays: days)
+        // The horizon from this process's clock, as the nightly job judges its windows.
+        let now = Date()
+        var due = try MonthArchive.due(c, keepMonths: months, keepDays: days, now: now)
         if let named {
-            guard try MonthArchive.due(c, keepMonths: months, keepDays: days, includingRestored: true).contains(named) else {
+            guard try MonthArchive.due(c, keepMonths: months, keepDays: days, now: now, includingRestored: true).contains(named) else {
                 throw ValidationError("--month \(named): not a month of the log received more than \(settings.keepEvents) ago")
             }
             due = [named]
@@ -124,7 +126,7 @@ enum ArchiveRun {
                 "archived \(month): \(outcome.messages) messages in \(outcome.files) files (\(outcome.bytes) bytes), "
                     + "manifest sha256 \(outcome.manifestSHA256.prefix(16)), partition dropped")
         }
-        let kept = try MonthArchive.defaultPartitionMessages(c, keepMonths: months, keepDays: days)
+        let kept = try MonthArchive.defaultPartitionMessages(c, keepMonths: months, keepDays: days, now: now)
         if kept > 0 {
             lines.append(
                 "note: events_default holds \(kept) messages received more than \(settings.keepEvents) ago, outside every month "

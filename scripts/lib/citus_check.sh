@@ -11,10 +11,12 @@
 # both, the first night; more traffic, late events among it; an incremental
 # night; and a rebuild. After each, every table the nightly job writes is
 # compared (scripts/lib/projection_md5.sql) and must be equal, and the
-# cluster's rebuild must equal its incremental night. Last, every analytics
+# cluster's rebuild must equal its incremental night. Then every analytics
 # view, sql/examples query and Grafana panel's SQL runs on the coordinator
-# as the analysts' roles, and four logins (some apps, none, every app) read exactly
-# their apps' rows there (a Swift test: the tests must be built).
+# as the analysts' roles, and four logins (some apps, none, every app) read
+# exactly their apps' rows there (a Swift test: the tests must be built).
+# Last, on both, an erasure, and the log's lifecycle (docs/lifecycle.md):
+# its month archived, a night, the month restored, an app exported.
 
 # own_cluster NAME: the cluster started (if it was not) and a fresh database
 # NAME on it ($cluster_db), a folder for the run ($work); on exit, the servers
@@ -274,6 +276,48 @@ PY
     OR anonymous_id IN ('two-device-phone-0', 'two-device-tablet-0', 'two-device-phone-1', 'two-device-tablet-1'))")
   [ "$left" = 0 ] || { echo "citus check: $left messages of the erased persons stored again on the cluster" >&2; return 1; }
   same "after their messages were sent again" || return 1
+
+  # The lifecycle on both (docs/lifecycle.md): a hundred days on, with 40
+  # days kept, the month the traffic was received in is archived and its
+  # partition dropped; a night at that clock (its days frozen); the month
+  # restored. The archives hold the same messages per app and day, the
+  # tables are equal after the night, and the log is whole again.
+  local ahead month before
+  ahead=$(date -u -d "@$(($(date -u -d "$now" +%s) + 100 * 86400))" '+%Y-%m-%d %H:%M:%S')
+  month=$(date -u -d "$now" +%Y-%m)
+  before=$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")
+  for side in cluster single; do
+    db=$(side_db "$side")
+    mkdir -m 700 "$work/archive-$side"
+    { cat "$work/onramp.yaml"; printf 'archive:\n  keep_events: 40 days\n  directory: %s\n' "$work/archive-$side"; } >"$work/archive-$side.yaml"
+    at "$ahead" "$ONRAMP" archive run --database-url "$db" --config "$work/archive-$side.yaml" >"$work/archive-$side.log" 2>&1 ||
+      { cat "$work/archive-$side.log" >&2; echo "citus check: the archive run failed on the $side" >&2; return 1; }
+    jq -r '.files[] | "\(.app) \(.day) \(.messages)"' "$work/archive-$side/$month/manifest.json" | sort >"$work/archived-$side"
+  done
+  [ -s "$work/archived-cluster" ] && diff "$work/archived-single" "$work/archived-cluster" >&2 ||
+    { echo "citus check: the archives of $month differ (one PostgreSQL <, the cluster >)" >&2; return 1; }
+  [ "$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events WHERE received_at >= '$month-01'::date")" = 0 ] ||
+    { echo "citus check: $month is still in the cluster's log after its archive" >&2; return 1; }
+  night "$ahead" report || return 1
+  same "after archiving $month ($(awk '{n += $3} END {print n}' "$work/archived-cluster") messages) and a night" || return 1
+  for side in cluster single; do
+    db=$(side_db "$side")
+    at "$ahead" "$ONRAMP" archive restore --month "$month" --database-url "$db" --config "$work/archive-$side.yaml" >"$work/restore-$side.log" 2>&1 ||
+      { cat "$work/restore-$side.log" >&2; echo "citus check: the restore failed on the $side" >&2; return 1; }
+  done
+  [ "$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")" = "$before" ] ||
+    { echo "citus check: the cluster's log holds $(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events") events after the restore, $before before the archive" >&2; return 1; }
+  echo "citus check: $month archived and restored on both: $(tail -1 "$work/restore-cluster.log")" >&2
+  # An app's messages exported from both (through analytics.events): the
+  # same messages, each with its person (the servers give message ids of their own).
+  for side in cluster single; do
+    "$ONRAMP" export --app yoked --database-url "$(side_db "$side")" --quiet |
+      jq -r '[.anonymous_id, .user_id, .type, .event, .timestamp, .person_id] | @tsv' | sort >"$work/export-$side" ||
+      { echo "citus check: the export failed on the $side" >&2; return 1; }
+  done
+  [ -s "$work/export-cluster" ] && diff -q "$work/export-single" "$work/export-cluster" >/dev/null ||
+    { echo "citus check: yoked's exports differ: $(wc -l <"$work/export-single") messages on one PostgreSQL, $(wc -l <"$work/export-cluster") on the cluster" >&2; return 1; }
+  echo "citus check: yoked exported from both: $(wc -l <"$work/export-cluster") messages, the same" >&2
 
   local events spanning
   events=$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")
