@@ -58,9 +58,16 @@ struct JSONLines: Sendable {
             case .json: CopyText.appendUnescaped(field, to: &out)
             case .time: Self.appendTime(field, to: &out)
             case .text:
-                var text: [UInt8] = []
-                CopyText.appendUnescaped(field, to: &text)
-                Self.appendString(text, to: &out)
+                // Most ids and names need neither COPY's unescaping nor JSON's escaping: copied as they are.
+                if field.allSatisfy({ $0 >= 0x20 && $0 != 92 && $0 != UInt8(ascii: "\"") }) {
+                    out.append(UInt8(ascii: "\""))
+                    out.append(contentsOf: field)
+                    out.append(UInt8(ascii: "\""))
+                } else {
+                    var text: [UInt8] = []
+                    CopyText.appendUnescaped(field, to: &text)
+                    Self.appendString(text, to: &out)
+                }
             }
         }
         out.append(UInt8(ascii: "}"))
@@ -96,16 +103,18 @@ struct JSONLines: Sendable {
     /// `2025-01-05 10:00:02.5+01` as `row_to_json` writes it: `"2025-01-05T10:00:02.5+01:00"`.
     static func appendTime(_ field: UnsafeRawBufferPointer, to out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
-        var text = Array(field)
-        if let space = text.firstIndex(of: 32), space == 10 || (space > 4 && text[space - 3] == UInt8(ascii: "-")) {
-            text[space] = UInt8(ascii: "T")
+        let start = out.count
+        out.append(contentsOf: field)
+        if let space = field.firstIndex(of: 32), space == 10 || (space > 4 && field[space - 3] == UInt8(ascii: "-")) {
+            out[start + space] = UInt8(ascii: "T")
         }
         // The zone's offset, after the time: hours alone gain ":00".
-        if let sign = text.lastIndex(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") }), sign > 10,
-           text.count - sign == 3 {
-            text.append(contentsOf: Array(":00".utf8))
+        if let sign = field.lastIndex(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "-") }), sign > 10,
+           field.count - sign == 3 {
+            out.append(contentsOf: Self.wholeHours)
         }
-        out.append(contentsOf: text)
         out.append(UInt8(ascii: "\""))
     }
+
+    private static let wholeHours = Array(":00".utf8)
 }
