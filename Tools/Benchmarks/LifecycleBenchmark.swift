@@ -38,14 +38,20 @@ public struct LifecycleBenchmark: Sendable {
     public var rounds: Int
     public var serverURL: String?
     public var migrations: URL
+    /// With a server: a copy of the history, named after the bench database with this suffix, kept for work by hand.
+    public var keptCopySuffix: String?
     public var log: @Sendable (String) -> Void
 
-    public init(events: Int, monthEvents: Int, rounds: Int, serverURL: String?, migrations: URL, log: @escaping @Sendable (String) -> Void) {
+    public init(
+        events: Int, monthEvents: Int, rounds: Int, serverURL: String?, migrations: URL, keptCopySuffix: String? = nil,
+        log: @escaping @Sendable (String) -> Void
+    ) {
         self.events = events
         self.monthEvents = monthEvents
         self.rounds = rounds
         self.serverURL = serverURL
         self.migrations = migrations
+        self.keptCopySuffix = keptCopySuffix
         self.log = log
     }
 
@@ -54,20 +60,12 @@ public struct LifecycleBenchmark: Sendable {
 
     public func run() async throws -> Result {
         try await BenchDatabase.with(serverURL: serverURL, migrations: migrations) { database in
-            let c = try Connection.connect(database.url)
-            try c.query("SELECT onramp_create_month_partition('2025-01-01')")
-            log("writing \(events - monthEvents) events received now and \(monthEvents) over the days of \(Self.month)")
-            let now = Date()
-            try LogWriter.append(c, count: events - monthEvents, from: now.addingTimeInterval(-30 * 86_400), to: now, seed: 70, prefix: "now")
-            let perDay = monthEvents / 31
-            for day in 0..<31 {
-                let from = Self.monthStart.addingTimeInterval(Double(day) * 86_400)
-                let count = day == 30 ? monthEvents - perDay * 30 : perDay
-                try LogWriter.append(
-                    c, count: count, from: from, to: from.addingTimeInterval(86_000), seed: 700 + UInt64(day), prefix: "m\(day)",
-                    receivedAt: from.addingTimeInterval(86_300))
+            try write(database.url)
+            if let keptCopySuffix {
+                // Made while nothing is connected to the history, before any round archives its month.
+                log("kept a copy of the history: \(try await database.copy(keptCopySuffix))")
             }
-            try c.executeScript("VACUUM ANALYZE")
+            let c = try Connection.connect(database.url)
             let apps = try c.query("SELECT DISTINCT app FROM events ORDER BY 1").rows.map { try $0.decode(String.self, at: 0) }
             let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("onramp-lifecycle-\(UUID().uuidString)")
             try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
@@ -80,10 +78,15 @@ public struct LifecycleBenchmark: Sendable {
                 floor.append(floorSeconds)
                 func exportAll(_ format: EventExport.Format) throws {
                     for app in apps {
-                        let out = try FileHandle(forWritingTo: Self.create(scratch.appendingPathComponent("\(app).\(format.rawValue)")))
-                        defer { try? out.close() }
+                        // Buffered as `onramp export` writes its file (stdio), not a write per message.
+                        guard let out = fopen(scratch.appendingPathComponent("\(app).\(format.rawValue)").path, "w") else {
+                            throw BenchError("cannot write the export of \(app)")
+                        }
+                        defer { fclose(out) }
                         let day: Int64 = 86_400_000_000, first = Int64(Self.monthStart.timeIntervalSince1970) * 1_000_000
-                        _ = try EventExport(app: app, from: first, until: first + 31 * day, format: format).run(c) { chunk in out.write(Data(chunk)) }
+                        _ = try EventExport(app: app, from: first, until: first + 31 * day, format: format).run(c) { chunk in
+                            if let base = chunk.baseAddress, fwrite(base, 1, chunk.count, out) != chunk.count { throw BenchError("a short write") }
+                        }
                     }
                 }
                 let (_, exportSeconds) = try await measure { try exportAll(.jsonl) }
@@ -131,6 +134,24 @@ public struct LifecycleBenchmark: Sendable {
         try writer.close()
         gzip.waitUntilExit()
         return (try? FileManager.default.attributesOfItem(atPath: path)[.size] as? Int) ?? 0
+    }
+
+    /// The history: most of it received over the last 30 days, the month's share over the days of `month`.
+    private func write(_ url: String) throws {
+        let c = try Connection.connect(url)
+        try c.query("SELECT onramp_create_month_partition('2025-01-01')")
+        log("writing \(events - monthEvents) events received now and \(monthEvents) over the days of \(Self.month)")
+        let now = Date()
+        try LogWriter.append(c, count: events - monthEvents, from: now.addingTimeInterval(-30 * 86_400), to: now, seed: 70, prefix: "now")
+        let perDay = monthEvents / 31
+        for day in 0..<31 {
+            let from = Self.monthStart.addingTimeInterval(Double(day) * 86_400)
+            let count = day == 30 ? monthEvents - perDay * 30 : perDay
+            try LogWriter.append(
+                c, count: count, from: from, to: from.addingTimeInterval(86_000), seed: 700 + UInt64(day), prefix: "m\(day)",
+                receivedAt: from.addingTimeInterval(86_300))
+        }
+        try c.executeScript("VACUUM ANALYZE")
     }
 
     static func create(_ url: URL) throws -> URL {

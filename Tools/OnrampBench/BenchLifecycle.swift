@@ -11,6 +11,8 @@ struct BenchLifecycle: AsyncParsableCommand {
     @Option(help: "Events in the log.") var events: Int = 1_000_000
     @Option(help: "Of them, events received in the archived month (default: a tenth).") var monthEvents: Int?
     @Option(help: "Interleaved rounds; medians are reported.") var rounds: Int = 3
+    @Option(help: "With --database-url: leave a copy of the history as written (the month in the log), named after the bench database with this suffix.")
+    var keepCopy: String?
     @OptionGroup var options: BenchOptions
 
     func validate() throws {
@@ -19,12 +21,13 @@ struct BenchLifecycle: AsyncParsableCommand {
             throw ValidationError("--month-events must be between 31 and --events (got \(monthEvents))")
         }
         guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20 (got \(rounds))") }
+        try options.checkKeptCopy(keepCopy)
     }
 
     func run() async throws {
         let bench = LifecycleBenchmark(
             events: events, monthEvents: monthEvents ?? max(31, events / 10), rounds: rounds, serverURL: options.serverURL,
-            migrations: try options.migrationsDirectory(), log: { info($0) })
+            migrations: try options.migrationsDirectory(), keptCopySuffix: keepCopy, log: { info($0) })
         let r = try await bench.run()
         if try options.printedJSON(r) { return }
         print(String(format: """

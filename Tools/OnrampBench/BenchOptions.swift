@@ -1,4 +1,5 @@
 import ArgumentParser
+import Benchmarks
 import Foundation
 import Migrations
 
@@ -17,6 +18,17 @@ struct BenchOptions: ParsableArguments {
     var serverURL: String? { databaseURL ?? ProcessInfo.processInfo.environment["DATABASE_URL"] }
 
     func migrationsDirectory() throws -> URL { try MigrationFile.locateDirectory(explicit: migrations) }
+
+    /// Checks `--keep-copy`: a copy needs a server that outlives the run, and a name PostgreSQL keeps as written.
+    func checkKeptCopy(_ suffix: String?) throws {
+        guard let suffix else { return }
+        guard !(serverURL ?? "").isEmpty else {
+            throw ValidationError("--keep-copy needs a server (--database-url or $DATABASE_URL): a private cluster is stopped at the end")
+        }
+        guard BenchDatabase.isCopySuffix(suffix) else {
+            throw ValidationError("--keep-copy must be 1 to 30 of a–z, 0–9 and '_' (got '\(suffix)')")
+        }
+    }
 
     /// Prints `result` as sorted, pretty JSON when `--json` was given; false otherwise.
     func printedJSON(_ result: some Encodable) throws -> Bool {

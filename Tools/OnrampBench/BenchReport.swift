@@ -24,13 +24,8 @@ struct BenchReport: AsyncParsableCommand {
         guard (1...3_650).contains(days) else { throw ValidationError("--days must be between 1 and 3650 (got \(days))") }
         guard (0...10).contains(laterUse) else { throw ValidationError("--later-use must be from 0 to 10 (got \(laterUse))") }
         guard (1...20).contains(rounds) else { throw ValidationError("--rounds must be between 1 and 20 (got \(rounds))") }
+        try options.checkKeptCopy(keepCopy)
         if let keepCopy {
-            guard !(options.serverURL ?? "").isEmpty else {
-                throw ValidationError("--keep-copy needs a server (--database-url or $DATABASE_URL): a private cluster is stopped at the end")
-            }
-            guard BenchDatabase.isCopySuffix(keepCopy) else {
-                throw ValidationError("--keep-copy must be 1 to 30 of a–z, 0–9 and '_' (got '\(keepCopy)')")
-            }
             guard !ReportBenchmark.isReservedCopySuffix(keepCopy) else {
                 throw ValidationError("--keep-copy '\(keepCopy)' names a copy the benchmark makes itself ('nightly', 'r1', 'r2', …): choose another")
             }
