@@ -49,8 +49,20 @@ struct EventCatalog {
                 try LogWindow.upTo(window.to).bind(c)
                 try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(erased)], everything: true)
             }
+            // A month's messages restored from the archive (docs/lifecycle.md) come back with new transaction
+            // ids, but the catalogue counted them when they were first received: they are not added again.
+            let restored = try c.query("SELECT DISTINCT app, month::text FROM archive_changes WHERE change = 'restored'").rows
             try window.bind(c)
-            try add(c, where: "\(LogWindow.condition) AND NOT e.app = ANY($1::text[])", [.textArray(erased)])
+            try add(
+                c,
+                where: """
+                    \(LogWindow.condition) AND NOT e.app = ANY($1::text[])
+                    AND NOT EXISTS (SELECT 1 FROM unnest($2::text[], $3::date[]) AS r(app, month)
+                                    WHERE r.app = e.app AND e.received_at >= r.month::timestamp AT TIME ZONE 'UTC'
+                                      AND e.received_at < (r.month + interval '1 month')::timestamp AT TIME ZONE 'UTC')
+                    """,
+                [.textArray(erased), .textArray(try restored.map { try $0.decode(String.self, at: 0) }),
+                 .textArray(try restored.map { try $0.decode(String.self, at: 1) })])
         }
         try c.query(
             "INSERT INTO event_catalog_state (zones) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET zones = excluded.zones", [.text(cut)])
