@@ -16,7 +16,7 @@
 # as the analysts' roles, and four logins (some apps, none, every app) read
 # exactly their apps' rows there (a Swift test: the tests must be built).
 # Last, on both, an erasure, and the log's lifecycle (docs/lifecycle.md):
-# its month archived, a night, the month restored, an app exported.
+# its month archived, a night, the month restored, a night, an app exported.
 
 # own_cluster NAME: the cluster started (if it was not) and a fresh database
 # NAME on it ($cluster_db), a folder for the run ($work); on exit, the servers
@@ -308,6 +308,8 @@ PY
   [ "$(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events")" = "$before" ] ||
     { echo "citus check: the cluster's log holds $(psql -qAt "$cluster_db" -c "SELECT count(*) FROM events") events after the restore, $before before the archive" >&2; return 1; }
   echo "citus check: $month archived and restored on both: $(tail -1 "$work/restore-cluster.log")" >&2
+  night "$ahead" report || return 1
+  same "after the restore and a night" || return 1
   # An app's messages exported from both (through analytics.events): the
   # same messages, each with its person (the servers give message ids of their own).
   for side in cluster single; do
