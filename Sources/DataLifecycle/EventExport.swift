@@ -45,11 +45,8 @@ public struct EventExport: Sendable {
               AND e.received_at < (SELECT current_setting('onramp.export_until')::timestamptz)
             ORDER BY e.received_at, e.seq
             """
-        switch format {
-        // Text rows, each made a JSON object here (`JSONLines`).
-        case .jsonl: return "COPY (SELECT e.* \(rows)) TO STDOUT"
-        case .csv: return "COPY (SELECT e.* \(rows)) TO STDOUT (FORMAT csv, HEADER)"
-        }
+        // Text rows, each made a JSON object (`JSONLines`) or a CSV record (`CSVLines`) here.
+        return "COPY (SELECT e.* \(rows)) TO STDOUT"
     }
 
     /// Streams the export on `c` (in a transaction of its own) to `write`,
@@ -69,15 +66,24 @@ public struct EventExport: Sendable {
                 """,
                 [.text(app), .text(Timestamps.format(microseconds: from ?? Self.firstInstant)),
                  .text(Timestamps.format(microseconds: until ?? Self.lastInstant))])
-            guard format == .jsonl else { return try c.copyOutCounting(Self.statement(format), write).rows }
             try c.query("SELECT set_config('datestyle', 'ISO, YMD', true)")
-            let lines = try JSONLines.columns(c, of: "analytics.events")
-            var fields: [Range<Int>] = [], object: [UInt8] = []
-            return try c.copyOutCounting(Self.statement(format)) { row in
-                object.removeAll(keepingCapacity: true)
-                try lines.append(UnsafeRawBufferPointer(rebasing: row[0..<(row.last == 10 ? row.count - 1 : row.count)]), fields: &fields, to: &object)
-                try object.withUnsafeBytes { try write($0) }
-            }.rows
+            var fields: [Range<Int>] = [], record: [UInt8] = [], scratch: [UInt8] = []
+            func each(_ make: (UnsafeRawBufferPointer, inout [UInt8]) throws -> Void) throws -> Int {
+                try c.copyOutCounting(Self.statement(format)) { row in
+                    record.removeAll(keepingCapacity: true)
+                    try make(UnsafeRawBufferPointer(rebasing: row[0..<(row.last == 10 ? row.count - 1 : row.count)]), &record)
+                    try record.withUnsafeBytes { try write($0) }
+                }.rows
+            }
+            switch format {
+            case .jsonl:
+                let lines = try JSONLines.columns(c, of: "analytics.events")
+                return try each { try lines.append($0, fields: &fields, to: &$1) }
+            case .csv:
+                let lines = try CSVLines.columns(c, of: "analytics.events")
+                try lines.header.withUnsafeBytes { try write($0) }
+                return try each { try lines.append($0, fields: &fields, scratch: &scratch, to: &$1) }
+            }
         }
     }
 

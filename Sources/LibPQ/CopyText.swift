@@ -81,7 +81,7 @@ public enum CopyText {
 
     /// Whether `bytes` hold a backslash, the start of every escape: by
     /// `memchr`, as a JSON column's kilobyte is mostly read to find none.
-    static func hasBackslash(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    public static func hasBackslash(_ bytes: UnsafeRawBufferPointer) -> Bool {
         guard let base = bytes.baseAddress else { return false }
         return memchr(base, 92, bytes.count) != nil
     }

@@ -66,6 +66,16 @@ struct ExportCommandTests {
         let header = try #require(rows.first)
         let trickyRow = try #require(rows.first { $0.count > 3 && $0[3] == "tricky" })
         #expect(trickyRow[header.firstIndex(of: "event") ?? 0] == "said \"hi\", then left")
+        // Byte for byte what PostgreSQL's own CSV output gives for the same rows.
+        var own: [UInt8] = []
+        _ = try Connection.connect(db.url).copyOutCounting(
+            """
+            COPY (SELECT e.* FROM analytics.events e
+                  WHERE e.app = 'yoked' AND e.received_at >= date_trunc('day', now() AT TIME ZONE 'UTC') AT TIME ZONE 'UTC'
+                  ORDER BY e.received_at, e.seq) TO STDOUT (FORMAT csv, HEADER)
+            """
+        ) { own.append(contentsOf: $0) }
+        #expect(csv.stdout == String(decoding: own, as: UTF8.self))
         // Days before today hold nothing.
         let yesterday = String(Timestamps.format(microseconds: Timestamps.microseconds(Date()) - 86_400_000_000).prefix(10))
         let none = try OnrampBinary.run(["export", "--app", "yoked", "--to", yesterday, "--database-url", db.url])
