@@ -11,19 +11,16 @@ struct CSVLines: Sendable {
     let header: [UInt8]
     private let columns: Int
 
-    /// The columns of `relation` (the code's own name, never input), in order.
-    static func columns(_ c: Connection, of relation: String) throws -> CSVLines {
-        let names = try c.query(
-            "SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum",
-            [.text(relation)]
-        ).rows.map { try $0.decode(String.self, at: 0) }
+    /// The export's columns (`EventExport.columns`): their names make the header.
+    init(columns: [EventExport.Column]) {
         var header: [UInt8] = []
-        for (index, name) in names.enumerated() {
+        for (index, column) in columns.enumerated() {
             if index > 0 { header.append(UInt8(ascii: ",")) }
-            Array(name.utf8).withUnsafeBytes { appendField($0, to: &header) }
+            Array(column.name.utf8).withUnsafeBytes { Self.appendField($0, to: &header) }
         }
         header.append(10)
-        return CSVLines(header: header, columns: names.count)
+        self.header = header
+        self.columns = columns.count
     }
 
     /// Appends `line` (one row, without its newline) as a CSV record and a newline.

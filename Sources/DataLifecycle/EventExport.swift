@@ -75,16 +75,33 @@ public struct EventExport: Sendable {
                     try record.withUnsafeBytes { try write($0) }
                 }.rows
             }
+            let columns = try Self.columns(c)
             switch format {
             case .jsonl:
-                let lines = try JSONLines.columns(c, of: "analytics.events")
+                let lines = JSONLines(columns: columns)
                 return try each { try lines.append($0, fields: &fields, to: &$1) }
             case .csv:
-                let lines = try CSVLines.columns(c, of: "analytics.events")
+                let lines = CSVLines(columns: columns)
                 try lines.header.withUnsafeBytes { try write($0) }
                 return try each { try lines.append($0, fields: &fields, scratch: &scratch, to: &$1) }
             }
         }
+    }
+
+    /// A column of what is exported, as PostgreSQL names its type.
+    struct Column: Sendable {
+        var name: String
+        var type: String
+    }
+
+    /// The columns `analytics.events` has, in order: what either format writes.
+    static func columns(_ c: Connection) throws -> [Column] {
+        try c.query(
+            """
+            SELECT attname, format_type(atttypid, NULL) FROM pg_attribute
+            WHERE attrelid = 'analytics.events'::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
+            """
+        ).rows.map { Column(name: try $0.decode(String.self, at: 0), type: try $0.decode(String.self, at: 1)) }
     }
 
     /// The first instant of year 1 and of year 10000: no message is received outside them.

@@ -12,29 +12,23 @@ struct JSONLines: Sendable {
     private let keys: [[UInt8]]
     private let kinds: [Kind]
 
-    /// The columns of `relation` (the code's own name, never input), in order, by their types.
-    static func columns(_ c: Connection, of relation: String) throws -> JSONLines {
-        var keys: [[UInt8]] = [], kinds: [Kind] = []
-        for row in try c.query(
-            """
-            SELECT attname, format_type(atttypid, NULL) FROM pg_attribute
-            WHERE attrelid = $1::regclass AND attnum > 0 AND NOT attisdropped ORDER BY attnum
-            """, [.text(relation)]
-        ).rows {
+    /// The export's columns (`EventExport.columns`), each written by its type.
+    init(columns: [EventExport.Column]) {
+        keys = columns.map { column in
             var key: [UInt8] = []
-            appendString(Array(try row.decode(String.self, at: 0).utf8), to: &key)
+            Self.appendString(Array(column.name.utf8), to: &key)
             key.append(UInt8(ascii: ":"))
-            keys.append(key)
-            let kind: Kind = switch try row.decode(String.self, at: 1) {
+            return key
+        }
+        kinds = columns.map { column in
+            switch column.type {
             case "bigint", "integer", "smallint", "numeric", "double precision", "real": .number
             case "boolean": .boolean
             case "json", "jsonb": .json
             case "timestamp with time zone": .time
             default: .text
             }
-            kinds.append(kind)
         }
-        return JSONLines(keys: keys, kinds: kinds)
     }
 
     /// Appends `line` (one row, without its newline) as a JSON object and a newline.
