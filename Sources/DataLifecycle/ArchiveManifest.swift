@@ -81,9 +81,7 @@ public struct ArchiveManifest: Codable, Sendable, Equatable {
     public func verify(directory: String, apps: Set<String>? = nil) throws {
         let base = "\(directory)/\(month)"
         // On every core: reading back a month is gunzipping and hashing it.
-        let lanes = Background(threads: ProcessInfo.processInfo.activeProcessorCount)
-        defer { lanes.shutdown() }
-        _ = try lanes.map(files.filter { apps?.contains($0.app) ?? true }) { file in
+        _ = try Background.mapOnEveryCore(files.filter { apps?.contains($0.app) ?? true }) { file in
             let read = try GzipReader.forEachLine("\(base)/\(file.path)") { _ in }
             guard read.lines == file.messages else {
                 throw ArchiveError.damaged("\(base)/\(file.path)", "\(read.lines) messages where the manifest says \(file.messages)")

@@ -49,7 +49,7 @@ public struct MonthArchive: Sendable {
     /// (months and days), oldest first; but a month brought back by
     /// `onramp archive restore` stays until it is archived again by name.
     public static func due(
-        _ c: Connection, keepMonths: Int, keepDays: Int, now: Date? = nil, includingRestored: Bool = false
+        _ c: Connection, keepMonths: Int, keepDays: Int, now: Date, includingRestored: Bool = false
     ) throws -> [String] {
         try c.query(
             """
@@ -58,22 +58,22 @@ public struct MonthArchive: Sendable {
                 FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
                 WHERE i.inhparent = 'events'::regclass AND c.relname ~ '^events_y[0-9]{4}m[0-9]{2}$') p
             WHERE ((m + interval '1 month')::timestamp AT TIME ZONE 'UTC')
-                  <= coalesce($3::timestamptz, now()) - make_interval(months => $1::int, days => $2::int)
+                  <= $3::timestamptz - make_interval(months => $1::int, days => $2::int)
               AND ($4 OR NOT EXISTS (SELECT 1 FROM archive_changes r WHERE r.month = p.m AND r.change = 'restored'
                               AND NOT EXISTS (SELECT 1 FROM archive_changes a WHERE a.month = r.month AND a.change = 'archived' AND a.id > r.id)))
             ORDER BY m
-            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), now.map { .timestamp($0) } ?? .null, .bool(includingRestored)]
+            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), .timestamp(now), .bool(includingRestored)]
         ).rows.map { try $0.decode(String.self, at: 0) }
     }
 
     /// Messages in the default partition (outside every month partition)
     /// received before the horizon: the archive leaves them in the log, and says so.
-    public static func defaultPartitionMessages(_ c: Connection, keepMonths: Int, keepDays: Int, now: Date? = nil) throws -> Int {
+    public static func defaultPartitionMessages(_ c: Connection, keepMonths: Int, keepDays: Int, now: Date) throws -> Int {
         try c.query(
             """
             SELECT count(*) FROM events_default
-            WHERE received_at < coalesce($3::timestamptz, now()) - make_interval(months => $1::int, days => $2::int)
-            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), now.map { .timestamp($0) } ?? .null]
+            WHERE received_at < $3::timestamptz - make_interval(months => $1::int, days => $2::int)
+            """, [.int(Int64(keepMonths)), .int(Int64(keepDays)), .timestamp(now)]
         ).scalar(Int.self)
     }
 
@@ -206,9 +206,7 @@ public struct MonthArchive: Sendable {
             ids.append(file.ids)
         }
         // The indexes on every core, PostgreSQL's idle now: a keyed hash per id of each file.
-        let lanes = Background(threads: ProcessInfo.processInfo.activeProcessorCount)
-        defer { lanes.shutdown() }
-        let indexes = try lanes.map(Array(zip(files, ids))) { file, ids in
+        let indexes = try Background.mapOnEveryCore(Array(zip(files, ids))) { file, ids in
             try IdIndex.write("\(base)/\(file.idIndex)", hashes: Set(ids.map { hash.hex(app: file.app, kind: IdIndex.kind, id: $0) }))
         }
         for (position, sha) in indexes.enumerated() { files[position].idIndexSHA256 = sha }

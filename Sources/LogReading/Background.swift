@@ -1,3 +1,4 @@
+import Foundation
 import NIOConcurrencyHelpers
 import NIOPosix
 
@@ -36,6 +37,16 @@ package final class Background: Sendable {
     ) throws -> [Output] {
         let started = items.map { item in run { try transform(item) } }
         return try started.map { try $0.wait() }
+    }
+
+    /// `map` on lanes made for the call, one per core, stopped after it:
+    /// for work that runs now and then (an archive's files), not for a run's length.
+    package static func mapOnEveryCore<Item: Sendable, Output: Sendable>(
+        _ items: [Item], _ transform: @escaping @Sendable (Item) throws -> Output
+    ) throws -> [Output] {
+        let lanes = Background(threads: ProcessInfo.processInfo.activeProcessorCount)
+        defer { lanes.shutdown() }
+        return try lanes.map(items, transform)
     }
 
     /// Stops the threads; a task not yet started finishes as failed.
