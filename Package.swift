@@ -353,7 +353,7 @@ let package = Package(
         ),
         .testTarget(
             name: "AnalyticsTests",
-            dependencies: ["Access", "LibPQ", "LocalPostgres", "Funnels", "Projection", "TestSupport"],
+            dependencies: ["Access", "LibPQ", "LocalPostgres", "Migrations", "Funnels", "Projection", "TestSupport"],
             swiftSettings: strictness
         ),
         .testTarget(

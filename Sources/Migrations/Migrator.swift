@@ -9,6 +9,9 @@ public struct Migrator: Sendable {
     /// How the schema distributes on Citus (`sql/citus/distribute.sql`),
     /// run after the migrations on a database with the citus extension.
     public let citusLayout: String?
+    /// The extension the funnel aggregates run on where the server has it
+    /// (`FunnelAggregates`); a test names a missing one to see the fallback.
+    public var funnelExtension = FunnelAggregates.extensionName
 
     public init(files: [MigrationFile], citusLayout: String? = nil) {
         self.files = files
@@ -29,6 +32,8 @@ public struct Migrator: Sendable {
         public var alreadyApplied: [String]
         /// The database is a Citus coordinator, and its schema is distributed.
         public var distributed = false
+        /// What `analytics.window_funnel` runs on.
+        public var funnelAggregates: FunnelAggregates.Implementation?
     }
 
     /// Whether to distribute the schema on Citus.
@@ -96,6 +101,7 @@ public struct Migrator: Sendable {
             }
             outcome.applied.append(file.fileName)
         }
+        outcome.funnelAggregates = try FunnelAggregates.install(connection, extension: funnelExtension, local: local)
         if onCitus, let citusLayout {
             try connection.transaction { c in try c.executeScript(citusLayout) }
             outcome.distributed = true

@@ -26,6 +26,11 @@ struct Migrate: AsyncParsableCommand {
             outcome.applied.isEmpty
                 ? "schema is current (\(outcome.alreadyApplied.count) migrations already applied)"
                 : "applied \(outcome.applied.count) migration(s); \(outcome.alreadyApplied.count) already applied")
+        switch outcome.funnelAggregates {
+        case .native(let version)?: Console.info("analytics.window_funnel: native (extension \(FunnelAggregates.extensionName) \(version))")
+        case .fallback(let reason)?: Console.info("warning: analytics.window_funnel runs on its PL/pgSQL fallback, slower on large logs: \(reason)")
+        case nil: break
+        }
         if outcome.distributed { Console.info("Citus: the schema is distributed (sql/citus/distribute.sql)") }
     }
 }

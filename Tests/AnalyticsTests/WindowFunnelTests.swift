@@ -2,13 +2,16 @@ import Foundation
 import Funnels
 import LibPQ
 import LocalPostgres
+import Migrations
 import TestSupport
 import Testing
 
 /// `analytics.window_funnel`, the SQL aggregate, is a second implementation
 /// of the engine's plain funnel: on random histories (ties, repeated steps,
 /// events matching several steps, `where` filters) its level equals
-/// `FunnelEvaluator`'s, and the analyst can call it.
+/// `FunnelEvaluator`'s, and the analyst can call it. It runs on the C
+/// extension onramp_funnel where the server has it (scripts/test installs
+/// it) and on PL/pgSQL where not: the two, and the engine, agree.
 @Suite("analytics.window_funnel against the engine")
 struct WindowFunnelTests {
     static let names = ["a", "b", "c", "d"]
@@ -89,5 +92,201 @@ struct WindowFunnelTests {
         }
         #expect(error?.message.contains("window_funnel: the window must be an interval of 0 or more") == true, "\(String(describing: error))")
         try await session.close()
+    }
+
+    // MARK: - The native aggregate, the fallback and the engine
+
+    /// The PL/pgSQL aggregates migrations 016, 017 and 028 made, under
+    /// session-local names: what `analytics.window_funnel` is on a server
+    /// without the extension.
+    static let fallbackAggregates = """
+        CREATE AGGREGATE pg_temp.fallback_window_funnel(interval, timestamptz, VARIADIC boolean[]) (
+            SFUNC = analytics.window_funnel_add, STYPE = bigint[], FINALFUNC = analytics.window_funnel_level);
+        CREATE AGGREGATE pg_temp.fallback_masks(interval, timestamptz, bigint, integer) (
+            SFUNC = analytics.window_funnel_add_mask, STYPE = bigint[], FINALFUNC = analytics.window_funnel_level);
+        CREATE AGGREGATE pg_temp.fallback_chain_masks(interval, timestamptz, bigint, integer) (
+            SFUNC = analytics.window_funnel_add_mask, STYPE = bigint[], FINALFUNC = analytics.window_funnel_chain)
+        """
+
+    /// The support function an aggregate of `analytics` runs on.
+    static func transition(_ connection: Connection, _ aggregate: String) throws -> String {
+        try connection.query(
+            "SELECT p.proname FROM pg_aggregate g JOIN pg_proc p ON p.oid = g.aggtransfn WHERE g.aggfnoid = $1::regprocedure",
+            [.text(aggregate)]
+        ).scalar(String.self)
+    }
+
+    static let nativeMissing = "the extension onramp_funnel is not installed: make -C extensions/onramp_funnel install (scripts/test does)"
+
+    /// A random funnel: mostly a few steps over few names (deep levels,
+    /// ties), sometimes 63 steps over more names with long histories.
+    static func randomLongFunnel(_ rng: inout SplitMix) -> (Funnel, names: [String], events: Int, seconds: Int64) {
+        let long = rng.next() % 6 == 0
+        let names = long ? ["a", "b", "c", "d", "e", "f"] : names
+        let count = long ? 63 : 1 + Int(rng.next() % 8)
+        let steps = (0..<count).map { index in
+            let conditions: [String: String] = rng.next() % 6 == 0 ? ["properties.x": String(rng.next() % 2)] : [:]
+            // Long funnels cycle through the names, so long histories get far.
+            let name = long && rng.next() % 4 != 0 ? names[index % names.count] : names[Int(rng.next() % UInt64(names.count))]
+            return FunnelStep(.event(name, where: conditions))
+        }
+        let window: Int64 = long ? [0, 20, 60, 400][Int(rng.next() % 4)] : [0, 1, 2, 4, 6, 11][Int(rng.next() % 6)]
+        return (Funnel(name: "random", app: "x", windowSeconds: window, steps: steps, breakdowns: []), names, long ? 400 : 12, long ? 300 : 12)
+    }
+
+    @Test("native, fallback and engine agree on random histories: every argument, ties, 63 steps, NULLs, empty groups", arguments: [UInt64(71), 72, 73])
+    func nativeFallbackEngine(seed: UInt64) async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let native = try await pool.withConnection { try Self.transition($0, "analytics.window_funnel(interval, timestamptz, boolean[])") }
+        #expect(native == "window_funnel_native_add", "\(Self.nativeMissing)")
+        try await pool.withConnection { try $0.executeScript(Self.fallbackAggregates) }
+        var rng = SplitMix(seed: seed)
+        var compared = 0, levels: [Int: Int] = [:], longFunnels = 0
+        for _ in 0..<30 {
+            let (funnel, names, maxEvents, span) = Self.randomLongFunnel(&rng)
+            if funnel.steps.count == 63 { longFunnels += 1 }
+            var persons: [Int64] = [], times: [Int64] = [], masks: [Int64] = [], nullSteps: [Int64] = [], timeless: [Int64] = [], kept: [Int64] = []
+            var expected: [Int64: PersonOutcome] = [:]
+            for person in Int64(0)..<120 {
+                // Some persons' rows all fall outside the aggregate's FILTER: an empty group.
+                let empty = rng.next() % 15 == 0
+                var engineEvents: [FunnelEvent] = []
+                for index in 0..<(1 + Int(rng.next() % UInt64(maxEvents))) {
+                    var attributes: [String: String] = [:]
+                    if rng.next() % 4 != 0 { attributes["properties.x"] = String(rng.next() % 2) }
+                    // Microsecond times, many of them shared.
+                    let time = Int64(rng.next() % UInt64(span)) * 1_000_000 + (rng.next() % 3 == 0 ? Int64(rng.next() % 3) : 0)
+                    let event = FunnelEvent(
+                        messageId: "\(person)-\(index)", kind: .track, name: names[Int(rng.next() % UInt64(names.count))],
+                        timestamp: time, attributes: attributes)
+                    var mask: Int64 = 0
+                    for (step, matcher) in funnel.steps.enumerated() where matcher.matches(event) { mask |= 1 << step }
+                    // A NULL step where the event does not match it: NULL counts as not matching.
+                    let nulls = rng.next() % 5 == 0 ? Int64(bitPattern: rng.next()) & ~mask & ((1 << funnel.steps.count) &- 1) : 0
+                    let noTime = rng.next() % 20 == 0
+                    persons.append(person); times.append(time); masks.append(mask); nullSteps.append(nulls)
+                    timeless.append(noTime ? 1 : 0); kept.append(empty ? 0 : 1)
+                    if !noTime && !empty { engineEvents.append(event) }
+                }
+                expected[person] = FunnelEvaluator.evaluate(events: engineEvents, funnel: funnel, now: .max)
+            }
+            let rows = try await pool.query(
+                """
+                WITH e AS (
+                    SELECT person, CASE WHEN none = 0 THEN timestamptz 'epoch' + t * interval '1 microsecond' END AS ts, m, keep = 1 AS keep,
+                           ARRAY(SELECT CASE WHEN (nulls >> i) & 1 = 1 THEN NULL ELSE (m >> i) & 1 = 1 END
+                                 FROM generate_series(0, $2::int - 1) AS i ORDER BY i) AS steps
+                    FROM unnest($3::int8[], $4::int8[], $5::int8[], $6::int8[], $7::int8[], $8::int8[]) AS x(person, t, m, nulls, none, keep)
+                ), w AS (SELECT $1::int8 * interval '1 second' AS win)
+                SELECT person,
+                       analytics.window_funnel(win, ts, VARIADIC steps) FILTER (WHERE keep),
+                       pg_temp.fallback_window_funnel(win, ts, VARIADIC steps) FILTER (WHERE keep),
+                       analytics.window_funnel_masks(win, ts, m, $2::integer) FILTER (WHERE keep),
+                       pg_temp.fallback_masks(win, ts, m, $2::integer) FILTER (WHERE keep),
+                       analytics.window_funnel_chain_masks(win, ts, m, $2::integer) FILTER (WHERE keep)::text,
+                       pg_temp.fallback_chain_masks(win, ts, m, $2::integer) FILTER (WHERE keep)::text
+                FROM e, w GROUP BY person ORDER BY person
+                """,
+                [.int(funnel.windowSeconds), .int(Int64(funnel.steps.count)), .intArray(persons), .intArray(times), .intArray(masks),
+                 .intArray(nullSteps), .intArray(timeless), .intArray(kept)])
+            #expect(rows.rows.count == 120)
+            for row in rows.rows {
+                let person = try row.decode(Int64.self, at: 0)
+                let outcome = try #require(expected[person])
+                let level = try row.decode(Int.self, at: 1)
+                #expect(level == outcome.level, "person \(person) of \(funnel)")
+                #expect(try row.decode(Int.self, at: 2) == level, "fallback, person \(person) of \(funnel)")
+                #expect(try row.decode(Int.self, at: 3) == level, "native masks, person \(person)")
+                #expect(try row.decode(Int.self, at: 4) == level, "fallback masks, person \(person)")
+                let chain = try row.decode(String.self, at: 5)
+                #expect(chain == (try row.decode(String.self, at: 6)), "chains, person \(person) of \(funnel)")
+                let engineChain = outcome.level == 0
+                    ? "{0,NULL,NULL}"
+                    : "{\(outcome.level),\(outcome.chainStartTime ?? -1),\(outcome.stepTimes[outcome.level - 1] ?? -1)}"
+                #expect(chain == engineChain, "engine's chain, person \(person) of \(funnel)")
+                levels[level, default: 0] += 1
+                compared += 1
+            }
+        }
+        #expect(compared == 30 * 120)
+        #expect((levels[0] ?? 0) > 20 && (levels[3] ?? 0) > 50 && levels.keys.contains { $0 > 10 }, "levels seen: \(levels)")
+        #expect(longFunnels >= 2, "63-step funnels: \(longFunnels)")
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("bad arguments get the fallback's errors from the native aggregate")
+    func nativeErrors() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        try await pool.withConnection { try $0.executeScript(Self.fallbackAggregates) }
+        let cases: [(arguments: String, message: String)] = [
+            ("interval '-1 hour', ts, true", "window_funnel: the window must be an interval of 0 or more (got -01:00:00)"),
+            ("NULL::interval, ts, true", "window_funnel: the window must be an interval of 0 or more (got <NULL>)"),
+            ("interval '1 hour', ts, VARIADIC array_fill(true, ARRAY[64])", "window_funnel: at most 63 steps (got 64)"),
+        ]
+        for (arguments, message) in cases {
+            for aggregate in ["analytics.window_funnel", "pg_temp.fallback_window_funnel"] {
+                let error = await #expect(throws: PostgresError.self) {
+                    try await pool.query("SELECT \(aggregate)(\(arguments)) FROM (VALUES (now())) AS v(ts)")
+                }
+                #expect(error?.message == message, "\(aggregate)(\(arguments)): \(String(describing: error))")
+                #expect(error?.sqlState == "22023")
+            }
+        }
+        // The masks' form, which the fallback does not check, is checked natively.
+        for (arguments, message) in [
+            ("interval '-1 hour', now(), 1, 2", "window_funnel: the window must be an interval of 0 or more (got -01:00:00)"),
+            ("interval '1 hour', now(), 1, 64", "window_funnel: at most 63 steps (got 64)"),
+        ] {
+            let error = await #expect(throws: PostgresError.self) { try await pool.query("SELECT analytics.window_funnel_masks(\(arguments))") }
+            #expect(error?.message == message, "\(String(describing: error))")
+        }
+        // Empty input and a group of timeless rows: level 0, as the fallback.
+        let empty = try await pool.query(
+            """
+            SELECT analytics.window_funnel(interval '1 hour', ts, true), pg_temp.fallback_window_funnel(interval '1 hour', ts, true),
+                   analytics.window_funnel_chain_masks(interval '1 hour', ts, 1, 1)::text, pg_temp.fallback_chain_masks(interval '1 hour', ts, 1, 1)::text
+            FROM (VALUES (NULL::timestamptz)) AS v(ts)
+            """)
+        #expect(try empty.rows[0].decode(Int.self, at: 0) == 0 && empty.rows[0].decode(Int.self, at: 1) == 0)
+        #expect(try empty.rows[0].decode(String.self, at: 2) == "{0,NULL,NULL}" && empty.rows[0].decode(String.self, at: 3) == "{0,NULL,NULL}")
+        await pool.close()
+        try await db.drop()
+    }
+
+    @Test("migrate on a server without the extension: the fallback, and a warning naming what is missing; with it: native, idempotent, grants kept")
+    func migrateChooses() async throws {
+        let db = try await TestDatabase.create(migrated: false)
+        var migrator = try Migrator(directory: try TestDatabase.migrationsDirectory)
+        migrator.funnelExtension = "onramp_funnel_absent"
+        let pool = db.pool(maxConnections: 1)
+        let absent = migrator
+        let fallback = try await pool.withConnection { try absent.migrate($0) }
+        guard case .fallback(let reason)? = fallback.funnelAggregates else {
+            Issue.record("expected the fallback: \(String(describing: fallback.funnelAggregates))")
+            return
+        }
+        #expect(reason.contains("onramp_funnel_absent") && reason.contains("postgresql-server-dev-15"), "\(reason)")
+        let grants = "SELECT p.proname, string_agg(x.grantee::regrole::text, ' ' ORDER BY x.grantee::regrole::text) FROM pg_proc p, aclexplode(p.proacl) x "
+            + "WHERE p.pronamespace = 'analytics'::regnamespace AND p.prokind = 'a' AND p.proname LIKE 'window_funnel%' GROUP BY 1 ORDER BY 1"
+        let before = try await pool.query(grants).rows.map { try "\($0.decode(String.self, at: 0)) \($0.decode(String.self, at: 1))" }
+        #expect(try await pool.withConnection { try Self.transition($0, "analytics.window_funnel(interval, timestamptz, boolean[])") } == "window_funnel_add")
+        // The extension installed later: the next migrate switches, and the one after changes nothing.
+        migrator.funnelExtension = FunnelAggregates.extensionName
+        let present = migrator
+        for _ in 0..<2 {
+            let outcome = try await pool.withConnection { try present.migrate($0) }
+            #expect(outcome.funnelAggregates == .native(version: "1.0"), "\(Self.nativeMissing)")
+        }
+        let after = try await pool.query(grants).rows.map { try "\($0.decode(String.self, at: 0)) \($0.decode(String.self, at: 1))" }
+        #expect(before == after && before.count == 3, "\(before) \(after)")
+        for aggregate in ["window_funnel(interval, timestamptz, boolean[])", "window_funnel_masks(interval, timestamptz, bigint, integer)",
+                          "window_funnel_chain_masks(interval, timestamptz, bigint, integer)"] {
+            #expect(try await pool.withConnection { try Self.transition($0, "analytics." + aggregate) }.hasPrefix("window_funnel_native_add"))
+        }
+        await pool.close()
+        try await db.drop()
     }
 }

@@ -21,6 +21,22 @@ ensure_packages() {
 
 ensure_database_prerequisites() {
   ensure_packages postgresql libpq-dev pkg-config zlib1g-dev
+  ensure_funnel_extension
+}
+
+# The native funnel aggregate (extensions/onramp_funnel, docs/operations.md),
+# built with PostgreSQL's extension build and installed into the server's
+# directories, where `onramp migrate` finds it. Installed only when it
+# changed: a running server may have the old library loaded.
+ensure_funnel_extension() {
+  ensure_packages postgresql-server-dev-15 gcc make
+  local pg_config=/usr/lib/postgresql/15/bin/pg_config dir=extensions/onramp_funnel
+  make -s -C "$dir" PG_CONFIG="$pg_config" >&2
+  if ! cmp -s "$dir/onramp_funnel.so" "$("$pg_config" --pkglibdir)/onramp_funnel.so" \
+     || ! cmp -s "$dir/onramp_funnel--1.0.sql" "$("$pg_config" --sharedir)/extension/onramp_funnel--1.0.sql" \
+     || ! cmp -s "$dir/onramp_funnel.control" "$("$pg_config" --sharedir)/extension/onramp_funnel.control"; then
+    as_root make -s -C "$dir" PG_CONFIG="$pg_config" install >&2
+  fi
 }
 
 # The HTML dashboard test renders pages in Debian's headless Chromium; the

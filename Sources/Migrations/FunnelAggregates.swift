@@ -1,0 +1,112 @@
+import Foundation
+public import LibPQ
+
+/// Which implementation `analytics.window_funnel` and the masks' aggregates
+/// `funnel_report` counts with (`window_funnel_masks`,
+/// `window_funnel_chain_masks`) run on: the C extension `onramp_funnel`
+/// (extensions/onramp_funnel) where the server has it, the PL/pgSQL of
+/// migrations 016, 017 and 028 where it has not. The aggregates keep their
+/// names, arguments and grants either way, so no caller changes; only their
+/// support functions do. Run by every `onramp migrate`, after the
+/// migrations: installing the extension later and migrating again switches
+/// to it (docs/operations.md).
+public enum FunnelAggregates {
+    /// The extension's name, as `CREATE EXTENSION` takes it.
+    public static let extensionName = "onramp_funnel"
+
+    public enum Implementation: Sendable, Equatable {
+        /// The C aggregates of the extension at this version.
+        case native(version: String)
+        /// The PL/pgSQL aggregates, and why not the native ones.
+        case fallback(reason: String)
+    }
+
+    /// Creates the extension when the server has it and the database has it
+    /// not, then points the three aggregates at its functions; leaves the
+    /// PL/pgSQL ones, saying why, otherwise. `extension` is the extension's
+    /// name (a test names a missing one to see the fallback); `local`: the
+    /// schema is not yet distributed on Citus (the extension is made on the
+    /// coordinator alone, and distributed with the functions using it).
+    public static func install(_ connection: Connection, extension name: String = extensionName, local: Bool = false) throws -> Implementation {
+        let available = try connection.query(
+            "SELECT default_version FROM pg_available_extensions WHERE name = $1", [.text(name)])
+        let installed = try connection.query("SELECT extversion FROM pg_extension WHERE extname = $1", [.text(name)])
+        var version = installed.rows.isEmpty ? nil : try installed.scalar(String.self)
+        if version == nil {
+            guard !available.rows.isEmpty else {
+                return .fallback(
+                    reason: "the PostgreSQL extension \(name) is not installed on this server "
+                        + "(build and install it with postgresql-server-dev-15: make -C extensions/onramp_funnel install, on every node)")
+            }
+            do {
+                try connection.transaction { c in
+                    if local { try c.executeScript("SET LOCAL citus.enable_ddl_propagation = off") }
+                    // The name is one of two constants, never input: CREATE EXTENSION takes no parameters.
+                    try c.executeScript("CREATE EXTENSION IF NOT EXISTS \(quoteIdentifier(name))")
+                }
+            } catch let error as PostgresError {
+                return .fallback(reason: "CREATE EXTENSION \(name) failed: \(error.message)")
+            }
+            version = try connection.query("SELECT extversion FROM pg_extension WHERE extname = $1", [.text(name)])
+                .scalar(String.self)
+        }
+        try connection.transaction { c in try c.executeScript(useNative) }
+        return .native(version: version ?? "")
+    }
+
+    static func quoteIdentifier(_ name: String) -> String {
+        "\"" + name.replacingOccurrences(of: "\"", with: "\"\"") + "\""
+    }
+
+    /// Each aggregate not yet on the native functions is made again on them,
+    /// with the grants it had. Idempotent: a second run changes nothing.
+    static let useNative = """
+        DO $$
+        DECLARE
+            a record;
+            old regprocedure;
+            made regprocedure;
+            acl aclitem[];
+            r record;
+        BEGIN
+            FOR a IN SELECT * FROM (VALUES
+                ('window_funnel', 'interval, timestamptz, VARIADIC boolean[]', 'interval, timestamptz, boolean[]',
+                 'window_funnel_native_add', 'window_funnel_native_level'),
+                ('window_funnel_masks', 'interval, timestamptz, bigint, integer', 'interval, timestamptz, bigint, integer',
+                 'window_funnel_native_add_mask', 'window_funnel_native_level'),
+                ('window_funnel_chain_masks', 'interval, timestamptz, bigint, integer', 'interval, timestamptz, bigint, integer',
+                 'window_funnel_native_add_mask', 'window_funnel_native_chain')) AS v(name, args, signature, sfunc, ffunc)
+            LOOP
+                old := to_regprocedure(format('analytics.%I(%s)', a.name, a.signature));
+                IF old IS NOT NULL AND EXISTS (
+                    SELECT 1 FROM pg_aggregate g JOIN pg_proc p ON p.oid = g.aggtransfn
+                    WHERE g.aggfnoid = old AND p.proname = a.sfunc) THEN
+                    CONTINUE;
+                END IF;
+                acl := NULL;
+                IF old IS NOT NULL THEN
+                    SELECT proacl INTO acl FROM pg_proc WHERE oid = old;
+                    EXECUTE format('DROP AGGREGATE %s', old);
+                END IF;
+                EXECUTE format(
+                    'CREATE AGGREGATE analytics.%I(%s) (SFUNC = analytics.%I, STYPE = internal, FINALFUNC = analytics.%I, '
+                    'COMBINEFUNC = analytics.window_funnel_native_combine, SERIALFUNC = analytics.window_funnel_native_serialize, '
+                    'DESERIALFUNC = analytics.window_funnel_native_deserialize, PARALLEL = SAFE)',
+                    a.name, a.args, a.sfunc, a.ffunc);
+                made := to_regprocedure(format('analytics.%I(%s)', a.name, a.signature));
+                IF acl IS NOT NULL THEN
+                    EXECUTE format('REVOKE ALL ON FUNCTION %s FROM PUBLIC', made);
+                    FOR r IN SELECT DISTINCT x.grantee FROM aclexplode(acl) AS x
+                             WHERE x.privilege_type = 'EXECUTE' AND x.grantee <> x.grantor LOOP
+                        IF r.grantee = 0 THEN
+                            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO PUBLIC', made);
+                        ELSE
+                            EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO %s', made, r.grantee::regrole);
+                        END IF;
+                    END LOOP;
+                END IF;
+            END LOOP;
+        END
+        $$
+        """
+}

@@ -1,0 +1,524 @@
+/*
+ * onramp_funnel: analytics.window_funnel and the aggregates funnel_report is
+ * built on, in C. The semantics are the PL/pgSQL fallback's
+ * (sql/migrations/016_window_funnel.sql, 028_funnel_report_persons.sql) and
+ * docs/funnels.md's: the level is the largest k such that distinct events
+ * e1..ek fill steps 1..k in time order with tk - t1 <= window (inclusive),
+ * over every start; events of one time may fill consecutive steps in any
+ * order, and one event never fills two steps.
+ *
+ * Why it is fast where the fallback is not: the state is a growable array of
+ * (time, step mask) pairs in the aggregate's own memory context, appended to
+ * in place (the fallback copies its array on every row), and the final
+ * function sorts once and sweeps once. Everything is palloc'd in the
+ * aggregate's context, so it is freed with the group, and the sweep checks
+ * for interrupts, so a cancel or statement_timeout stops a long one.
+ *
+ * The state is a multiset of events, so two partial states combine by
+ * concatenation: parallel aggregation and Citus's partial aggregation on the
+ * workers are exact.
+ */
+#include "postgres.h"
+
+#include "catalog/pg_type.h"
+#include "fmgr.h"
+#include "libpq/pqformat.h"
+#include "miscadmin.h"
+#include "utils/array.h"
+#include "utils/builtins.h"
+#include "utils/datetime.h"
+#include "utils/memutils.h"
+#include "utils/timestamp.h"
+
+PG_MODULE_MAGIC;
+
+#define MAX_STEPS 63
+
+/* Microseconds between PostgreSQL's epoch (2000-01-01) and Unix's. */
+#define UNIX_EPOCH_OFFSET_USECS \
+	((int64) (POSTGRES_EPOCH_JDATE - UNIX_EPOCH_JDATE) * USECS_PER_DAY)
+
+typedef struct FunnelHit
+{
+	int64		time;			/* microseconds since 1970, as extract(epoch) */
+	uint64		mask;			/* bit s: the event matches step s + 1 */
+} FunnelHit;
+
+typedef struct FunnelState
+{
+	int64		window;			/* microseconds */
+	int32		steps;
+	int32		count;
+	int32		capacity;
+	FunnelHit  *hits;
+} FunnelState;
+
+/* What the sweep found: the level, and the chain it was first reached along. */
+typedef struct FunnelChain
+{
+	int			level;
+	int64		start;			/* the chain's first step's time */
+	int64		at;				/* when the level was first reached */
+} FunnelChain;
+
+static void
+check_steps(int steps)
+{
+	if (steps > MAX_STEPS)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window_funnel: at most 63 steps (got %d)", steps)));
+	if (steps < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window_funnel: the step count must be 0 or more (got %d)", steps)));
+}
+
+/*
+ * The window in microseconds as the fallback computes it,
+ * extract(epoch FROM win) * 1000000 (a year of 365.25 days, a month of 30),
+ * after its check that win is not NULL and not below interval '0' (which
+ * compares as PostgreSQL orders intervals, a month of 30 days).
+ */
+static int64
+window_usecs(FunctionCallInfo fcinfo, int argno)
+{
+	Interval   *win;
+	int64		years;
+	int128		span;
+	int128		epoch;
+
+	if (PG_ARGISNULL(argno))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window_funnel: the window must be an interval of 0 or more (got <NULL>)")));
+	win = PG_GETARG_INTERVAL_P(argno);
+	span = (int128) win->time + (int128) win->day * USECS_PER_DAY
+		+ (int128) win->month * DAYS_PER_MONTH * USECS_PER_DAY;
+	if (span < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window_funnel: the window must be an interval of 0 or more (got %s)",
+						DatumGetCString(DirectFunctionCall1(interval_out, IntervalPGetDatum(win))))));
+	years = win->month / MONTHS_PER_YEAR;
+	epoch = (int128) years * 31557600 * USECS_PER_SEC
+		+ (int128) (win->month % MONTHS_PER_YEAR) * DAYS_PER_MONTH * USECS_PER_DAY
+		+ (int128) win->day * USECS_PER_DAY + win->time;
+	if (epoch > PG_INT64_MAX)
+		return PG_INT64_MAX;
+	if (epoch < 0)
+		return 0;
+	return (int64) epoch;
+}
+
+static FunnelState *
+state_in_context(FunctionCallInfo fcinfo, int64 window, int steps)
+{
+	MemoryContext aggcontext;
+	FunnelState *state;
+
+	if (!AggCheckCallContext(fcinfo, &aggcontext))
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("window_funnel: called outside an aggregate")));
+	state = MemoryContextAlloc(aggcontext, sizeof(FunnelState));
+	state->window = window;
+	state->steps = steps;
+	state->count = 0;
+	state->capacity = 8;
+	state->hits = MemoryContextAlloc(aggcontext, sizeof(FunnelHit) * state->capacity);
+	return state;
+}
+
+static void
+append_hit(FunnelState *state, int64 time, uint64 mask)
+{
+	if (state->count == state->capacity)
+	{
+		if (state->capacity >= (int32) (MaxAllocSize / sizeof(FunnelHit) / 2))
+			ereport(ERROR,
+					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+					 errmsg("window_funnel: more than %d matching events in one group",
+							state->capacity)));
+		state->capacity *= 2;
+		/* repalloc keeps the chunk in the context it was allocated in. */
+		state->hits = repalloc(state->hits, sizeof(FunnelHit) * state->capacity);
+	}
+	state->hits[state->count].time = time;
+	state->hits[state->count].mask = mask;
+	state->count++;
+}
+
+static int64
+unix_usecs(TimestampTz ts)
+{
+	if (TIMESTAMP_NOT_FINITE(ts))
+		ereport(ERROR,
+				(errcode(ERRCODE_NUMERIC_VALUE_OUT_OF_RANGE),
+				 errmsg("window_funnel: an event's time must be finite (got %s)",
+						TIMESTAMP_IS_NOBEGIN(ts) ? "-infinity" : "infinity")));
+	return ts + UNIX_EPOCH_OFFSET_USECS;
+}
+
+/*
+ * window_funnel(interval, timestamptz, VARIADIC boolean[]): one event, and
+ * whether it matches each step. A NULL step counts as not matching; a NULL
+ * time adds nothing. The window and the step count are the first row's.
+ */
+PG_FUNCTION_INFO_V1(onramp_window_funnel_add);
+Datum
+onramp_window_funnel_add(PG_FUNCTION_ARGS)
+{
+	FunnelState *state = PG_ARGISNULL(0) ? NULL : (FunnelState *) PG_GETARG_POINTER(0);
+	ArrayType  *steps = PG_ARGISNULL(3) ? NULL : PG_GETARG_ARRAYTYPE_P(3);
+	int			n = 0;
+	int64		window;
+	uint64		mask = 0;
+
+	if (steps != NULL && ARR_NDIM(steps) > 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_PARAMETER_VALUE),
+				 errmsg("window_funnel: the steps must be booleans, one per step (got a %d-dimensional array)",
+						ARR_NDIM(steps))));
+	if (steps != NULL && ARR_NDIM(steps) == 1)
+		n = ARR_DIMS(steps)[0];
+	check_steps(n);
+	window = window_usecs(fcinfo, 1);
+	if (state == NULL)
+		state = state_in_context(fcinfo, window, n);
+	if (PG_ARGISNULL(2))
+		PG_RETURN_POINTER(state);
+	if (n > 0)
+	{
+		const bool *values = (const bool *) ARR_DATA_PTR(steps);
+		const bits8 *nulls = ARR_NULLBITMAP(steps);
+		int			i;
+		int			v = 0;
+
+		/* Elements are stored without their NULLs: v walks the stored ones. */
+		for (i = 0; i < n; i++)
+		{
+			if (nulls != NULL && (nulls[i / 8] & (1 << (i % 8))) == 0)
+				continue;
+			if (values[v++])
+				mask |= UINT64CONST(1) << i;
+		}
+	}
+	if (mask != 0)				/* fills no step: it cannot change the level */
+		append_hit(state, unix_usecs(PG_GETARG_TIMESTAMPTZ(2)), mask);
+	PG_RETURN_POINTER(state);
+}
+
+/*
+ * The masks' form, for callers that computed the steps in SQL
+ * (funnel_report): window_funnel_masks(interval, timestamptz, mask bigint,
+ * step_count integer).
+ */
+PG_FUNCTION_INFO_V1(onramp_window_funnel_add_mask);
+Datum
+onramp_window_funnel_add_mask(PG_FUNCTION_ARGS)
+{
+	FunnelState *state = PG_ARGISNULL(0) ? NULL : (FunnelState *) PG_GETARG_POINTER(0);
+	int64		mask;
+
+	if (state == NULL)
+	{
+		int			n = PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4);
+
+		check_steps(n);
+		state = state_in_context(fcinfo, window_usecs(fcinfo, 1), n);
+	}
+	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
+		PG_RETURN_POINTER(state);
+	mask = PG_GETARG_INT64(3);
+	if (mask != 0)
+		append_hit(state, unix_usecs(PG_GETARG_TIMESTAMPTZ(2)), (uint64) mask);
+	PG_RETURN_POINTER(state);
+}
+
+static int
+compare_hits(const void *a, const void *b)
+{
+	int64		x = ((const FunnelHit *) a)->time;
+	int64		y = ((const FunnelHit *) b)->time;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * Kuhn's augmenting path from step `step`: whether it can be given an event
+ * of the group, moving steps already given one to another of theirs.
+ * owner[e]: the step event e fills, -1 for none; visited[e] == stamp: tried
+ * on this path already. At most 63 steps deep.
+ */
+static bool
+augment(const FunnelHit *group, int size, int step, int *owner, uint32 *visited, uint32 stamp)
+{
+	int			e;
+
+	for (e = 0; e < size; e++)
+	{
+		if (visited[e] == stamp || ((group[e].mask >> step) & 1) == 0)
+			continue;
+		visited[e] = stamp;
+		if (owner[e] < 0 || augment(group, size, owner[e], owner, visited, stamp))
+		{
+			owner[e] = step;
+			return true;
+		}
+	}
+	return false;
+}
+
+/*
+ * How many consecutive steps, from step `first` (0-based) on, distinct
+ * events of one time can fill. Steps are added one at a time, each by an
+ * augmenting path, so the steps already filled stay filled.
+ */
+static int
+fill(const FunnelHit *group, int size, int first, int steps, int *owner, uint32 *visited, uint32 *stamp)
+{
+	int			filled = 0;
+	int			s;
+
+	for (s = 0; s < size; s++)
+		owner[s] = -1;
+	for (s = first; s < steps; s++)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (++*stamp == 0)
+		{
+			memset(visited, 0, sizeof(uint32) * size);
+			*stamp = 1;
+		}
+		if (!augment(group, size, s, owner, visited, *stamp))
+			break;
+		filled++;
+	}
+	return filled;
+}
+
+/*
+ * The sweep: events in time order, a group of one time at once, keeping per
+ * level the latest start of a chain that reached it (a later start leaves
+ * more of the window), and when each level was first reached.
+ */
+static FunnelChain
+sweep(FunnelState *state)
+{
+	FunnelChain result = {0, 0, 0};
+	int			n = state->steps;
+	int64		window = state->window;
+	int64		best[MAX_STEPS + 1];
+	int64		next[MAX_STEPS + 1];
+	int64		first_time[MAX_STEPS + 1];
+	int64		first_start[MAX_STEPS + 1];
+	bool		has[MAX_STEPS + 1];
+	bool		next_has[MAX_STEPS + 1];
+	bool		reached[MAX_STEPS + 1];
+	int		   *owner = NULL;
+	uint32	   *visited = NULL;
+	uint32		stamp = 0;
+	int			largest_group = 0;
+	int			i = 0;
+	int			l;
+
+	if (state->count == 0 || n == 0)
+		return result;
+	qsort(state->hits, state->count, sizeof(FunnelHit), compare_hits);
+	memset(has, 0, sizeof(has));
+	memset(reached, 0, sizeof(reached));
+	while (i < state->count)
+	{
+		int64		t = state->hits[i].time;
+		int			j = i + 1;
+		uint64		any = state->hits[i].mask;
+
+		if ((i & 1023) == 0)
+			CHECK_FOR_INTERRUPTS();
+		while (j < state->count && state->hits[j].time == t)
+			any |= state->hits[j++].mask;
+		if (j - i > 1 && j - i > largest_group)
+		{
+			if (owner != NULL)
+			{
+				pfree(owner);
+				pfree(visited);
+			}
+			largest_group = j - i;
+			owner = palloc(sizeof(int) * largest_group);
+			visited = palloc0(sizeof(uint32) * largest_group);
+			stamp = 0;
+		}
+		memcpy(next, best, sizeof(best));
+		memcpy(next_has, has, sizeof(has));
+		for (l = 0; l < n; l++)
+		{
+			int64		s;
+			int			m;
+			int			q;
+
+			if (((any >> l) & 1) == 0)
+				continue;		/* no event of this time fills step l + 1 */
+			if (l == 0)
+				s = t;
+			else if (!has[l] || t - best[l] > window)
+				continue;
+			else
+				s = best[l];
+			m = (j - i == 1) ? 1 : fill(&state->hits[i], j - i, l, n, owner, visited, &stamp);
+			for (q = 1; q <= m; q++)
+			{
+				if (!next_has[l + q] || s > next[l + q])
+				{
+					next[l + q] = s;
+					next_has[l + q] = true;
+				}
+			}
+		}
+		for (l = 1; l <= n; l++)
+		{
+			if (!reached[l] && next_has[l])
+			{
+				reached[l] = true;
+				first_time[l] = t;
+				first_start[l] = next[l];
+			}
+		}
+		memcpy(best, next, sizeof(best));
+		memcpy(has, next_has, sizeof(has));
+		i = j;
+	}
+	for (l = n; l >= 1; l--)
+	{
+		if (has[l])
+		{
+			result.level = l;
+			result.start = first_start[l];
+			result.at = first_time[l];
+			break;
+		}
+	}
+	if (owner != NULL)
+	{
+		pfree(owner);
+		pfree(visited);
+	}
+	return result;
+}
+
+/*
+ * The level. Sorting the state in place is no change to it: it is a
+ * multiset of events, and a later transition or final function sees the
+ * same one.
+ */
+PG_FUNCTION_INFO_V1(onramp_window_funnel_level);
+Datum
+onramp_window_funnel_level(PG_FUNCTION_ARGS)
+{
+	if (PG_ARGISNULL(0))
+		PG_RETURN_INT32(0);
+	PG_RETURN_INT32(sweep((FunnelState *) PG_GETARG_POINTER(0)).level);
+}
+
+/*
+ * The chain the level was reached along, as window_funnel_chain returns it:
+ * [level, chain start, time the level was first reached] in microseconds
+ * since 1970, the last two NULL at level 0.
+ */
+PG_FUNCTION_INFO_V1(onramp_window_funnel_chain);
+Datum
+onramp_window_funnel_chain(PG_FUNCTION_ARGS)
+{
+	FunnelChain chain = {0, 0, 0};
+	Datum		values[3];
+	bool		nulls[3] = {false, false, false};
+	int			dims[1] = {3};
+	int			lbs[1] = {1};
+
+	if (!PG_ARGISNULL(0))
+		chain = sweep((FunnelState *) PG_GETARG_POINTER(0));
+	values[0] = Int64GetDatum((int64) chain.level);
+	values[1] = Int64GetDatum(chain.start);
+	values[2] = Int64GetDatum(chain.at);
+	if (chain.level == 0)
+		nulls[1] = nulls[2] = true;
+	PG_RETURN_ARRAYTYPE_P(construct_md_array(values, nulls, 1, dims, lbs, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
+}
+
+/* Two partial states are one: their events together. */
+PG_FUNCTION_INFO_V1(onramp_window_funnel_combine);
+Datum
+onramp_window_funnel_combine(PG_FUNCTION_ARGS)
+{
+	FunnelState *a = PG_ARGISNULL(0) ? NULL : (FunnelState *) PG_GETARG_POINTER(0);
+	FunnelState *b = PG_ARGISNULL(1) ? NULL : (FunnelState *) PG_GETARG_POINTER(1);
+	int			i;
+
+	if (b == NULL)
+	{
+		if (a == NULL)
+			PG_RETURN_NULL();
+		PG_RETURN_POINTER(a);
+	}
+	if (a == NULL)
+		a = state_in_context(fcinfo, b->window, b->steps);
+	for (i = 0; i < b->count; i++)
+		append_hit(a, b->hits[i].time, b->hits[i].mask);
+	PG_RETURN_POINTER(a);
+}
+
+PG_FUNCTION_INFO_V1(onramp_window_funnel_serialize);
+Datum
+onramp_window_funnel_serialize(PG_FUNCTION_ARGS)
+{
+	FunnelState *state = (FunnelState *) PG_GETARG_POINTER(0);
+	StringInfoData buf;
+	int			i;
+
+	pq_begintypsend(&buf);
+	pq_sendint64(&buf, state->window);
+	pq_sendint32(&buf, state->steps);
+	pq_sendint32(&buf, state->count);
+	for (i = 0; i < state->count; i++)
+	{
+		pq_sendint64(&buf, state->hits[i].time);
+		pq_sendint64(&buf, (int64) state->hits[i].mask);
+	}
+	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
+}
+
+PG_FUNCTION_INFO_V1(onramp_window_funnel_deserialize);
+Datum
+onramp_window_funnel_deserialize(PG_FUNCTION_ARGS)
+{
+	bytea	   *bytes = PG_GETARG_BYTEA_PP(0);
+	StringInfoData buf;
+	FunnelState *state;
+	int64		window;
+	int32		steps;
+	int32		count;
+	int			i;
+
+	initStringInfo(&buf);
+	appendBinaryStringInfo(&buf, VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes));
+	window = pq_getmsgint64(&buf);
+	steps = pq_getmsgint(&buf, 4);
+	count = pq_getmsgint(&buf, 4);
+	check_steps(steps);
+	if (count < 0 || (int64) count * 16 != (int64) (buf.len - buf.cursor))
+		ereport(ERROR,
+				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
+				 errmsg("window_funnel: a partial state of %d events is %d bytes long", count, buf.len)));
+	state = state_in_context(fcinfo, window, steps);
+	for (i = 0; i < count; i++)
+	{
+		int64		time = pq_getmsgint64(&buf);
+		int64		mask = pq_getmsgint64(&buf);
+
+		append_hit(state, time, (uint64) mask);
+	}
+	pq_getmsgend(&buf);
+	pfree(buf.data);
+	PG_RETURN_POINTER(state);
+}
