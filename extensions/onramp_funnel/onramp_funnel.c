@@ -8,11 +8,20 @@
  * order, and one event never fills two steps.
  *
  * Why it is fast where the fallback is not: the state is a growable array of
- * (time, step mask) pairs in the aggregate's own memory context, appended to
- * in place (the fallback copies its array on every row), and the final
- * function sorts once and sweeps once. Everything is palloc'd in the
- * aggregate's context, so it is freed with the group, and the sweep checks
- * for interrupts, so a cancel or statement_timeout stops a long one.
+ * (time, step mask) pairs, appended to in place (the fallback copies its
+ * array on every row), and the final function sorts once and sweeps once.
+ *
+ * The state is a bytea, not `internal`: only a superuser may make an
+ * aggregate of an internal state, and `onramp migrate` runs as the schema's
+ * owner. PostgreSQL keeps it in the aggregate's memory context, freed with
+ * the group; the transition function appends in place while there is room
+ * and otherwise returns a larger copy made in the per-row context, which
+ * PostgreSQL copies into the aggregate's context, freeing the old one
+ * (doubling, so each event is copied a constant number of times on
+ * average). The functions refuse to run outside an aggregate, check every
+ * state they are handed, and are not granted to anyone but the owner: the
+ * aggregates are how they are called. The sweep checks for interrupts, so
+ * a cancel or statement_timeout stops a long one.
  *
  * The state is a multiset of events, so two partial states combine by
  * concatenation: parallel aggregation and Citus's partial aggregation on the
@@ -22,7 +31,6 @@
 
 #include "catalog/pg_type.h"
 #include "fmgr.h"
-#include "libpq/pqformat.h"
 #include "miscadmin.h"
 #include "utils/array.h"
 #include "utils/builtins.h"
@@ -46,12 +54,19 @@ typedef struct FunnelHit
 
 typedef struct FunnelState
 {
-	int64		window;			/* microseconds */
+	int32		vl_len_;		/* varlena header: the whole buffer, room included */
 	int32		steps;
+	int64		window;			/* microseconds */
 	int32		count;
-	int32		capacity;
-	FunnelHit  *hits;
+	int32		unused;
+	FunnelHit	hits[FLEXIBLE_ARRAY_MEMBER];
 } FunnelState;
+
+#define STATE_HEADER offsetof(FunnelState, hits)
+#define STATE_CAPACITY(state) ((int32) ((VARSIZE(state) - STATE_HEADER) / sizeof(FunnelHit)))
+/* Room for 2 events first: 56 bytes, the allocator's 64-byte chunk. */
+#define INITIAL_CAPACITY 2
+#define MAX_CAPACITY ((int32) ((MaxAllocSize - STATE_HEADER) / sizeof(FunnelHit)))
 
 /* What the sweep found: the level, and the chain it was first reached along. */
 typedef struct FunnelChain
@@ -111,42 +126,66 @@ window_usecs(FunctionCallInfo fcinfo, int argno)
 	return (int64) epoch;
 }
 
-static FunnelState *
-state_in_context(FunctionCallInfo fcinfo, int64 window, int steps)
+static void
+require_aggregate(FunctionCallInfo fcinfo)
 {
-	MemoryContext aggcontext;
-	FunnelState *state;
-
-	if (!AggCheckCallContext(fcinfo, &aggcontext))
+	if (!AggCheckCallContext(fcinfo, NULL))
 		ereport(ERROR,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("window_funnel: called outside an aggregate")));
-	state = MemoryContextAlloc(aggcontext, sizeof(FunnelState));
-	state->window = window;
-	state->steps = steps;
-	state->count = 0;
-	state->capacity = 8;
-	state->hits = MemoryContextAlloc(aggcontext, sizeof(FunnelHit) * state->capacity);
+				 errmsg("window_funnel: its support functions run only inside its aggregates")));
+}
+
+/* A state handed in: whole, and describing no more events than it holds. */
+static FunnelState *
+checked_state(Datum datum)
+{
+	FunnelState *state = (FunnelState *) PG_DETOAST_DATUM(datum);
+
+	if (VARSIZE(state) < STATE_HEADER || state->count < 0 || state->count > STATE_CAPACITY(state)
+		|| state->steps < 0 || state->steps > MAX_STEPS || state->window < 0)
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("window_funnel: not a state of its aggregates")));
 	return state;
 }
 
-static void
-append_hit(FunnelState *state, int64 time, uint64 mask)
+/* A new state with room for `capacity` events, in the current (per-row) context. */
+static FunnelState *
+new_state(int64 window, int steps, int32 capacity)
 {
-	if (state->count == state->capacity)
-	{
-		if (state->capacity >= (int32) (MaxAllocSize / sizeof(FunnelHit) / 2))
-			ereport(ERROR,
-					(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-					 errmsg("window_funnel: more than %d matching events in one group",
-							state->capacity)));
-		state->capacity *= 2;
-		/* repalloc keeps the chunk in the context it was allocated in. */
-		state->hits = repalloc(state->hits, sizeof(FunnelHit) * state->capacity);
-	}
-	state->hits[state->count].time = time;
-	state->hits[state->count].mask = mask;
-	state->count++;
+	FunnelState *state = palloc(STATE_HEADER + sizeof(FunnelHit) * capacity);
+
+	SET_VARSIZE(state, STATE_HEADER + sizeof(FunnelHit) * capacity);
+	state->steps = steps;
+	state->window = window;
+	state->count = 0;
+	state->unused = 0;
+	return state;
+}
+
+/*
+ * Room for `more` events: the state itself when it has it, else a copy at
+ * least twice as large (PostgreSQL moves it into the aggregate's context).
+ */
+static FunnelState *
+with_room(FunnelState *state, int32 more)
+{
+	FunnelState *larger;
+	int64		wanted = (int64) state->count + more;
+	int64		capacity = STATE_CAPACITY(state);
+
+	if (wanted <= capacity)
+		return state;
+	if (wanted > MAX_CAPACITY)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("window_funnel: more than %d matching events in one group", MAX_CAPACITY)));
+	while (capacity < wanted)
+		capacity = Min(Max(capacity * 2, INITIAL_CAPACITY), MAX_CAPACITY);
+	larger = new_state(state->window, state->steps, (int32) capacity);
+	larger->count = state->count;
+	memcpy(larger->hits, state->hits, sizeof(FunnelHit) * state->count);
+	return larger;
 }
 
 static int64
@@ -169,11 +208,14 @@ PG_FUNCTION_INFO_V1(onramp_window_funnel_add);
 Datum
 onramp_window_funnel_add(PG_FUNCTION_ARGS)
 {
-	FunnelState *state = PG_ARGISNULL(0) ? NULL : (FunnelState *) PG_GETARG_POINTER(0);
+	FunnelState *state;
 	ArrayType  *steps = PG_ARGISNULL(3) ? NULL : PG_GETARG_ARRAYTYPE_P(3);
 	int			n = 0;
 	int64		window;
 	uint64		mask = 0;
+
+	require_aggregate(fcinfo);
+	state = PG_ARGISNULL(0) ? NULL : checked_state(PG_GETARG_DATUM(0));
 
 	if (steps != NULL && ARR_NDIM(steps) > 1)
 		ereport(ERROR,
@@ -185,7 +227,7 @@ onramp_window_funnel_add(PG_FUNCTION_ARGS)
 	check_steps(n);
 	window = window_usecs(fcinfo, 1);
 	if (state == NULL)
-		state = state_in_context(fcinfo, window, n);
+		state = new_state(window, n, INITIAL_CAPACITY);
 	if (PG_ARGISNULL(2))
 		PG_RETURN_POINTER(state);
 	if (n > 0)
@@ -205,7 +247,14 @@ onramp_window_funnel_add(PG_FUNCTION_ARGS)
 		}
 	}
 	if (mask != 0)				/* fills no step: it cannot change the level */
-		append_hit(state, unix_usecs(PG_GETARG_TIMESTAMPTZ(2)), mask);
+	{
+		int64		time = unix_usecs(PG_GETARG_TIMESTAMPTZ(2));
+
+		state = with_room(state, 1);
+		state->hits[state->count].time = time;
+		state->hits[state->count].mask = mask;
+		state->count++;
+	}
 	PG_RETURN_POINTER(state);
 }
 
@@ -218,21 +267,30 @@ PG_FUNCTION_INFO_V1(onramp_window_funnel_add_mask);
 Datum
 onramp_window_funnel_add_mask(PG_FUNCTION_ARGS)
 {
-	FunnelState *state = PG_ARGISNULL(0) ? NULL : (FunnelState *) PG_GETARG_POINTER(0);
+	FunnelState *state;
 	int64		mask;
 
+	require_aggregate(fcinfo);
+	state = PG_ARGISNULL(0) ? NULL : checked_state(PG_GETARG_DATUM(0));
 	if (state == NULL)
 	{
 		int			n = PG_ARGISNULL(4) ? 0 : PG_GETARG_INT32(4);
 
 		check_steps(n);
-		state = state_in_context(fcinfo, window_usecs(fcinfo, 1), n);
+		state = new_state(window_usecs(fcinfo, 1), n, INITIAL_CAPACITY);
 	}
 	if (PG_ARGISNULL(2) || PG_ARGISNULL(3))
 		PG_RETURN_POINTER(state);
 	mask = PG_GETARG_INT64(3);
 	if (mask != 0)
-		append_hit(state, unix_usecs(PG_GETARG_TIMESTAMPTZ(2)), (uint64) mask);
+	{
+		int64		time = unix_usecs(PG_GETARG_TIMESTAMPTZ(2));
+
+		state = with_room(state, 1);
+		state->hits[state->count].time = time;
+		state->hits[state->count].mask = (uint64) mask;
+		state->count++;
+	}
 	PG_RETURN_POINTER(state);
 }
 
@@ -416,9 +474,10 @@ PG_FUNCTION_INFO_V1(onramp_window_funnel_level);
 Datum
 onramp_window_funnel_level(PG_FUNCTION_ARGS)
 {
+	require_aggregate(fcinfo);
 	if (PG_ARGISNULL(0))
 		PG_RETURN_INT32(0);
-	PG_RETURN_INT32(sweep((FunnelState *) PG_GETARG_POINTER(0)).level);
+	PG_RETURN_INT32(sweep(checked_state(PG_GETARG_DATUM(0))).level);
 }
 
 /*
@@ -436,8 +495,9 @@ onramp_window_funnel_chain(PG_FUNCTION_ARGS)
 	int			dims[1] = {3};
 	int			lbs[1] = {1};
 
+	require_aggregate(fcinfo);
 	if (!PG_ARGISNULL(0))
-		chain = sweep((FunnelState *) PG_GETARG_POINTER(0));
+		chain = sweep(checked_state(PG_GETARG_DATUM(0)));
 	values[0] = Int64GetDatum((int64) chain.level);
 	values[1] = Int64GetDatum(chain.start);
 	values[2] = Int64GetDatum(chain.at);
@@ -446,79 +506,29 @@ onramp_window_funnel_chain(PG_FUNCTION_ARGS)
 	PG_RETURN_ARRAYTYPE_P(construct_md_array(values, nulls, 1, dims, lbs, INT8OID, 8, FLOAT8PASSBYVAL, TYPALIGN_DOUBLE));
 }
 
-/* Two partial states are one: their events together. */
+/*
+ * Two partial states are one: their events together. The first is the
+ * combining state (appended to in place while it has room); the second is
+ * read only, and may be a copy from a parallel worker or a Citus worker.
+ */
 PG_FUNCTION_INFO_V1(onramp_window_funnel_combine);
 Datum
 onramp_window_funnel_combine(PG_FUNCTION_ARGS)
 {
-	FunnelState *a = PG_ARGISNULL(0) ? NULL : (FunnelState *) PG_GETARG_POINTER(0);
-	FunnelState *b = PG_ARGISNULL(1) ? NULL : (FunnelState *) PG_GETARG_POINTER(1);
-	int			i;
+	FunnelState *a;
+	FunnelState *b;
 
-	if (b == NULL)
+	require_aggregate(fcinfo);
+	if (PG_ARGISNULL(1))
 	{
-		if (a == NULL)
+		if (PG_ARGISNULL(0))
 			PG_RETURN_NULL();
-		PG_RETURN_POINTER(a);
+		PG_RETURN_DATUM(PG_GETARG_DATUM(0));
 	}
-	if (a == NULL)
-		a = state_in_context(fcinfo, b->window, b->steps);
-	for (i = 0; i < b->count; i++)
-		append_hit(a, b->hits[i].time, b->hits[i].mask);
+	b = checked_state(PG_GETARG_DATUM(1));
+	a = PG_ARGISNULL(0) ? new_state(b->window, b->steps, Max(b->count, INITIAL_CAPACITY)) : checked_state(PG_GETARG_DATUM(0));
+	a = with_room(a, b->count);
+	memcpy(&a->hits[a->count], b->hits, sizeof(FunnelHit) * b->count);
+	a->count += b->count;
 	PG_RETURN_POINTER(a);
-}
-
-PG_FUNCTION_INFO_V1(onramp_window_funnel_serialize);
-Datum
-onramp_window_funnel_serialize(PG_FUNCTION_ARGS)
-{
-	FunnelState *state = (FunnelState *) PG_GETARG_POINTER(0);
-	StringInfoData buf;
-	int			i;
-
-	pq_begintypsend(&buf);
-	pq_sendint64(&buf, state->window);
-	pq_sendint32(&buf, state->steps);
-	pq_sendint32(&buf, state->count);
-	for (i = 0; i < state->count; i++)
-	{
-		pq_sendint64(&buf, state->hits[i].time);
-		pq_sendint64(&buf, (int64) state->hits[i].mask);
-	}
-	PG_RETURN_BYTEA_P(pq_endtypsend(&buf));
-}
-
-PG_FUNCTION_INFO_V1(onramp_window_funnel_deserialize);
-Datum
-onramp_window_funnel_deserialize(PG_FUNCTION_ARGS)
-{
-	bytea	   *bytes = PG_GETARG_BYTEA_PP(0);
-	StringInfoData buf;
-	FunnelState *state;
-	int64		window;
-	int32		steps;
-	int32		count;
-	int			i;
-
-	initStringInfo(&buf);
-	appendBinaryStringInfo(&buf, VARDATA_ANY(bytes), VARSIZE_ANY_EXHDR(bytes));
-	window = pq_getmsgint64(&buf);
-	steps = pq_getmsgint(&buf, 4);
-	count = pq_getmsgint(&buf, 4);
-	check_steps(steps);
-	if (count < 0 || (int64) count * 16 != (int64) (buf.len - buf.cursor))
-		ereport(ERROR,
-				(errcode(ERRCODE_INVALID_BINARY_REPRESENTATION),
-				 errmsg("window_funnel: a partial state of %d events is %d bytes long", count, buf.len)));
-	state = state_in_context(fcinfo, window, steps);
-	for (i = 0; i < count; i++)
-	{
-		int64		time = pq_getmsgint64(&buf);
-		int64		mask = pq_getmsgint64(&buf);
-
-		append_hit(state, time, (uint64) mask);
-	}
-	pq_getmsgend(&buf);
-	pfree(buf.data);
-	PG_RETURN_POINTER(state);
 }
