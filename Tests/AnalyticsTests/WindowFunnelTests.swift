@@ -297,4 +297,102 @@ struct WindowFunnelTests {
         await pool.close()
         try await db.drop()
     }
+
+    /// A backend's private resident memory in KB (RssAnon: its heap, not the
+    /// shared buffers it touched).
+    static func privateKB(pid: Int) -> Int {
+        guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+              let line = status.split(separator: "\n").first(where: { $0.hasPrefix("RssAnon:") })
+        else { return 0 }
+        return Int(line.split(separator: " ").dropFirst().first ?? "") ?? 0
+    }
+
+    /// Runs `sql` on `pool` while sampling backend `pid`'s private memory; its peak in KB.
+    static func peakWhile(_ pool: ConnectionPool, pid: Int, _ sql: String) async throws -> (QueryResult, Int) {
+        let sampler = Task {
+            var peak = 0
+            while !Task.isCancelled {
+                peak = max(peak, privateKB(pid: pid))
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return peak
+        }
+        let result = try await pool.query(sql)
+        sampler.cancel()
+        return (result, max(await sampler.value, privateKB(pid: pid)))
+    }
+
+    @Test("inside the server: no growth across 1,000,000 groups, a cancel or statement_timeout stops a long sweep within a second, no backend crash")
+    func safeInsideTheServer() async throws {
+        let db = try await TestDatabase.create()
+        let pool = db.pool(maxConnections: 1)
+        let admin = db.pool(maxConnections: 1)
+        let started = try await admin.query("SELECT pg_postmaster_start_time()::text").scalar(String.self)
+        // Memory: the backend's peak after 10,000 groups and after 1,000,000, by hash and by sort.
+        // One backend (no parallel workers), the server's default work_mem (a
+        // larger one would hold the 3,000,000 generated rows in memory), and no
+        // JIT (LLVM's own 200 MB, loaded on the first query, would hide the rest).
+        try await pool.query("SET max_parallel_workers_per_gather = 0")
+        try await pool.query("SET work_mem = '4MB'")
+        try await pool.query("SET jit = off")
+        let pid = try await pool.query("SELECT pg_backend_pid()").scalar(Int.self)
+        func groups(_ count: Int) -> String {
+            """
+            SELECT count(*), sum(level) FROM (
+                SELECT g % \(count) AS person, analytics.window_funnel(interval '1 hour', timestamptz '2025-01-01' + (g % 7) * interval '1 minute',
+                           g % 3 = 0, g % 3 = 1, g % 3 = 2) AS level
+                FROM generate_series(1, 3000000) AS g GROUP BY 1) AS s
+            """
+        }
+        var peaks: [String] = []
+        for plan in ["SET enable_hashagg = on", "SET enable_hashagg = off"] {
+            try await pool.query(plan)
+            let (small, before) = try await Self.peakWhile(pool, pid: pid, groups(10_000))
+            #expect(try small.rows[0].decode(Int.self, at: 0) == 10_000)
+            let (large, after) = try await Self.peakWhile(pool, pid: pid, groups(1_000_000))
+            #expect(try large.rows[0].decode(Int.self, at: 0) == 1_000_000)
+            peaks.append("\(plan): \(before) KB at most over 10,000 groups, \(after) KB over 1,000,000")
+            #expect(before > 0 && after < before + 32 * 1024, "\(peaks)")
+        }
+        // A sweep of a million events at 10,000 times, each matching all 63 steps: tens of seconds.
+        let heavy = """
+            SELECT analytics.window_funnel_masks(interval '1000 days', timestamptz 'epoch' + (g / 100) * interval '1 second',
+                       x'7fffffffffffffff'::bigint, 63)
+            FROM generate_series(1, 1000000) AS g
+            """
+        let connection = try Connection.connect(db.url)
+        let canceller = try #require(connection.canceller())
+        try connection.query("SET max_parallel_workers_per_gather = 0")
+        let running = Task.detached { () -> (String?, ContinuousClock.Instant) in
+            do {
+                _ = try connection.query(heavy)
+                return (nil, .now)
+            } catch {
+                return ((error as? PostgresError)?.sqlState, .now)
+            }
+        }
+        try await Task.sleep(for: .seconds(3))
+        let cancelled = ContinuousClock.now
+        canceller.cancel()
+        let (state, ended) = await running.value
+        #expect(state == "57014", "the sweep was not cancelled: \(String(describing: state))")
+        #expect(ended - cancelled < .seconds(1), "stopped \(ended - cancelled) after the cancel")
+        try connection.query("SET statement_timeout = '2s'")
+        let clock = ContinuousClock.now
+        let timedOut = #expect(throws: PostgresError.self) { try connection.query(heavy) }
+        #expect(timedOut?.sqlState == "57014")
+        #expect(ContinuousClock.now - clock < .seconds(3), "statement_timeout 2 s stopped it after \(ContinuousClock.now - clock)")
+        // A backend terminated mid-sweep takes no other down: the postmaster never restarted.
+        try connection.query("SET statement_timeout = 0")
+        let pid2 = try connection.query("SELECT pg_backend_pid()").scalar(Int.self)
+        let terminated = Task.detached { () -> Bool in (try? connection.query(heavy)) == nil }
+        try await Task.sleep(for: .seconds(2))
+        #expect(try await admin.query("SELECT pg_terminate_backend($1::int)", [.int(Int64(pid2))]).scalar(Bool.self))
+        #expect(await terminated.value)
+        #expect(try await admin.query("SELECT pg_postmaster_start_time()::text").scalar(String.self) == started)
+        #expect(try await pool.query("SELECT analytics.window_funnel(interval '1 hour', now(), true)").scalar(Int.self) == 1)
+        await pool.close()
+        await admin.close()
+        try await db.drop()
+    }
 }
