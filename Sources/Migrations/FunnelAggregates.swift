@@ -24,10 +24,10 @@ public enum FunnelAggregates {
     /// Creates the extension when the server has it and the database has it
     /// not, then points the three aggregates at its functions; leaves the
     /// PL/pgSQL ones, saying why, otherwise. `extension` is the extension's
-    /// name (a test names a missing one to see the fallback); `local`: the
-    /// schema is not yet distributed on Citus (the extension is made on the
-    /// coordinator alone, and distributed with the functions using it).
-    public static func install(_ connection: Connection, extension name: String = extensionName, local: Bool = false) throws -> Implementation {
+    /// name (a test names a missing one to see the fallback). On Citus, run
+    /// after the schema is distributed: Citus creates the extension on the
+    /// workers too.
+    public static func install(_ connection: Connection, extension name: String = extensionName) throws -> Implementation {
         // Before migration 016 there is nothing to point at the extension (a test migrating part way).
         guard try connection.query("SELECT to_regprocedure('analytics.window_funnel(interval, timestamptz, boolean[])') IS NOT NULL")
             .scalar(Bool.self)
@@ -44,7 +44,6 @@ public enum FunnelAggregates {
             }
             do {
                 try connection.transaction { c in
-                    if local { try c.executeScript("SET LOCAL citus.enable_ddl_propagation = off") }
                     // The name is one of two constants, never input: CREATE EXTENSION takes no parameters.
                     try c.executeScript("CREATE EXTENSION IF NOT EXISTS \(quoteIdentifier(name))")
                 }

@@ -101,10 +101,16 @@ public struct Migrator: Sendable {
             }
             outcome.applied.append(file.fileName)
         }
-        outcome.funnelAggregates = try FunnelAggregates.install(connection, extension: funnelExtension, local: local)
         if onCitus, let citusLayout {
             try connection.transaction { c in try c.executeScript(citusLayout) }
             outcome.distributed = true
+        }
+        // After the layout on Citus: the extension goes to the workers with
+        // the schema it lives in there, and the aggregates made again on it
+        // are distributed by the layout's second run.
+        outcome.funnelAggregates = try FunnelAggregates.install(connection, extension: funnelExtension)
+        if onCitus, let citusLayout, case .native = outcome.funnelAggregates {
+            try connection.transaction { c in try c.executeScript(citusLayout) }
         }
         return outcome
     }

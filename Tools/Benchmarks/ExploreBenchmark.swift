@@ -43,6 +43,29 @@ public struct ExploreBenchmark: Sendable {
         public var chdbNote: String?
         /// The persons behind q1's numbers (docs/funnels.md, "The persons behind a number").
         public var persons: PersonsRun?
+        /// q1 through the analysts' SQL aggregates.
+        public var aggregates: AggregatesRun?
+    }
+
+    /// q1 as an analyst writes it in SQL (sql/examples/14_any_funnel_in_sql.sql):
+    /// `analytics.window_funnel` grouped by person, against the same query
+    /// counting rows in its place (reading the rows: the floor) and against
+    /// the PL/pgSQL fallback; and `analytics.funnel_report`, whose masks'
+    /// aggregate is native or the fallback. Best of the repeats; the
+    /// fallbacks once (they are the slow ones).
+    public struct AggregatesRun: Sendable, Codable {
+        /// What `onramp migrate` left `analytics.window_funnel` on: its transition function.
+        public var implementation: String
+        public var floorSeconds: Double
+        public var windowFunnelSeconds: Double
+        public var fallbackSeconds: Double
+        public var funnelReportSeconds: Double
+        public var funnelReportFallbackSeconds: Double
+        /// Persons reaching each step: the native aggregate, the fallback, funnel_report native and fallback.
+        public var reached: [Int]
+        public var fallbackReached: [Int]
+        public var funnelReportReached: [Int]
+        public var funnelReportFallbackReached: [Int]
     }
 
     /// q1's largest drop-off as persons and as paths, each against what it
@@ -208,6 +231,7 @@ public struct ExploreBenchmark: Sendable {
         if let q1 = files.first {
             result.persons = try await persons(pool, q1: q1, database: database, cache: cache, asOf: asOf)
         }
+        result.aggregates = try await aggregates(pool, asOf: asOf)
         try await chdb(pool, directory: directory, into: &result)
         return result
     }
@@ -262,6 +286,78 @@ public struct ExploreBenchmark: Sendable {
             pathsSeconds: paths.min() ?? 0, diagnosticsRecountSeconds: diagnosed.min() ?? 0, sqlSeconds: sqlSeconds.min() ?? 0,
             sqlPersons: sqlPersons, largeList: lines(large.output), largeRSS: large.rss, smallList: lines(small.output), smallRSS: small.rss,
             storedLargeRSS: storedLarge.rss, storedSmallRSS: storedSmall.rss)
+    }
+
+    /// q1 through the SQL aggregates (`AggregatesRun`).
+    private func aggregates(_ pool: ConnectionPool, asOf: String) async throws -> AggregatesRun {
+        let steps = Self.yokedSteps.indices.map { "event = $\($0 + 1)" }.joined(separator: ", ")
+        @Sendable func q1(_ aggregate: String) -> String {
+            """
+            SELECT level, count(*)::int8 FROM (
+                SELECT person_id, \(aggregate) AS level FROM analytics.events
+                WHERE app = 'yoked' AND type = 'track' GROUP BY person_id) AS persons
+            GROUP BY level
+            """
+        }
+        let names = Self.yokedSteps.map { PostgresValue.text($0) }
+        let definition = #"{"app": "yoked", "window": "24h", "steps": ["#
+            + Self.yokedSteps.map { #"{"event": "\#($0)"}"# }.joined(separator: ", ") + "]}"
+        let report = "SELECT persons FROM analytics.funnel_report($1::jsonb, $2::timestamptz) ORDER BY step_index"
+        let repeats = self.repeats, log = self.log, stepCount = Self.yokedSteps.count
+        /// Persons reaching each step, from (level, persons) rows.
+        @Sendable func reached(_ rows: QueryResult) throws -> [Int] {
+            var byLevel: [Int: Int] = [:]
+            for row in rows.rows { byLevel[try row.decode(Int.self, at: 0)] = try row.decode(Int.self, at: 1) }
+            return (1...stepCount).map { step in byLevel.filter { $0.key >= step }.values.reduce(0, +) }
+        }
+        @Sendable func seconds(_ body: () throws -> Void) rethrows -> Double {
+            let start = ContinuousClock.now
+            try body()
+            return (ContinuousClock.now - start).seconds
+        }
+        @Sendable func best(_ body: () throws -> Void) rethrows -> Double {
+            var samples: [Double] = []
+            for _ in 0..<repeats { samples.append(try seconds(body)) }
+            return samples.min() ?? 0
+        }
+        return try await pool.withConnection { c in
+            let implementation = try c.query(
+                "SELECT p.proname FROM pg_aggregate g JOIN pg_proc p ON p.oid = g.aggtransfn "
+                    + "WHERE g.aggfnoid = 'analytics.window_funnel(interval, timestamptz, boolean[])'::regprocedure"
+            ).scalar(String.self)
+            // The fallback, made as migration 016 makes it; funnel_report's own
+            // aggregate is swapped in a transaction rolled back after.
+            try c.executeScript(
+                """
+                CREATE AGGREGATE pg_temp.fallback_window_funnel(interval, timestamptz, VARIADIC boolean[]) (
+                    SFUNC = analytics.window_funnel_add, STYPE = bigint[], FINALFUNC = analytics.window_funnel_level)
+                """)
+            log("q1 through analytics.window_funnel (\(implementation)), the count(*) floor, and the PL/pgSQL fallback …")
+            var levels: [Int] = [], fallbackLevels: [Int] = []
+            let floor = try best { _ = try c.query(q1("count(*)")) }
+            let native = try best { levels = try reached(c.query(q1("analytics.window_funnel(interval '24 hours', \"timestamp\", \(steps))"), names)) }
+            let fallback = try seconds {
+                fallbackLevels = try reached(c.query(q1("pg_temp.fallback_window_funnel(interval '24 hours', \"timestamp\", \(steps))"), names))
+            }
+            log("q1 through analytics.funnel_report, native and the fallback …")
+            var persons: [Int] = [], fallbackPersons: [Int] = []
+            let funnelReport = try best { persons = try c.query(report, [.json(definition), .text(asOf)]).rows.map { try $0.decode(Int.self, at: 0) } }
+            try c.executeScript(
+                """
+                BEGIN;
+                DROP AGGREGATE analytics.window_funnel_masks(interval, timestamptz, bigint, integer);
+                CREATE AGGREGATE analytics.window_funnel_masks(interval, timestamptz, bigint, integer) (
+                    SFUNC = analytics.window_funnel_add_mask, STYPE = bigint[], FINALFUNC = analytics.window_funnel_level)
+                """)
+            let reportFallback = try seconds {
+                fallbackPersons = try c.query(report, [.json(definition), .text(asOf)]).rows.map { try $0.decode(Int.self, at: 0) }
+            }
+            try c.executeScript("ROLLBACK")
+            return AggregatesRun(
+                implementation: implementation, floorSeconds: floor, windowFunnelSeconds: native, fallbackSeconds: fallback,
+                funnelReportSeconds: funnelReport, funnelReportFallbackSeconds: reportFallback, reached: levels, fallbackReached: fallbackLevels,
+                funnelReportReached: persons, funnelReportFallbackReached: fallbackPersons)
+        }
     }
 
     /// Exports the events to Parquet (with chDB itself, untimed), then times

@@ -68,6 +68,14 @@ struct BenchExplore: AsyncParsableCommand {
                 p.largeList, p.smallList, p.largeRSS, p.smallRSS, Double(p.largeRSS) / Double(max(1, p.smallRSS)), p.storedLargeRSS,
                 p.storedSmallRSS, Double(p.storedLargeRSS) / Double(max(1, p.storedSmallRSS))))
         }
+        if let a = r.aggregates {
+            lines.append("SQL q1, window_funnel (\(a.implementation)) " + String(
+                format: "%.2f s ÷ count(*) floor %.2f s = %.2f; PL/pgSQL fallback %.2f s (÷ native %.1f); funnel_report %.2f s, fallback %.2f s (÷ native %.1f)",
+                a.windowFunnelSeconds, a.floorSeconds, a.windowFunnelSeconds / a.floorSeconds, a.fallbackSeconds,
+                a.fallbackSeconds / a.windowFunnelSeconds, a.funnelReportSeconds, a.funnelReportFallbackSeconds,
+                a.funnelReportFallbackSeconds / a.funnelReportSeconds))
+            lines.append("SQL q1 reached: window_funnel \(a.reached), fallback \(a.fallbackReached), funnel_report \(a.funnelReportReached), its fallback \(a.funnelReportFallbackReached)")
+        }
         print(lines.joined(separator: "\n"))
     }
 

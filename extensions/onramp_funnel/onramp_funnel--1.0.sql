@@ -3,9 +3,10 @@
 -- (onramp_funnel.c). The aggregates themselves are Onramp's: `onramp
 -- migrate` points them at these functions when the extension is installed
 -- and leaves them on the PL/pgSQL fallback otherwise, so their names, grants
--- and callers never change. The functions run only inside those aggregates,
--- and only their owner may call them: an aggregate calls its functions with
--- its owner's right, not the caller's.
+-- and callers never change. The functions run only inside those aggregates
+-- (a direct call is refused) and check every state they are handed; they
+-- are executable by all, as the aggregates are: on Citus the coordinator
+-- combines the workers' partial states by calling them as the querying role.
 \echo Use "CREATE EXTENSION onramp_funnel" to load this file. \quit
 
 CREATE FUNCTION window_funnel_native_add(bytea, interval, timestamptz, VARIADIC boolean[])
@@ -22,10 +23,3 @@ RETURNS bigint[] AS 'MODULE_PATHNAME', 'onramp_window_funnel_chain' LANGUAGE C I
 
 CREATE FUNCTION window_funnel_native_combine(bytea, bytea)
 RETURNS bytea AS 'MODULE_PATHNAME', 'onramp_window_funnel_combine' LANGUAGE C IMMUTABLE PARALLEL SAFE;
-
-REVOKE ALL ON FUNCTION window_funnel_native_add(bytea, interval, timestamptz, boolean[]),
-    window_funnel_native_add_mask(bytea, interval, timestamptz, bigint, integer), window_funnel_native_level(bytea),
-    window_funnel_native_chain(bytea), window_funnel_native_combine(bytea, bytea) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION window_funnel_native_add(bytea, interval, timestamptz, boolean[]),
-    window_funnel_native_add_mask(bytea, interval, timestamptz, bigint, integer), window_funnel_native_level(bytea),
-    window_funnel_native_chain(bytea), window_funnel_native_combine(bytea, bytea) TO @extowner@;

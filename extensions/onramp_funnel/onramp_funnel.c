@@ -18,9 +18,9 @@
  * and otherwise returns a larger copy made in the per-row context, which
  * PostgreSQL copies into the aggregate's context, freeing the old one
  * (doubling, so each event is copied a constant number of times on
- * average). The functions refuse to run outside an aggregate, check every
- * state they are handed, and are not granted to anyone but the owner: the
- * aggregates are how they are called. The sweep checks for interrupts, so
+ * average). The functions refuse to run outside an aggregate and check
+ * every state they are handed: they are executable by all, as on Citus the
+ * coordinator calls them as the querying role. The sweep checks for interrupts, so
  * a cancel or statement_timeout stops a long one.
  *
  * The state is a multiset of events, so two partial states combine by
@@ -55,18 +55,38 @@ typedef struct FunnelHit
 typedef struct FunnelState
 {
 	int32		vl_len_;		/* varlena header: the whole buffer, room included */
-	int32		steps;
+	uint32		count_steps;	/* events held << 6 | step count (at most 63) */
 	int64		window;			/* microseconds */
-	int32		count;
-	int32		unused;
 	FunnelHit	hits[FLEXIBLE_ARRAY_MEMBER];
 } FunnelState;
 
+/*
+ * A group's state is its 16-byte header and 16 bytes an event, sized to fill
+ * the allocator's power-of-two chunks (3 events in 64 bytes, 7 in 128, 15 in
+ * 256, ...): by hash, the groups held at once are what fills work_mem.
+ */
 #define STATE_HEADER offsetof(FunnelState, hits)
 #define STATE_CAPACITY(state) ((int32) ((VARSIZE(state) - STATE_HEADER) / sizeof(FunnelHit)))
-/* Room for 2 events first: 56 bytes, the allocator's 64-byte chunk. */
-#define INITIAL_CAPACITY 2
-#define MAX_CAPACITY ((int32) ((MaxAllocSize - STATE_HEADER) / sizeof(FunnelHit)))
+#define INITIAL_CAPACITY 3
+#define MAX_CAPACITY ((int32) Min((MaxAllocSize - STATE_HEADER) / sizeof(FunnelHit), PG_UINT32_MAX >> 6))
+
+static inline int32
+state_count(const FunnelState *state)
+{
+	return (int32) (state->count_steps >> 6);
+}
+
+static inline int
+state_steps(const FunnelState *state)
+{
+	return (int) (state->count_steps & 63);
+}
+
+static inline void
+set_count(FunnelState *state, int32 count)
+{
+	state->count_steps = ((uint32) count << 6) | (state->count_steps & 63);
+}
 
 /* What the sweep found: the level, and the chain it was first reached along. */
 typedef struct FunnelChain
@@ -141,8 +161,8 @@ checked_state(Datum datum)
 {
 	FunnelState *state = (FunnelState *) PG_DETOAST_DATUM(datum);
 
-	if (VARSIZE(state) < STATE_HEADER || state->count < 0 || state->count > STATE_CAPACITY(state)
-		|| state->steps < 0 || state->steps > MAX_STEPS || state->window < 0)
+	if (VARSIZE(state) < STATE_HEADER || state_count(state) > STATE_CAPACITY(state)
+		|| state_steps(state) > MAX_STEPS || state->window < 0)
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("window_funnel: not a state of its aggregates")));
@@ -156,10 +176,8 @@ new_state(int64 window, int steps, int32 capacity)
 	FunnelState *state = palloc(STATE_HEADER + sizeof(FunnelHit) * capacity);
 
 	SET_VARSIZE(state, STATE_HEADER + sizeof(FunnelHit) * capacity);
-	state->steps = steps;
+	state->count_steps = (uint32) steps;
 	state->window = window;
-	state->count = 0;
-	state->unused = 0;
 	return state;
 }
 
@@ -171,7 +189,7 @@ static FunnelState *
 with_room(FunnelState *state, int32 more)
 {
 	FunnelState *larger;
-	int64		wanted = (int64) state->count + more;
+	int64		wanted = (int64) state_count(state) + more;
 	int64		capacity = STATE_CAPACITY(state);
 
 	if (wanted <= capacity)
@@ -181,10 +199,10 @@ with_room(FunnelState *state, int32 more)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("window_funnel: more than %d matching events in one group", MAX_CAPACITY)));
 	while (capacity < wanted)
-		capacity = Min(Max(capacity * 2, INITIAL_CAPACITY), MAX_CAPACITY);
-	larger = new_state(state->window, state->steps, (int32) capacity);
-	larger->count = state->count;
-	memcpy(larger->hits, state->hits, sizeof(FunnelHit) * state->count);
+		capacity = Min(Max(capacity * 2 + 1, INITIAL_CAPACITY), MAX_CAPACITY);
+	larger = new_state(state->window, state_steps(state), (int32) capacity);
+	set_count(larger, state_count(state));
+	memcpy(larger->hits, state->hits, sizeof(FunnelHit) * state_count(state));
 	return larger;
 }
 
@@ -251,9 +269,9 @@ onramp_window_funnel_add(PG_FUNCTION_ARGS)
 		int64		time = unix_usecs(PG_GETARG_TIMESTAMPTZ(2));
 
 		state = with_room(state, 1);
-		state->hits[state->count].time = time;
-		state->hits[state->count].mask = mask;
-		state->count++;
+		state->hits[state_count(state)].time = time;
+		state->hits[state_count(state)].mask = mask;
+		set_count(state, state_count(state) + 1);
 	}
 	PG_RETURN_POINTER(state);
 }
@@ -287,9 +305,9 @@ onramp_window_funnel_add_mask(PG_FUNCTION_ARGS)
 		int64		time = unix_usecs(PG_GETARG_TIMESTAMPTZ(2));
 
 		state = with_room(state, 1);
-		state->hits[state->count].time = time;
-		state->hits[state->count].mask = (uint64) mask;
-		state->count++;
+		state->hits[state_count(state)].time = time;
+		state->hits[state_count(state)].mask = (uint64) mask;
+		set_count(state, state_count(state) + 1);
 	}
 	PG_RETURN_POINTER(state);
 }
@@ -365,7 +383,8 @@ static FunnelChain
 sweep(FunnelState *state)
 {
 	FunnelChain result = {0, 0, 0};
-	int			n = state->steps;
+	int			n = state_steps(state);
+	int32		count = state_count(state);
 	int64		window = state->window;
 	int64		best[MAX_STEPS + 1];
 	int64		next[MAX_STEPS + 1];
@@ -381,12 +400,12 @@ sweep(FunnelState *state)
 	int			i = 0;
 	int			l;
 
-	if (state->count == 0 || n == 0)
+	if (count == 0 || n == 0)
 		return result;
-	qsort(state->hits, state->count, sizeof(FunnelHit), compare_hits);
+	qsort(state->hits, count, sizeof(FunnelHit), compare_hits);
 	memset(has, 0, sizeof(has));
 	memset(reached, 0, sizeof(reached));
-	while (i < state->count)
+	while (i < count)
 	{
 		int64		t = state->hits[i].time;
 		int			j = i + 1;
@@ -394,7 +413,7 @@ sweep(FunnelState *state)
 
 		if ((i & 1023) == 0)
 			CHECK_FOR_INTERRUPTS();
-		while (j < state->count && state->hits[j].time == t)
+		while (j < count && state->hits[j].time == t)
 			any |= state->hits[j++].mask;
 		if (j - i > 1 && j - i > largest_group)
 		{
@@ -526,9 +545,9 @@ onramp_window_funnel_combine(PG_FUNCTION_ARGS)
 		PG_RETURN_DATUM(PG_GETARG_DATUM(0));
 	}
 	b = checked_state(PG_GETARG_DATUM(1));
-	a = PG_ARGISNULL(0) ? new_state(b->window, b->steps, Max(b->count, INITIAL_CAPACITY)) : checked_state(PG_GETARG_DATUM(0));
-	a = with_room(a, b->count);
-	memcpy(&a->hits[a->count], b->hits, sizeof(FunnelHit) * b->count);
-	a->count += b->count;
+	a = PG_ARGISNULL(0) ? new_state(b->window, state_steps(b), Max(state_count(b), INITIAL_CAPACITY)) : checked_state(PG_GETARG_DATUM(0));
+	a = with_room(a, state_count(b));
+	memcpy(&a->hits[state_count(a)], b->hits, sizeof(FunnelHit) * state_count(b));
+	set_count(a, state_count(a) + state_count(b));
 	PG_RETURN_POINTER(a);
 }

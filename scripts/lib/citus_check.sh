@@ -247,6 +247,44 @@ PY
   diff -q "$work/cluster-incremental.md5" "$work/cluster.md5" >/dev/null ||
     { echo "citus check: the cluster's rebuild differs from its incremental night" >&2; return 1; }
 
+  # The funnel in SQL (docs/architecture.md, "The funnel in SQL"): the native
+  # aggregate on both sides, the same levels from analytics.window_funnel
+  # grouped by person and the same analytics.funnel_report, and the time each took.
+  local side db implementation levels report query
+  levels="SELECT level || ' ' || count(*) FROM (SELECT person_id, analytics.window_funnel(interval '1 day', \"timestamp\",
+      event = 'onboarding_started', event = 'phone_entered', event = 'otp_verified', event = 'age_verified', event = 'profile_created')
+      AS level FROM analytics.events WHERE app = 'yoked' AND type = 'track' GROUP BY person_id) AS s GROUP BY level ORDER BY level;"
+  report="SELECT step_index || ' ' || persons || ' ' || drop_off || ' ' || in_progress FROM analytics.funnel_report('{\"app\": \"yoked\",
+      \"window\": \"1d\", \"steps\": [{\"event\": \"onboarding_started\"}, {\"event\": \"phone_entered\"}, {\"event\": \"otp_verified\"}]}',
+      '$later'::timestamptz) ORDER BY step_index;"
+  for side in cluster single; do
+    db=$(side_db "$side")
+    implementation=$(psql -qAt "$db" -c "SELECT p.proname FROM pg_aggregate g JOIN pg_proc p ON p.oid = g.aggtransfn
+      WHERE g.aggfnoid = 'analytics.window_funnel(interval, timestamptz, boolean[])'::regprocedure")
+    [ "$implementation" = window_funnel_native_add ] ||
+      { echo "citus check: analytics.window_funnel on the $side side runs on $implementation, not the extension onramp_funnel" >&2; return 1; }
+    for query in levels report; do
+      { echo '\timing on'; echo "${!query}"; } | psql -qAt -v ON_ERROR_STOP=1 "$db" >"$work/sql-$query-$side.txt" 2>&1 ||
+        { cat "$work/sql-$query-$side.txt" >&2; echo "citus check: the funnel in SQL failed on the $side side" >&2; return 1; }
+    done
+  done
+  for query in levels report; do
+    if ! diff <(grep -v '^Time' "$work/sql-$query-single.txt") <(grep -v '^Time' "$work/sql-$query-cluster.txt") >"$work/diff"; then
+      echo "citus check: the funnel in SQL ($query) differs (one PostgreSQL <, the cluster >):" >&2
+      cat "$work/diff" >&2
+      return 1
+    fi
+  done
+  # Where the aggregate runs there: the plan's Citus parts.
+  psql -qAt "$cluster_db" -c "EXPLAIN (VERBOSE, COSTS OFF) ${levels%;}" >"$work/sql-levels-plan.txt" 2>&1 || true
+  echo "citus check: window_funnel by person_id on the cluster runs as" \
+    "$(grep -aoE 'worker_partial_agg|coord_combine_agg|Custom Scan \(Citus [A-Za-z ]+\)|Task Count: [0-9]+' "$work/sql-levels-plan.txt" | sort -u | paste -sd, -)" >&2
+  echo "citus check: the funnel in SQL, native on both, equal: window_funnel's levels (level persons)" \
+    "$(grep -v '^Time' "$work/sql-levels-cluster.txt" | paste -sd, -), funnel_report (step persons dropped in progress)" \
+    "$(grep -v '^Time' "$work/sql-report-cluster.txt" | paste -sd, -); times one PostgreSQL" \
+    "$(cat "$work"/sql-{levels,report}-single.txt | grep -aoE '^Time: [0-9.]+' | cut -d' ' -f2 | paste -sd/ -) ms, the cluster" \
+    "$(cat "$work"/sql-{levels,report}-cluster.txt | grep -aoE '^Time: [0-9.]+' | cut -d' ' -f2 | paste -sd/ -) ms" >&2
+
   # What the analysts run, on the coordinator as their roles: every view,
   # example and Grafana panel (Tests/AnalyticsTests/AnalystSQLOnDatabaseTests).
   ONRAMP_ANALYST_CHECK_URL=$cluster_db swift test --skip-build --filter AnalystSQLOnDatabaseTests >"$work/analyst.log" 2>&1 ||

@@ -82,6 +82,9 @@ BEGIN
         SELECT p.oid::regprocedure FROM pg_proc p
         WHERE p.pronamespace = 'analytics'::regnamespace
           AND NOT EXISTS (SELECT 1 FROM pg_dist_object o WHERE o.classid = 'pg_proc'::regclass AND o.objid = p.oid)
+          -- An extension's functions (onramp_funnel's) go with the extension:
+          -- distributing an aggregate made of them creates it on the workers.
+          AND NOT EXISTS (SELECT 1 FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e')
         -- Functions before the aggregates made of them, each in the order
         -- made. In pg_proc's own order a function a later migration replaced
         -- (window_funnel_level, 028) came after the aggregates using it, and
