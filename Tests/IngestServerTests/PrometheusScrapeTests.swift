@@ -48,7 +48,9 @@ struct PrometheusScrapeTests {
         })
     }
 
-    @Test("what Prometheus scrapes equals what was posted per app and what the report did; every pipeline panel has data", .timeLimit(.minutes(4)))
+    // The limit guards against a hang, not for speed: in the whole suite on two
+    // cores, many tests take about five minutes.
+    @Test("what Prometheus scrapes equals what was posted per app and what the report did; every pipeline panel has data", .timeLimit(.minutes(8)))
     func scraped() async throws {
         for tool in ["/usr/bin/prometheus", "/usr/bin/prometheus-node-exporter"] {
             try #require(FileManager.default.isExecutableFile(atPath: tool), "\(tool) is missing: scripts/test installs it (apt-get install prometheus prometheus-node-exporter) — this test does not skip")

@@ -52,7 +52,7 @@ struct AliasMigrationTests {
         try await db.drop()
     }
 
-    @Test("a migrating role that is no superuser (it makes roles and owns the database) migrates to the end; the erase function stays the privacy role's")
+    @Test("a migrating role that is no superuser (it makes roles and owns the database) migrates to the end, the native funnel aggregate with it; the erase function stays the privacy role's")
     func migratorWithoutSuperuser() async throws {
         let db = try await TestDatabase.create(migrated: false)
         let role = "migrator_\(db.name)"
@@ -65,6 +65,8 @@ struct AliasMigrationTests {
             try await pool.withConnection { c in try Migrator(files: files).migrate(c) }
         }
         #expect(outcome.applied.count == files.count)
+        // The native funnel aggregate's extension is trusted: the owner, no superuser, creates it.
+        #expect(outcome.funnelAggregates == .native(version: "1.0"), "\(String(describing: outcome.funnelAggregates))")
         let pool = db.pool(maxConnections: 1)
         let owner = try await pool.query(
             "SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE proname = 'onramp_privacy_erase'").scalar(String.self)
