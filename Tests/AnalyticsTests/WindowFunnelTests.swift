@@ -12,7 +12,9 @@ import Testing
 /// `FunnelEvaluator`'s, and the analyst can call it. It runs on the C
 /// extension onramp_funnel where the server has it (scripts/test installs
 /// it) and on PL/pgSQL where not: the two, and the engine, agree.
-@Suite("analytics.window_funnel against the engine")
+// One test at a time: each keeps a PostgreSQL backend busy for seconds, and
+// the whole suite shares two cores.
+@Suite("analytics.window_funnel against the engine", .serialized)
 struct WindowFunnelTests {
     static let names = ["a", "b", "c", "d"]
 
