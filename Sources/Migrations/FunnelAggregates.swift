@@ -32,12 +32,13 @@ public enum FunnelAggregates {
         guard try connection.query("SELECT to_regprocedure('analytics.window_funnel(interval, timestamptz, boolean[])') IS NOT NULL")
             .scalar(Bool.self)
         else { return .fallback(reason: "analytics.window_funnel is not made yet") }
-        let available = try connection.query(
-            "SELECT default_version FROM pg_available_extensions WHERE name = $1", [.text(name)])
-        let installed = try connection.query("SELECT extversion FROM pg_extension WHERE extname = $1", [.text(name)])
-        var version = installed.rows.isEmpty ? nil : try installed.scalar(String.self)
+        func installedVersion() throws -> String? {
+            try connection.query("SELECT extversion FROM pg_extension WHERE extname = $1", [.text(name)]).rows.first
+                .map { try $0.decode(String.self, at: 0) }
+        }
+        var version = try installedVersion()
         if version == nil {
-            guard !available.rows.isEmpty else {
+            guard try !connection.query("SELECT 1 FROM pg_available_extensions WHERE name = $1", [.text(name)]).rows.isEmpty else {
                 return .fallback(
                     reason: "the PostgreSQL extension \(name) is not installed on this server "
                         + "(build and install it with postgresql-server-dev-15: make -C extensions/onramp_funnel install, on every node)")
@@ -50,11 +51,20 @@ public enum FunnelAggregates {
             } catch let error as PostgresError {
                 return .fallback(reason: "CREATE EXTENSION \(name) failed: \(error.message)")
             }
-            version = try connection.query("SELECT extversion FROM pg_extension WHERE extname = $1", [.text(name)])
-                .scalar(String.self)
+            version = try installedVersion()
         }
         try connection.transaction { c in try c.executeScript(useNative) }
         return .native(version: version ?? "")
+    }
+
+    /// The support function an aggregate (a `regprocedure`'s text, such as
+    /// `analytics.window_funnel(interval, timestamptz, boolean[])`) runs on:
+    /// `window_funnel_native_add` when native, `window_funnel_add` when not.
+    public static func transitionFunction(_ connection: Connection, of aggregate: String) throws -> String {
+        try connection.query(
+            "SELECT p.proname FROM pg_aggregate g JOIN pg_proc p ON p.oid = g.aggtransfn WHERE g.aggfnoid = $1::regprocedure",
+            [.text(aggregate)]
+        ).scalar(String.self)
     }
 
     static func quoteIdentifier(_ name: String) -> String {

@@ -110,14 +110,6 @@ struct WindowFunnelTests {
             SFUNC = analytics.window_funnel_add_mask, STYPE = bigint[], FINALFUNC = analytics.window_funnel_chain)
         """
 
-    /// The support function an aggregate of `analytics` runs on.
-    static func transition(_ connection: Connection, _ aggregate: String) throws -> String {
-        try connection.query(
-            "SELECT p.proname FROM pg_aggregate g JOIN pg_proc p ON p.oid = g.aggtransfn WHERE g.aggfnoid = $1::regprocedure",
-            [.text(aggregate)]
-        ).scalar(String.self)
-    }
-
     static let nativeMissing = "the extension onramp_funnel is not installed: make -C extensions/onramp_funnel install (scripts/test does)"
 
     /// A random funnel: mostly a few steps over few names (deep levels,
@@ -140,7 +132,7 @@ struct WindowFunnelTests {
     func nativeFallbackEngine(seed: UInt64) async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
-        let native = try await pool.withConnection { try Self.transition($0, "analytics.window_funnel(interval, timestamptz, boolean[])") }
+        let native = try await pool.withConnection { try FunnelAggregates.transitionFunction($0, of: "analytics.window_funnel(interval, timestamptz, boolean[])") }
         #expect(native == "window_funnel_native_add", "\(Self.nativeMissing)")
         try await pool.withConnection { try $0.executeScript(Self.fallbackAggregates) }
         var rng = SplitMix(seed: seed)
@@ -282,7 +274,7 @@ struct WindowFunnelTests {
         let grants = "SELECT p.proname, string_agg(x.grantee::regrole::text, ' ' ORDER BY x.grantee::regrole::text) FROM pg_proc p, aclexplode(p.proacl) x "
             + "WHERE p.pronamespace = 'analytics'::regnamespace AND p.prokind = 'a' AND p.proname LIKE 'window_funnel%' GROUP BY 1 ORDER BY 1"
         let before = try await pool.query(grants).rows.map { try "\($0.decode(String.self, at: 0)) \($0.decode(String.self, at: 1))" }
-        #expect(try await pool.withConnection { try Self.transition($0, "analytics.window_funnel(interval, timestamptz, boolean[])") } == "window_funnel_add")
+        #expect(try await pool.withConnection { try FunnelAggregates.transitionFunction($0, of: "analytics.window_funnel(interval, timestamptz, boolean[])") } == "window_funnel_add")
         // The extension installed later: the next migrate switches, and the one after changes nothing.
         migrator.funnelExtension = FunnelAggregates.extensionName
         let present = migrator
@@ -294,7 +286,7 @@ struct WindowFunnelTests {
         #expect(before == after && before.count == 3, "\(before) \(after)")
         for aggregate in ["window_funnel(interval, timestamptz, boolean[])", "window_funnel_masks(interval, timestamptz, bigint, integer)",
                           "window_funnel_chain_masks(interval, timestamptz, bigint, integer)"] {
-            #expect(try await pool.withConnection { try Self.transition($0, "analytics." + aggregate) }.hasPrefix("window_funnel_native_add"))
+            #expect(try await pool.withConnection { try FunnelAggregates.transitionFunction($0, of: "analytics." + aggregate) }.hasPrefix("window_funnel_native_add"))
         }
         await pool.close()
         try await db.drop()

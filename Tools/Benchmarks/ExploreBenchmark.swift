@@ -1,6 +1,7 @@
 public import Foundation
 import Funnels
 import LibPQ
+import Migrations
 import LocalPostgres
 public import Simulation
 
@@ -321,10 +322,7 @@ public struct ExploreBenchmark: Sendable {
             return samples.min() ?? 0
         }
         return try await pool.withConnection { c in
-            let implementation = try c.query(
-                "SELECT p.proname FROM pg_aggregate g JOIN pg_proc p ON p.oid = g.aggtransfn "
-                    + "WHERE g.aggfnoid = 'analytics.window_funnel(interval, timestamptz, boolean[])'::regprocedure"
-            ).scalar(String.self)
+            let implementation = try FunnelAggregates.transitionFunction(c, of: "analytics.window_funnel(interval, timestamptz, boolean[])")
             // The fallback, made as migration 016 makes it; funnel_report's own
             // aggregate is swapped in a transaction rolled back after.
             try c.executeScript(
