@@ -34,6 +34,9 @@ public struct Migrator: Sendable {
         public var distributed = false
         /// What `analytics.window_funnel` runs on.
         public var funnelAggregates: FunnelAggregates.Implementation?
+        /// Whether a login granted some apps is kept from counting the others'
+        /// rows (`CountsGuard`); nil where the funnel extension is not native.
+        public var countsGuard: CountsGuard.State?
     }
 
     /// Whether to distribute the schema on Citus.
@@ -109,8 +112,9 @@ public struct Migrator: Sendable {
         // the schema it lives in there, and the aggregates made again on it
         // are distributed by the layout's second run.
         outcome.funnelAggregates = try FunnelAggregates.install(connection, extension: funnelExtension)
-        if onCitus, let citusLayout, case .native = outcome.funnelAggregates {
-            try connection.transaction { c in try c.executeScript(citusLayout) }
+        if case .native = outcome.funnelAggregates {
+            if onCitus, let citusLayout { try connection.transaction { c in try c.executeScript(citusLayout) } }
+            outcome.countsGuard = try CountsGuard.install(connection, library: funnelExtension)
         }
         return outcome
     }

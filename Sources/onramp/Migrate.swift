@@ -31,6 +31,13 @@ struct Migrate: AsyncParsableCommand {
         case .fallback(let reason)?: Console.info("warning: analytics.window_funnel runs on its PL/pgSQL fallback, slower on large logs: \(reason)")
         case nil: break
         }
+        switch outcome.countsGuard {
+        case .on?: Console.info("counts of ungranted apps: guarded (EXPLAIN ANALYZE and the scan counters; docs/access.md)")
+        case .off(let reason)?:
+            Console.info("warning: a login granted some apps can count the other apps' rows with EXPLAIN ANALYZE: \(reason)")
+        case nil:
+            Console.info("warning: a login granted some apps can count the other apps' rows with EXPLAIN ANALYZE: the guard is part of the native funnel extension")
+        }
         if outcome.distributed { Console.info("Citus: the schema is distributed (sql/citus/distribute.sql)") }
     }
 }

@@ -134,6 +134,14 @@ struct AnalystSQLOnDatabaseTests {
                 #expect(seen == nil || seen == 0)
                 try c.query("RESET ROLE")
                 #expect(throws: PostgresError.self) { try c.query("SET ROLE onramp_analyst") }
+                // Counts of hidden rows: an instrumented plan is refused unless the login reads every app (docs/access.md, "Counts").
+                let explain = "EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM analytics.events WHERE app = $1"
+                if login.apps == apps {
+                    #expect(try c.query(explain, [.text(apps[0])]).scalar(String.self).contains("Actual Rows"), "\(login.name)")
+                } else {
+                    let error = #expect(throws: PostgresError.self, "\(login.name)") { try c.query(explain, [.text(apps[0])]) }
+                    #expect(error?.message == "EXPLAIN ANALYZE is not available to a login that does not read every app", "\(login.name)")
+                }
             }
             await pool.close()
         }

@@ -67,6 +67,12 @@ struct AliasMigrationTests {
         #expect(outcome.applied.count == files.count)
         // The native funnel aggregate's extension is trusted: the owner, no superuser, creates it.
         #expect(outcome.funnelAggregates == .native(version: "1.0"), "\(String(describing: outcome.funnelAggregates))")
+        // The guard on counts of ungranted apps takes a superuser (the database's settings, pg_catalog's grants): it says so.
+        if case .off(let reason)? = outcome.countsGuard {
+            #expect(reason.contains("superuser"), "\(reason)")
+        } else {
+            Issue.record("the counts guard: \(String(describing: outcome.countsGuard))")
+        }
         let pool = db.pool(maxConnections: 1)
         let owner = try await pool.query(
             "SELECT pg_get_userbyid(proowner) FROM pg_proc WHERE proname = 'onramp_privacy_erase'").scalar(String.self)

@@ -24,6 +24,21 @@ public struct TestDatabase: Sendable {
         let name = "t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(20)
         let template = migrated ? try await server.migratedTemplate() : "template0"
         try await server.admin.query("CREATE DATABASE \(name) TEMPLATE \(template)")
+        // A database's own settings are not copied with it; `onramp migrate` made
+        // the template's (the library each session loads: docs/access.md, "Counts").
+        // Both names are the helper's own, never input.
+        try await server.admin.query(
+            """
+            DO $$
+            DECLARE c text;
+            BEGIN
+                FOR c IN SELECT unnest(s.setconfig) FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+                         WHERE d.datname = '\(template)' AND s.setrole = 0 LOOP
+                    EXECUTE format('ALTER DATABASE %I SET %I = %L', '\(name)', split_part(c, '=', 1), substr(c, strpos(c, '=') + 1));
+                END LOOP;
+            END
+            $$
+            """)
         return TestDatabase(
             name: String(name), url: server.url(database: String(name)), adminURL: server.url(database: server.adminDatabase),
             cluster: server.cluster)

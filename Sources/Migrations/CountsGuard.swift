@@ -1,0 +1,90 @@
+public import LibPQ
+
+/// Keeps the counts of hidden rows from a login that reads some apps but not
+/// all (docs/access.md, "Counts"). The views apply the grants, but
+/// PostgreSQL may fetch a hidden app's rows through an index on the query's
+/// own conditions before the views discard them, and two instruments report
+/// what it fetched: `EXPLAIN ANALYZE`, and the scan counters of the
+/// statistics views (`pg_stat_xact_all_indexes.idx_tup_read`). So, where
+/// the funnel extension is native:
+/// - the extension's library is loaded as each session of the database
+///   starts (`session_preload_libraries`), and refuses an instrumented plan
+///   to such a login (extensions/onramp_funnel/explain_guard.c);
+/// - the functions behind the row and block counters of tables and
+///   indexes are executable by the schema's owner and `pg_monitor` only,
+///   not by every role.
+/// Both take a superuser (the database's settings, `pg_catalog`'s grants);
+/// run by one, `onramp migrate` makes them, and otherwise says what a
+/// superuser runs.
+public enum CountsGuard {
+    public enum State: Sendable, Equatable {
+        case on
+        case off(reason: String)
+    }
+
+    /// The statistics functions that count the rows and blocks a scan read.
+    static let counters = [
+        "pg_stat_get_tuples_returned(oid)", "pg_stat_get_tuples_fetched(oid)",
+        "pg_stat_get_xact_tuples_returned(oid)", "pg_stat_get_xact_tuples_fetched(oid)",
+        "pg_stat_get_blocks_fetched(oid)", "pg_stat_get_blocks_hit(oid)",
+        "pg_stat_get_xact_blocks_fetched(oid)", "pg_stat_get_xact_blocks_hit(oid)",
+    ]
+
+    /// Makes the guard when the migrating role may, and says whether it holds.
+    /// `library` is the funnel extension's library, loaded at each session's start.
+    public static func install(_ connection: Connection, library: String = FunnelAggregates.extensionName) throws -> State {
+        if try holds(connection, library: library) { return .on }
+        guard try connection.query("SELECT rolsuper FROM pg_roles WHERE rolname = current_user").scalar(Bool.self) else {
+            return .off(
+                reason: "a superuser must load \(library) as each session starts and close the scan counters to other roles: "
+                    + "run onramp migrate as a superuser once (docs/operations.md)")
+        }
+        try connection.transaction { c in
+            // A DO block takes no parameters: the values reach it as this transaction's settings.
+            try c.query(
+                "SELECT set_config('onramp.guard_library', $1, true), set_config('onramp.guard_counters', $2, true)",
+                [.text(library), .text("{" + counters.joined(separator: ",") + "}")])
+            try c.executeScript(
+                """
+                DO $$
+                DECLARE
+                    library text := current_setting('onramp.guard_library');
+                    libraries text := coalesce((
+                        SELECT substr(c, strpos(c, '=') + 1) FROM pg_db_role_setting s, unnest(s.setconfig) AS c
+                        WHERE s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.setrole = 0
+                          AND c LIKE 'session_preload_libraries=%'), '');
+                    counter regprocedure;
+                    owner regrole := (SELECT nspowner FROM pg_namespace WHERE nspname = 'analytics')::regrole;
+                BEGIN
+                    IF NOT current_setting('shared_preload_libraries') ~ ('(^|[ ,])' || library || '($|[ ,])')
+                       AND NOT libraries ~ ('(^|[ ,])' || library || '($|[ ,])') THEN
+                        EXECUTE format('ALTER DATABASE %I SET session_preload_libraries = %L', current_database(),
+                            CASE WHEN libraries = '' THEN library ELSE libraries || ',' || library END);
+                    END IF;
+                    FOREACH counter IN ARRAY current_setting('onramp.guard_counters')::regprocedure[] LOOP
+                        EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', counter);
+                        EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pg_monitor, %s', counter, owner);
+                    END LOOP;
+                END
+                $$
+                """)
+        }
+        return try holds(connection, library: library) ? .on : .off(reason: "the settings did not take")
+    }
+
+    /// Whether new sessions of the database load `library` and the counters are closed to PUBLIC.
+    /// (The server's own preloaded libraries are readable only with `pg_read_all_settings`.)
+    static func holds(_ connection: Connection, library: String) throws -> Bool {
+        try connection.query(
+            """
+            SELECT (CASE WHEN pg_has_role(current_user, 'pg_read_all_settings', 'USAGE')
+                         THEN current_setting('shared_preload_libraries') ELSE '' END ~ ('(^|[ ,])' || $1 || '($|[ ,])')
+                    OR EXISTS (SELECT 1 FROM pg_db_role_setting s, unnest(s.setconfig) AS c
+                               WHERE s.setdatabase = (SELECT oid FROM pg_database WHERE datname = current_database()) AND s.setrole = 0
+                                 AND c ~ ('^session_preload_libraries=(.*[ ,])?' || $1 || '($|[ ,])')))
+               AND NOT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) AS a
+                               WHERE p.oid = ANY ($2::regprocedure[]) AND a.grantee = 0)
+            """, [.text(library), .text("{" + counters.joined(separator: ",") + "}")]
+        ).scalar(Bool.self)
+    }
+}
