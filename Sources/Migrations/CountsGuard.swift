@@ -5,7 +5,7 @@ public import LibPQ
 /// PostgreSQL may fetch a hidden app's rows through an index on the query's
 /// own conditions before the views discard them, and two instruments report
 /// what it fetched: `EXPLAIN ANALYZE`, and the scan counters of the
-/// statistics views (`pg_stat_xact_all_indexes.idx_tup_read`). So, where
+/// statistics views (`pg_stat_all_indexes.idx_tup_read`). So, where
 /// the funnel extension is native:
 /// - the extension's library is loaded as each session of the database
 ///   starts (`session_preload_libraries`), and refuses an instrumented plan

@@ -250,12 +250,14 @@ struct AccessMatrixTests {
                 "DO $$ BEGIN EXECUTE 'EXPLAIN ANALYZE SELECT count(*) FROM analytics.events'; END $$",
                 "PREPARE counted AS SELECT count(*) FROM analytics.events WHERE app = 'umuve'; EXPLAIN ANALYZE EXECUTE counted",
                 // The scan counters would count the same rows: closed to the login.
-                "SELECT sum(idx_tup_read) FROM pg_stat_xact_all_indexes", "SELECT sum(idx_tup_fetch) FROM pg_stat_all_tables",
-                "SELECT pg_stat_get_xact_tuples_returned('analytics_internal.events'::regclass)",
+                "SELECT sum(idx_tup_read) FROM pg_stat_all_indexes", "SELECT sum(idx_tup_fetch) FROM pg_stat_xact_all_tables",
+                "SELECT sum(seq_tup_read) FROM pg_stat_all_tables", "SELECT sum(heap_blks_read) FROM pg_statio_all_tables",
+                "SELECT pg_stat_get_xact_tuples_returned('public.events'::regclass)",
                 // The library that guards is loaded as the session starts; the login cannot unload it.
                 "SET session_preload_libraries = ''",
             ] {
-                #expect(throws: PostgresError.self, "\(statement)") { try c.executeScript(statement) }
+                let error = #expect(throws: PostgresError.self, "\(statement)") { try c.executeScript(statement) }
+                #expect(error?.sqlState == "42501", "\(statement): \(error?.message ?? "")")
             }
             // Plain EXPLAIN, and the table-wide sizes the docs name, stay open to it.
             try c.query("EXPLAIN SELECT * FROM analytics.events WHERE app = 'umuve'")

@@ -24,41 +24,60 @@
 
 #include "access/parallel.h"
 #include "catalog/namespace.h"
+#include "catalog/pg_type.h"
 #include "executor/executor.h"
 #include "fmgr.h"
 #include "miscadmin.h"
 #include "nodes/value.h"
 #include "parser/parse_func.h"
 #include "utils/acl.h"
+#include "utils/builtins.h"
 
 void		_PG_init(void);
 
 static ExecutorStart_hook_type previous_executor_start = NULL;
 
 /*
+ * Whether this is a Citus worker, where the coordinator's shard queries run
+ * (the coordinator checked the login before sending them, and a worker
+ * knows roles by other OIDs than the grants hold).
+ */
+static bool
+on_citus_worker(void)
+{
+	Oid			is_coordinator = LookupFuncName(list_make2(makeString("pg_catalog"), makeString("citus_is_coordinator")),
+												0, NULL, true);
+
+	return OidIsValid(is_coordinator) && !DatumGetBool(OidFunctionCall0(is_coordinator));
+}
+
+/*
  * Whether the session's login reads `analytics` but not every app: the
  * owner, a superuser and an every-app grant read everything, and the roles
  * that do not read `analytics` (the server's, erasure's) are no concern of
- * the grants. Asked through public.onramp_reads_every_app(), the function
- * the views apply, so the two never disagree. Where it is not (a database
- * without Onramp, a Citus worker, whose coordinator holds the guard), the
- * login is not subject.
+ * the grants. Asked through public.onramp_reads_every_app(login), which the
+ * views' check calls too, so the two never disagree; with the login named,
+ * as the question may be answered by another backend (migration 033).
+ * Where it is not (a database without Onramp), the login is not subject.
  */
 static bool
 subject_to_grants(void)
 {
 	Oid			analytics = get_namespace_oid("analytics", true);
+	Oid			argument[1] = {NAMEOID};
 	Oid			reads_every_app;
+	Datum		login;
 
 	if (!OidIsValid(analytics))
 		return false;
-	if (pg_namespace_aclcheck(analytics, GetSessionUserId(), ACL_USAGE) != ACLCHECK_OK)
+	if (pg_namespace_aclcheck(analytics, GetSessionUserId(), ACL_USAGE) != ACLCHECK_OK || on_citus_worker())
 		return false;
 	reads_every_app = LookupFuncName(list_make2(makeString("public"), makeString("onramp_reads_every_app")),
-									 0, NULL, true);
+									 1, argument, true);
 	if (!OidIsValid(reads_every_app))
 		return false;
-	return !DatumGetBool(OidFunctionCall0(reads_every_app));
+	login = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetSessionUserId(), false)));
+	return !DatumGetBool(OidFunctionCall1(reads_every_app, login));
 }
 
 static void

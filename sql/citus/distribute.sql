@@ -10,6 +10,21 @@
 -- distributed here, and Citus copies what they depend on (functions, the
 -- sequence, the roles granted on them) to the workers.
 
+-- The guard on counts (docs/access.md, "Counts") asks whether a login
+-- reads every app as an instrumented plan starts, a shard's among them where
+-- the coordinator runs one itself: reading the grants' reference table there
+-- is a nested distributed execution, which Citus refuses unless the function
+-- allows it. First, and once: Citus refuses to alter a distributed function
+-- in a transaction that has run a parallel operation.
+DO $$
+BEGIN
+    IF NOT EXISTS (SELECT 1 FROM pg_proc WHERE oid = 'onramp_reads_every_app(name)'::regprocedure
+                   AND 'citus.allow_nested_distributed_execution=on' = ANY (coalesce(proconfig, '{}'))) THEN
+        ALTER FUNCTION onramp_reads_every_app(name) SET citus.allow_nested_distributed_execution = on;
+    END IF;
+END
+$$;
+
 -- The log's distribution column: a device's history on one shard. Citus
 -- refuses a generated column and routes a row before any trigger runs, so the
 -- append sets it (coalesce(anonymous_id, user_id), as the events' check
