@@ -2,6 +2,7 @@ import Access
 import Foundation
 import LibPQ
 import LocalPostgres
+import Migrations
 import Testing
 
 /// Per-app access, as PostgreSQL enforces it (docs/access.md): four logins
@@ -252,6 +253,8 @@ struct AccessMatrixTests {
                 // The scan counters would count the same rows: closed to the login.
                 "SELECT sum(idx_tup_read) FROM pg_stat_all_indexes", "SELECT sum(idx_tup_fetch) FROM pg_stat_xact_all_tables",
                 "SELECT sum(seq_tup_read) FROM pg_stat_all_tables", "SELECT sum(heap_blks_read) FROM pg_statio_all_tables",
+                "SELECT tup_fetched FROM pg_stat_database WHERE datname = current_database()",
+                "SELECT blks_hit FROM pg_stat_database WHERE datname = current_database()",
                 "SELECT pg_stat_get_xact_tuples_returned('public.events'::regclass)",
                 // The library that guards is loaded as the session starts; the login cannot unload it.
                 "SET session_preload_libraries = ''",
@@ -280,6 +283,46 @@ struct AccessMatrixTests {
             }
         }
         try await matrix.close()
+    }
+
+    @Test("the guard on counts holds for a login that does not inherit its roles, beside auto_explain, and over a role's own preload setting")
+    func countsGuardEdges() async throws {
+        let matrix = try await Matrix.make()
+        let db = matrix.session.db
+        let explain = "EXPLAIN (ANALYZE, FORMAT JSON) SELECT count(*) FROM analytics.events WHERE app = 'umuve'"
+        let refusal = "EXPLAIN ANALYZE is not available to a login that does not read every app"
+        // A login that does not inherit reads analytics only after SET ROLE: it is refused all the same.
+        let plain = "\(db.name)_noinherit"
+        try await matrix.session.admin.withConnection { c in
+            try AppGrants.createLogin(c, name: plain, password: "test", .apps(["ops"]))
+            try c.query("ALTER ROLE \"\(plain)\" NOINHERIT")
+        }
+        let noInherit = try Connection.connect(try db.url(as: plain))
+        try noInherit.query("SET ROLE onramp_reader")
+        #expect(try noInherit.query("SELECT array_agg(DISTINCT app)::text FROM analytics.events").scalar(String.self) == "{ops}")
+        let refused = #expect(throws: PostgresError.self) { try noInherit.query(explain) }
+        #expect(refused?.message == refusal)
+        // auto_explain instruments the guard's own question too: it is asked once, not again within itself.
+        let admin = try Connection.connect(db.url)
+        try admin.executeScript("LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on")
+        #expect(try admin.query("SELECT count(*) FROM analytics.events").scalar(Int.self) > 0)
+        #expect(try admin.query(explain).scalar(String.self).contains("Actual Rows"))
+        // A role's own session_preload_libraries replaces the database's: migrate adds the library to it.
+        let login = matrix.logins[1].name
+        try admin.query("ALTER ROLE \"\(login)\" SET session_preload_libraries = 'plpgsql'")
+        let unguarded = try Connection.connect(try db.url(as: login))
+        #expect(try unguarded.query(explain).scalar(String.self).contains("Actual Rows"), "the setting replaced the database's")
+        #expect(try CountsGuard.install(admin) == .on)
+        let setting = try admin.query(
+            "SELECT c FROM pg_db_role_setting s, unnest(s.setconfig) AS c WHERE s.setrole = $1::regrole AND c LIKE 'session_preload_libraries=%'",
+            [.text(login)]
+        ).scalar(String.self)
+        #expect(setting == "session_preload_libraries=plpgsql, onramp_funnel", "\(setting)")
+        let guarded = try Connection.connect(try db.url(as: login))
+        let again = #expect(throws: PostgresError.self) { try guarded.query(explain) }
+        #expect(again?.message == refusal)
+        try await matrix.close()
+        try await ConnectionPool.using(url: db.adminURL) { admin in _ = try await admin.query("DROP ROLE IF EXISTS \"\(plain)\"") }
     }
 
     @Test("a grant and a revoke take effect for the login's next statement, in a session already open")

@@ -1,7 +1,7 @@
 /*
  * The guard on instrumented plans (docs/access.md, "Counts"): a login that
- * reads `analytics` but not every app may not run a plan with its counts
- * switched on, so `EXPLAIN ANALYZE` is refused to it.
+ * does not read every app may not run a plan with its counts switched on,
+ * so `EXPLAIN ANALYZE` is refused to it.
  *
  * Why: the views apply the grants as a security barrier, which keeps the
  * query's own leaky conditions away from hidden rows but lets PostgreSQL
@@ -11,8 +11,8 @@
  * timing): the exact count of an id's rows in an app the login does not
  * hold. No privilege controls EXPLAIN, so the check is here, in the
  * executor, where every path to an instrumented plan passes (EXPLAIN
- * ANALYZE in SQL, in a function, in a prepared statement; Citus's
- * per-shard EXPLAIN ANALYZE).
+ * ANALYZE in SQL, in a function, of a prepared statement; on Citus, on the
+ * coordinator, before a shard is asked).
  *
  * It decides by the session's login alone, before a row is read: refused
  * or not, the answer says nothing of the data. The library must be loaded
@@ -30,7 +30,6 @@
 #include "miscadmin.h"
 #include "nodes/value.h"
 #include "parser/parse_func.h"
-#include "utils/acl.h"
 #include "utils/builtins.h"
 
 void		_PG_init(void);
@@ -52,42 +51,67 @@ on_citus_worker(void)
 }
 
 /*
- * Whether the session's login reads `analytics` but not every app: the
- * owner, a superuser and an every-app grant read everything, and the roles
- * that do not read `analytics` (the server's, erasure's) are no concern of
- * the grants. Asked through public.onramp_reads_every_app(login), which the
- * views' check calls too, so the two never disagree; with the login named,
- * as the question may be answered by another backend (migration 033).
- * Where it is not (a database without Onramp), the login is not subject.
+ * Whether the session's login does not read every app: the owner, a
+ * superuser and an every-app grant read everything. Asked through
+ * public.onramp_reads_every_app(login), which the views' check calls too,
+ * so the two never disagree; with the login named, as the question may be
+ * answered by another backend (migration 033). In a database migrated
+ * before that, through the views' own onramp_reads_every_app(). Not by
+ * whether the login itself may read `analytics`: a login that does not
+ * inherit its roles' privileges reads it after SET ROLE. Where neither
+ * function is (no Onramp here, or one from before grants, which reads
+ * every app to everyone), nothing is hidden, so nothing is refused.
  */
 static bool
 subject_to_grants(void)
 {
-	Oid			analytics = get_namespace_oid("analytics", true);
 	Oid			argument[1] = {NAMEOID};
-	Oid			reads_every_app;
+	List	   *name = list_make2(makeString("public"), makeString("onramp_reads_every_app"));
+	Oid			by_login;
+	Oid			by_session;
 	Datum		login;
 
-	if (!OidIsValid(analytics))
+	if (!OidIsValid(get_namespace_oid("analytics", true)) || on_citus_worker())
 		return false;
-	if (pg_namespace_aclcheck(analytics, GetSessionUserId(), ACL_USAGE) != ACLCHECK_OK || on_citus_worker())
-		return false;
-	reads_every_app = LookupFuncName(list_make2(makeString("public"), makeString("onramp_reads_every_app")),
-									 1, argument, true);
-	if (!OidIsValid(reads_every_app))
-		return false;
-	login = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetSessionUserId(), false)));
-	return !DatumGetBool(OidFunctionCall1(reads_every_app, login));
+	by_login = LookupFuncName(name, 1, argument, true);
+	if (OidIsValid(by_login))
+	{
+		login = DirectFunctionCall1(namein, CStringGetDatum(GetUserNameFromId(GetSessionUserId(), false)));
+		return !DatumGetBool(OidFunctionCall1(by_login, login));
+	}
+	by_session = LookupFuncName(name, 0, NULL, true);
+	return OidIsValid(by_session) && !DatumGetBool(OidFunctionCall0(by_session));
 }
+
+/*
+ * Set while the check runs: its own query starts an executor too, which an
+ * instrumenting hook beside this one (auto_explain) may instrument.
+ */
+static bool checking = false;
 
 static void
 guard_executor_start(QueryDesc *queryDesc, int eflags)
 {
+	bool		subject = false;
+
 	/*
 	 * A parallel worker runs what its leader was allowed to start; the
 	 * leader asked.
 	 */
-	if (queryDesc->instrument_options != 0 && !IsParallelWorker() && subject_to_grants())
+	if (queryDesc->instrument_options != 0 && !IsParallelWorker() && !checking)
+	{
+		checking = true;
+		PG_TRY();
+		{
+			subject = subject_to_grants();
+		}
+		PG_FINALLY();
+		{
+			checking = false;
+		}
+		PG_END_TRY();
+	}
+	if (subject)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("EXPLAIN ANALYZE is not available to a login that does not read every app"),
