@@ -24,6 +24,8 @@ public enum CountsGuard {
 
     /// The statistics functions that count the rows and blocks a scan read.
     static let counters = [
+        // How many scans, of an index probed once per row a join fetched.
+        "pg_stat_get_numscans(oid)", "pg_stat_get_xact_numscans(oid)",
         "pg_stat_get_tuples_returned(oid)", "pg_stat_get_tuples_fetched(oid)",
         "pg_stat_get_xact_tuples_returned(oid)", "pg_stat_get_xact_tuples_fetched(oid)",
         "pg_stat_get_blocks_fetched(oid)", "pg_stat_get_blocks_hit(oid)",
@@ -55,7 +57,7 @@ public enum CountsGuard {
                     + "run onramp migrate as a superuser once (docs/operations.md)")
         }
         try connection.transaction { c in
-            try c.query(
+            try c.executeScript(
                 """
                 DO $$
                 DECLARE
@@ -87,6 +89,19 @@ public enum CountsGuard {
                 """)
         }
         return try holds(connection, library: library) ? .on : .off(reason: "the settings did not take")
+    }
+
+    /// The server's other databases every role may connect to (by default
+    /// `postgres` and `template1`): there the database-wide counters of this
+    /// one are readable, as `pg_stat_database` shows every database's.
+    public static func databasesOpenToAll(_ connection: Connection) throws -> [String] {
+        try connection.query(
+            """
+            SELECT datname::text FROM pg_database
+            WHERE datallowconn AND datname <> current_database() AND has_database_privilege('public', oid, 'CONNECT')
+            ORDER BY 1
+            """
+        ).rows.map { try $0.decode(String.self, at: 0) }
     }
 
     /// Whether new sessions of the database load `library` (the server's

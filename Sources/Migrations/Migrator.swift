@@ -37,6 +37,9 @@ public struct Migrator: Sendable {
         /// Whether a login granted some apps is kept from counting the others'
         /// rows (`CountsGuard`); nil where the funnel extension is not native.
         public var countsGuard: CountsGuard.State?
+        /// The server's other databases every role may connect to, where this
+        /// one's database-wide counters are readable (`CountsGuard`).
+        public var databasesOpenToAll: [String] = []
     }
 
     /// Whether to distribute the schema on Citus.
@@ -115,6 +118,7 @@ public struct Migrator: Sendable {
         if case .native = outcome.funnelAggregates {
             if onCitus, let citusLayout { try connection.transaction { c in try c.executeScript(citusLayout) } }
             outcome.countsGuard = try CountsGuard.install(connection, library: funnelExtension)
+            outcome.databasesOpenToAll = try CountsGuard.databasesOpenToAll(connection)
         }
         return outcome
     }

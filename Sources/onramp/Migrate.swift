@@ -32,7 +32,13 @@ struct Migrate: AsyncParsableCommand {
         case nil: break
         }
         switch outcome.countsGuard {
-        case .on?: Console.info("counts of ungranted apps: guarded (EXPLAIN ANALYZE and the scan counters; docs/access.md)")
+        case .on?:
+            Console.info("counts of ungranted apps: guarded (EXPLAIN ANALYZE and the scan counters; docs/access.md)")
+            if !outcome.databasesOpenToAll.isEmpty {
+                Console.info(
+                    "warning: every role may connect to \(outcome.databasesOpenToAll.joined(separator: ", ")), where this database's "
+                        + "database-wide scan counters are readable: REVOKE CONNECT ON DATABASE … FROM PUBLIC there (docs/operations.md)")
+            }
         case .off(let reason)?:
             Console.info("warning: a login granted some apps can count the other apps' rows with EXPLAIN ANALYZE: \(reason)")
         case nil:

@@ -256,6 +256,8 @@ struct AccessMatrixTests {
                 "SELECT tup_fetched FROM pg_stat_database WHERE datname = current_database()",
                 "SELECT blks_hit FROM pg_stat_database WHERE datname = current_database()",
                 "SELECT pg_stat_get_xact_tuples_returned('public.events'::regclass)",
+                // How often an index was probed: once per row a nested loop fetched, hidden rows' included.
+                "SELECT sum(idx_scan) FROM pg_stat_all_indexes", "SELECT pg_stat_get_xact_numscans('public.events'::regclass)",
                 // The library that guards is loaded as the session starts; the login cannot unload it.
                 "SET session_preload_libraries = ''",
             ] {
@@ -285,7 +287,7 @@ struct AccessMatrixTests {
         try await matrix.close()
     }
 
-    @Test("the guard on counts holds for a login that does not inherit its roles, beside auto_explain, and over a role's own preload setting")
+    @Test("the guard on counts holds for a login that does not inherit its roles, beside auto_explain in either order, and over a role's own preload setting")
     func countsGuardEdges() async throws {
         let matrix = try await Matrix.make()
         let db = matrix.session.db
@@ -307,6 +309,19 @@ struct AccessMatrixTests {
         try admin.executeScript("LOAD 'auto_explain'; SET auto_explain.log_min_duration = 0; SET auto_explain.log_analyze = on")
         #expect(try admin.query("SELECT count(*) FROM analytics.events").scalar(Int.self) > 0)
         #expect(try admin.query(explain).scalar(String.self).contains("Actual Rows"))
+        // auto_explain loaded before the guard instruments the plan inside the guard's own call: refused after it.
+        let instrumented = matrix.logins[0].name
+        try admin.executeScript(
+            """
+            ALTER ROLE "\(instrumented)" SET session_preload_libraries = 'auto_explain', 'onramp_funnel';
+            ALTER ROLE "\(instrumented)" SET auto_explain.log_min_duration = 0;
+            ALTER ROLE "\(instrumented)" SET auto_explain.log_analyze = on
+            """)
+        let logged = try Connection.connect(try db.url(as: instrumented))
+        try logged.query("SET client_min_messages = log")
+        let loggedRefusal = #expect(throws: PostgresError.self) { try logged.query("SELECT count(*) FROM analytics.events WHERE app = 'umuve'") }
+        #expect(loggedRefusal?.message == refusal)
+        try admin.query("ALTER ROLE \"\(instrumented)\" RESET ALL")
         // A role's own session_preload_libraries replaces the database's: migrate adds the library to it.
         let login = matrix.logins[1].name
         try admin.query("ALTER ROLE \"\(login)\" SET session_preload_libraries = 'plpgsql'")

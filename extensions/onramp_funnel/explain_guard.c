@@ -89,38 +89,50 @@ subject_to_grants(void)
  */
 static bool checking = false;
 
+/*
+ * Refuses `queryDesc` when its plan is instrumented and the login does not
+ * read every app. A parallel worker runs what its leader was allowed to
+ * start; the leader asked.
+ */
 static void
-guard_executor_start(QueryDesc *queryDesc, int eflags)
+refuse_instrumented(QueryDesc *queryDesc)
 {
 	bool		subject = false;
 
-	/*
-	 * A parallel worker runs what its leader was allowed to start; the
-	 * leader asked.
-	 */
-	if (queryDesc->instrument_options != 0 && !IsParallelWorker() && !checking)
+	if (queryDesc->instrument_options == 0 || IsParallelWorker() || checking)
+		return;
+	checking = true;
+	PG_TRY();
 	{
-		checking = true;
-		PG_TRY();
-		{
-			subject = subject_to_grants();
-		}
-		PG_FINALLY();
-		{
-			checking = false;
-		}
-		PG_END_TRY();
+		subject = subject_to_grants();
 	}
+	PG_FINALLY();
+	{
+		checking = false;
+	}
+	PG_END_TRY();
 	if (subject)
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("EXPLAIN ANALYZE is not available to a login that does not read every app"),
 				 errdetail("Its counts would include rows of apps the login is not granted."),
 				 errhint("Use EXPLAIN without ANALYZE, or ask a login that reads every app to run it.")));
+}
+
+/*
+ * Asked before the hooks this one wraps and again after them: a hook loaded
+ * before this one (auto_explain, with log_analyze) instruments the plan
+ * inside the call, and no row is read until the executor runs.
+ */
+static void
+guard_executor_start(QueryDesc *queryDesc, int eflags)
+{
+	refuse_instrumented(queryDesc);
 	if (previous_executor_start)
 		previous_executor_start(queryDesc, eflags);
 	else
 		standard_ExecutorStart(queryDesc, eflags);
+	refuse_instrumented(queryDesc);
 }
 
 void
