@@ -35,13 +35,19 @@ public enum CountsGuard {
         "pg_stat_get_db_blocks_fetched(oid)", "pg_stat_get_db_blocks_hit(oid)",
     ]
 
+    /// Whether `list`, a list of libraries as a setting holds it (`"a", b`),
+    /// names the library in `onramp.guard_library`.
+    static func namesLibrary(_ list: String) -> String {
+        #"\#(list) ~ ('(^|[ ,"])' || current_setting('onramp.guard_library') || '($|[ ,"])')"#
+    }
+
     /// This database's and its roles' `session_preload_libraries` settings
     /// (`setrole` 0: the database's own; `setdatabase` 0: a role's in every
     /// database), with whether each names the library in `onramp.guard_library`.
     /// A role's own setting replaces the database's for its sessions.
     static let preloadSettings = """
         SELECT s.setrole, s.setdatabase, substr(c, strpos(c, '=') + 1) AS libraries,
-               substr(c, strpos(c, '=') + 1) ~ ('(^|[ ,"])' || current_setting('onramp.guard_library') || '($|[ ,"])') AS names_it
+               \(namesLibrary("substr(c, strpos(c, '=') + 1)")) AS names_it
         FROM pg_db_role_setting s, unnest(s.setconfig) AS c
         WHERE s.setdatabase IN (0, (SELECT oid FROM pg_database WHERE datname = current_database()))
           AND c LIKE 'session_preload_libraries=%'
@@ -66,7 +72,7 @@ public enum CountsGuard {
                     counter regprocedure;
                     owner regrole := (SELECT nspowner FROM pg_namespace WHERE nspname = 'analytics')::regrole;
                 BEGIN
-                    IF NOT current_setting('shared_preload_libraries') ~ ('(^|[ ,"])' || library || '($|[ ,"])') THEN
+                    IF NOT \(namesLibrary("current_setting('shared_preload_libraries')")) THEN
                         -- The database's setting, then every role's own that leaves the library out.
                         -- A setting is kept as its list's quoted names ("a", b): the library goes after them.
                         IF NOT EXISTS (SELECT 1 FROM (\(preloadSettings)) p WHERE p.setrole = 0 AND p.names_it) THEN
@@ -116,9 +122,8 @@ public enum CountsGuard {
             [.text(library), .text("{" + counters.joined(separator: ",") + "}")])
         return try connection.query(
             """
-            SELECT (CASE WHEN pg_has_role(current_user, 'pg_read_all_settings', 'USAGE')
-                         THEN current_setting('shared_preload_libraries') ELSE '' END
-                        ~ ('(^|[ ,"])' || current_setting('onramp.guard_library') || '($|[ ,"])')
+            SELECT (\(namesLibrary(
+                        "CASE WHEN pg_has_role(current_user, 'pg_read_all_settings', 'USAGE') THEN current_setting('shared_preload_libraries') ELSE '' END"))
                     OR (EXISTS (SELECT 1 FROM (\(preloadSettings)) p WHERE p.setrole = 0 AND p.names_it)
                         AND NOT EXISTS (SELECT 1 FROM (\(preloadSettings)) p WHERE p.setrole <> 0 AND NOT p.names_it)))
                AND NOT EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) AS a

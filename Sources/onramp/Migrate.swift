@@ -39,12 +39,14 @@ struct Migrate: AsyncParsableCommand {
                     "warning: every role may connect to \(outcome.databasesOpenToAll.joined(separator: ", ")), where this database's "
                         + "database-wide scan counters are readable: REVOKE CONNECT ON DATABASE … FROM PUBLIC there (docs/operations.md)")
             }
-        case .off(let reason)?:
-            Console.info("warning: a login granted some apps can count the other apps' rows with EXPLAIN ANALYZE: \(reason)")
-        case nil:
-            Console.info("warning: a login granted some apps can count the other apps' rows with EXPLAIN ANALYZE: the guard is part of the native funnel extension")
+        case .off(let reason)?: warnUnguarded(reason)
+        case nil: warnUnguarded("the guard is part of the native funnel extension")
         }
         if outcome.distributed { Console.info("Citus: the schema is distributed (sql/citus/distribute.sql)") }
+    }
+
+    private func warnUnguarded(_ reason: String) {
+        Console.info("warning: a login granted some apps can count the other apps' rows with EXPLAIN ANALYZE: \(reason)")
     }
 }
 

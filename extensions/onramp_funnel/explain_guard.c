@@ -120,19 +120,23 @@ refuse_instrumented(QueryDesc *queryDesc)
 }
 
 /*
- * Asked before the hooks this one wraps and again after them: a hook loaded
- * before this one (auto_explain, with log_analyze) instruments the plan
- * inside the call, and no row is read until the executor runs.
+ * Asked before the hooks this one wraps, and again after them only when
+ * they switched the counts on: a hook loaded before this one (auto_explain,
+ * with log_analyze) instruments the plan inside the call, and no row is
+ * read until the executor runs.
  */
 static void
 guard_executor_start(QueryDesc *queryDesc, int eflags)
 {
+	bool		instrumented = queryDesc->instrument_options != 0;
+
 	refuse_instrumented(queryDesc);
 	if (previous_executor_start)
 		previous_executor_start(queryDesc, eflags);
 	else
 		standard_ExecutorStart(queryDesc, eflags);
-	refuse_instrumented(queryDesc);
+	if (!instrumented)
+		refuse_instrumented(queryDesc);
 }
 
 void
