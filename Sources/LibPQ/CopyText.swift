@@ -26,6 +26,25 @@ public enum CopyText {
         }
     }
 
+    /// The byte ranges of a line's tab-separated fields (a trailing newline
+    /// is not part of the last), escapes left in place, into `ranges`,
+    /// replacing its contents: a row split once, its fields read undecoded.
+    public static func fieldRanges(of line: UnsafeRawBufferPointer, into ranges: inout [Range<Int>]) {
+        ranges.removeAll(keepingCapacity: true)
+        var end = line.count
+        if end > 0 && line[end - 1] == 10 { end -= 1 }
+        var start = 0
+        var index = 0
+        while index < end {
+            if line[index] == 9 {
+                ranges.append(start..<index)
+                start = index + 1
+            }
+            index += 1
+        }
+        ranges.append(start..<end)
+    }
+
     /// The raw bytes of the first field (escapes left in place): enough to
     /// tell rows apart by it without decoding the line.
     public static func firstField(of line: UnsafeRawBufferPointer) -> UnsafeRawBufferPointer {

@@ -73,6 +73,13 @@ public enum Timestamps {
         return DateTimeText.scan(text)?.microseconds
     }
 
+    /// `parse` of a field's bytes as read (a COPY row's), with no string made for it.
+    public static func parse(bytes: UnsafeRawBufferPointer) -> Int64? {
+        if bytes.elementsEqual("infinity".utf8) { return Int64.max }
+        if bytes.elementsEqual("-infinity".utf8) { return Int64.min }
+        return DateTimeText.scan(bytes.assumingMemoryBound(to: UInt8.self))?.microseconds
+    }
+
     private static func floorDivMod(_ a: Int64, _ b: Int64) -> (Int64, Int64) {
         let q = a / b
         let r = a % b
@@ -113,7 +120,7 @@ public struct DateTimeText: Sendable {
         return text.withUTF8 { scan($0) }
     }
 
-    private static func scan(_ b: UnsafeBufferPointer<UInt8>) -> DateTimeText? {
+    static func scan(_ b: UnsafeBufferPointer<UInt8>) -> DateTimeText? {
         var i = 0
         func number(_ count: Int) -> Int64? {
             guard i + count <= b.count else { return nil }

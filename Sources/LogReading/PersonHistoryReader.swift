@@ -64,6 +64,15 @@ package struct PersonHistoryReader {
     /// Phase one: streams the app's events in `scope` into `partitions` spill
     /// files. The connection is free again when this returns.
     package func spill(_ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int) throws -> SpilledHistory {
+        var none = NoTally()
+        return try spill(c, scope: scope, partitions: partitions, spillBuffer: spillBuffer, tally: &none)
+    }
+
+    /// Phase one, with `tally` counting every event as it streams past (its
+    /// columns read with the row, and cut off before the row is spilled).
+    package func spill(
+        _ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int, tally: inout some HistoryTally
+    ) throws -> SpilledHistory {
         try ReadScope.bind(c, app: app, paths: paths)
         // Buffers take at most ~48 MB together, however many partitions there are.
         let count = max(1, partitions)
@@ -73,10 +82,27 @@ package struct PersonHistoryReader {
             switch scope {
             case .all(let identities), .touched(let identities): persons = LinkedPersons(identities)
             }
-            try c.copyOut("COPY (\(query(scope))) TO STDOUT") { line in
+            func handOver(_ line: UnsafeRawBufferPointer) throws {
                 try persons.forEachUnit(of: line) { unit, rest, place in
                     try spill.append(unit, rest, partition: Self.partition(of: place, count: spill.count))
                 }
+            }
+            let appended = tally.columns
+            let own = 6 + paths.count
+            var fields: [Range<Int>] = []
+            var line: [UInt8] = []
+            try c.copyOut("COPY (\(query(scope, appending: appended))) TO STDOUT") { row in
+                guard !appended.isEmpty else { return try handOver(row) }
+                CopyText.fieldRanges(of: row, into: &fields)
+                guard fields.count == own + appended.count else {
+                    throw PostgresError(.unexpectedResult, message: "unreadable history row for app \(app): \(fields.count) fields")
+                }
+                try tally.count(row, fields: fields)
+                // The row as a history read without the tally gives it: up to the tab before the first appended field.
+                line.removeAll(keepingCapacity: true)
+                line.append(contentsOf: UnsafeRawBufferPointer(rebasing: row[..<(fields[own].lowerBound - 1)]))
+                line.append(10)
+                try line.withUnsafeBytes { try handOver($0) }
             }
             return try spill.finish()
         } catch {
@@ -142,11 +168,12 @@ package struct PersonHistoryReader {
         return read
     }
 
-    private func query(_ scope: Scope) -> String {
+    private func query(_ scope: Scope, appending appended: [String] = []) -> String {
         let app = ReadScope.app
         // One column per path; the engine reads only these three roots, so the
         // column comes from a fixed list and only the path inside it is data.
         let columns = #"e.message_id, e.type, e.event, e."timestamp""# + ReadScope.columns(paths)
+            + appended.map { ", " + $0 }.joined()
         switch scope {
         case .all:
             // The user and the anonymous id, for `LinkedPersons`, as below.

@@ -81,9 +81,7 @@ struct RebuildPlan: ProjectionPlan {
         let persons = try IdentityLinker.rebuild(
             reading: run.reader, writing: run.session, app: reader.app, keeping: keptLinks.removeValue(forKey: reader.app) ?? [:])
         let groups = reader.countsGroups ? try GroupMembership.all(run.reader, app: reader.app, persons: persons) : [:]
-        return try reader.spill(
-            run.reader, scope: .all(.init(owners: persons, groups: groups)), partitions: run.reading.partitions,
-            spillBuffer: run.options.spillBuffer)
+        return try run.spillWhole(reader, scope: .all(.init(owners: persons, groups: groups)))
     }
 
     func finishEvaluation(_ run: ProjectionRun) throws {

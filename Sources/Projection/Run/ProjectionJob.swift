@@ -129,8 +129,18 @@ public struct ProjectionJob: Sendable {
         let recomputedApps = Set(definitions.recompute.map(\.app))
         // Every funnel new or changed (a first run among them): a rebuild, as cheap and the same tables.
         let rebuildAll = mode == .rebuild || recomputed.count == configuration.funnels.count
-        func pass(_ plan: some ProjectionPlan, _ funnels: [Funnel]) throws -> Summary {
-            try self.pass(c, plan: plan, funnels: funnels, from: previous, to: current, layout: layout, settings: settings, now: now)
+        // The catalogue follows the log, not the funnels. What it counts whole
+        // is counted on the rebuild's own read of the apps' histories.
+        let catalog = EventCatalog(configuration: configuration)
+        let erased = try ErasedPersons.apps(c)
+        let whole = try catalog.begin(c, erased: erased)
+        var catalogue: [String: EventCatalog.Counted] = [:]
+        func pass(
+            _ plan: some ProjectionPlan, _ funnels: [Funnel], counting: ProjectionRun.CatalogueCount? = nil
+        ) throws -> Summary {
+            try self.pass(
+                c, plan: plan, funnels: funnels, from: previous, to: current, layout: layout, settings: settings, now: now,
+                catalogue: counting, counted: &catalogue)
         }
         let counted = definitions.recompute.isEmpty ? nil : try definitions.countEvents(c)
         announce(definitions)
@@ -147,7 +157,9 @@ public struct ProjectionJob: Sendable {
         try DefinitionChanges.removeRows(c, of: changed, from: rebuildAll ? ["funnel_regressions"] : tables, keeping: frozen)
         var summary: Summary
         if rebuildAll {
-            summary = try pass(RebuildPlan(counted: counted, frozen: frozen), configuration.funnels)
+            summary = try pass(
+                RebuildPlan(counted: counted, frozen: frozen), configuration.funnels,
+                counting: .init(catalog: catalog, whole: whole, snapshot: layout == .distributed ? current : nil))
             try analyzeUnplanned(c, layout: layout)
         } else {
             summary = try pass(
@@ -162,9 +174,10 @@ public struct ProjectionJob: Sendable {
                 summary.cohortDaysRewritten += recompute.cohortDaysRewritten
             }
         }
-        // The catalogue follows the log, not the funnels: a rebuild adds what came since the last run too.
-        try EventCatalog(configuration: configuration).update(
-            c, window: LogWindow(from: mode == .rebuild ? try Checkpoint.load(c) : previous, to: current), erased: try ErasedPersons.apps(c))
+        // What no tally counted; a rebuild adds what came since the last run too.
+        try catalog.finish(
+            c, whole: whole, counted: catalogue, window: LogWindow(from: mode == .rebuild ? try Checkpoint.load(c) : previous, to: current),
+            layout: layout)
         // Who entered and left each audience, now that every unit evaluated has its spans.
         let audiences = try AudienceMembership.update(
             c, audiences: configuration.audiences, stored: storedAudiences,
@@ -227,7 +240,8 @@ public struct ProjectionJob: Sendable {
     /// funnels' and the recomputed ones'.
     private func pass(
         _ c: Connection, plan: some ProjectionPlan, funnels: [Funnel], from previous: Checkpoint, to current: Checkpoint,
-        layout: EventLogLayout, settings: String, now: Int64
+        layout: EventLogLayout, settings: String, now: Int64, catalogue: ProjectionRun.CatalogueCount?,
+        counted: inout [String: EventCatalog.Counted]
     ) throws -> Summary {
         var plan = plan
         var scoped = configuration
@@ -238,9 +252,11 @@ public struct ProjectionJob: Sendable {
             configuration.funnels(forApp: audience.app).allSatisfy { passed.contains($0.name) }
         }
         return try ProjectionRun.with(
-            self, configuration: scoped, session: c, dialect: SQLDialect(layout), settings: settings, now: now
+            self, configuration: scoped, session: c, dialect: SQLDialect(layout), settings: settings, now: now, catalogue: catalogue
         ) { run in
-            return try project(run, plan: &plan, from: previous, to: current)
+            let summary = try project(run, plan: &plan, from: previous, to: current)
+            counted.merge(run.cataloguesCounted) { $1 }
+            return summary
         }
     }
 

@@ -26,6 +26,8 @@ final class ProjectionRun {
         /// table's rows (`PersonActivity.Lookup`): the active persons' stored
         /// outcomes, the new links; tests pick one way.
         var lookupScanShare = 1.0 / 16
+        /// Distinct property objects an app's catalogue tally keeps before leaving its paths to SQL.
+        var catalogueShapes = EventCatalogTally.ShapeLimit()
         /// Threads evaluating partitions: while one waits for its COPY, another evaluates.
         var workers = max(1, min(4, ProcessInfo.processInfo.activeProcessorCount))
 
@@ -58,14 +60,28 @@ final class ProjectionRun {
     let readerLane = Background(threads: 1)
     /// Where partitions are evaluated.
     private let workerLane: Background
+    /// The event catalogue, when the run counts some apps whole: counted on the read of their histories.
+    let catalogue: CatalogueCount?
+    /// The tallies being stored, by app, and then what they stored.
+    private var catalogueWrites: [(app: String, write: Pending<EventCatalog.Counted?>)] = []
+    private(set) var cataloguesCounted: [String: EventCatalog.Counted] = [:]
     /// What the plan reads; set by `evaluate` once the plan is prepared.
     private(set) var reading = Reading(readers: [], newEvents: [:], partitions: 1, expectedEvents: nil)
     private var closers: [() -> Void] = []
 
+    /// What a run counts of the event catalogue on its read (`EventCatalog.begin`).
+    struct CatalogueCount: Sendable {
+        let catalog: EventCatalog
+        let whole: EventCatalog.Whole
+        /// The run's snapshot, where a read may show more than it (Citus); nil on one PostgreSQL.
+        let snapshot: Checkpoint?
+    }
+
     private init(
         job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, reader: Connection, dialect: SQLDialect,
-        now: Int64
+        now: Int64, catalogue: CatalogueCount?
     ) {
+        self.catalogue = catalogue
         self.configuration = configuration
         options = job.options
         analyses = job.analyses
@@ -83,7 +99,7 @@ final class ProjectionRun {
     /// the same settings. Everything the run started is closed when it ends.
     static func with<T>(
         _ job: ProjectionJob, configuration: FunnelConfiguration, session: Connection, dialect: SQLDialect, settings: String,
-        now: Int64, _ body: (ProjectionRun) throws -> T
+        now: Int64, catalogue: CatalogueCount? = nil, _ body: (ProjectionRun) throws -> T
     ) throws -> T {
         // The reader sees the run's snapshot, none of its writes (see
         // `SnapshotReader`): in a run's second pass, the rows the first
@@ -91,7 +107,8 @@ final class ProjectionRun {
         let reader = job.options.secondSession
             ? try SnapshotReader.open(beside: session, settings: settings) : session
         let run = ProjectionRun(
-            job: job, configuration: configuration, session: session, reader: reader, dialect: dialect, now: now)
+            job: job, configuration: configuration, session: session, reader: reader, dialect: dialect, now: now,
+            catalogue: catalogue)
         defer { run.close() }
         return try body(run)
     }
@@ -105,6 +122,23 @@ final class ProjectionRun {
         for body in closers.reversed() { body() }
         closers = []
         for lane in [readerLane, workerLane] { lane.shutdown() }
+    }
+
+    /// `reader`'s whole history (`scope` holds everyone), spilled; when the
+    /// run counts the app's event catalogue whole, counted on the way and
+    /// stored beside the evaluation (the next app's read does not wait for it).
+    func spillWhole(_ reader: PersonHistoryReader, scope: PersonHistoryReader.Scope) throws -> SpilledHistory {
+        guard let catalogue, catalogue.whole.contains(reader.app),
+              var tally = EventCatalogTally(
+                reader: reader, zone: catalogue.catalog.zone(of: reader.app), snapshot: catalogue.snapshot, shapeLimit: options.catalogueShapes)
+        else {
+            return try reader.spill(self.reader, scope: scope, partitions: reading.partitions, spillBuffer: options.spillBuffer)
+        }
+        let history = try reader.spill(
+            self.reader, scope: scope, partitions: reading.partitions, spillBuffer: options.spillBuffer, tally: &tally)
+        let (counted, session, catalog) = (tally, self.session, catalogue.catalog)
+        catalogueWrites.append((reader.app, workerLane.run { try catalog.write(session, counted) }))
+        return history
     }
 
     func timeZone(for funnel: Funnel) -> TimeZone {
@@ -144,6 +178,10 @@ final class ProjectionRun {
             running = nil
             totals.merge(try last.finish())
         }
+        for (app, write) in catalogueWrites {
+            if let counted = try write.wait() { cataloguesCounted[app] = counted }
+        }
+        catalogueWrites = []
         progress.finish()
         try plan.finishEvaluation(self)
         return totals

@@ -1,3 +1,4 @@
+import EventLog
 import Funnels
 import LibPQ
 import LogReading
@@ -14,7 +15,7 @@ import LogReading
 /// follows the log, not the funnels: a rebuild carries it on from the last
 /// run like a night; it is counted whole when first built, when an app's
 /// time zone changes, and for an app that had an erasure.
-struct EventCatalog {
+struct EventCatalog: Sendable {
     /// The run's zone per app, the rest in `fallback`: the days are cut where the funnels' are.
     let zones: [String: String]
     let fallback: String
@@ -31,23 +32,100 @@ struct EventCatalog {
 
     private static let tables = ["event_catalog_days", "event_catalog_properties", "event_catalog_senders"]
 
-    /// Adds the events of `window` (from the last run's snapshot, whatever
-    /// this run's mode), or counts everything up to the window's end when the
-    /// catalogue was never built or its days were cut in other zones; the
-    /// apps in `erased` lost events to an erasure and are counted again whole.
-    func update(_ c: Connection, window: LogWindow, erased: [String]) throws {
+    /// The zone an app's days are cut in.
+    func zone(of app: String) -> String { zones[app] ?? fallback }
+
+    /// What a run counts whole, decided before it reads the log: everything
+    /// when the catalogue was never built or its days were cut in other
+    /// zones, else the apps that lost events to an erasure.
+    enum Whole: Sendable, Equatable {
+        case everything
+        case apps(Set<String>)
+
+        func contains(_ app: String) -> Bool {
+            switch self {
+            case .everything: true
+            case .apps(let apps): apps.contains(app)
+            }
+        }
+    }
+
+    /// How much of an app counted whole a tally stored (`write`); the rest is counted in SQL (`finish`).
+    enum Counted: Sendable, Equatable {
+        case all
+        /// The days and senders; the property paths were left to SQL.
+        case withoutPaths
+    }
+
+    /// Before a run reads the log: says what it counts whole and empties
+    /// those rows, so that the tallies of the job's read (`write`) and
+    /// `finish` fill them.
+    func begin(_ c: Connection, erased: [String]) throws -> Whole {
         let stored = try c.query("SELECT zones FROM event_catalog_state").rows.first.map { try $0.decode(String.self, at: 0) }
         if stored != cut {
             try c.executeScript("TRUNCATE " + Self.tables.joined(separator: ", "))
-            try LogWindow.upTo(window.to).bind(c)
-            try add(c, where: LogWindow.condition, [], everything: true)
-        } else {
-            if !erased.isEmpty {
-                for table in Self.tables {
-                    try c.query("DELETE FROM \(table) WHERE app = ANY($1::text[])", [.textArray(erased)])
+            return .everything
+        }
+        for table in Self.tables where !erased.isEmpty {
+            try c.query("DELETE FROM \(table) WHERE app = ANY($1::text[])", [.textArray(erased)])
+        }
+        return .apps(Set(erased))
+    }
+
+    /// Stores the tally of an app counted whole on the job's read (on the
+    /// run's session, beside the evaluation's COPYs); nil when the tally
+    /// gave up and the app is left to `finish`.
+    func write(_ c: Connection, _ tally: EventCatalogTally) throws -> Counted? {
+        guard !tally.abandoned else { return nil }
+        let rows = try tally.rows()
+        try copy(c, rows.days, "event_catalog_days (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen)")
+        try copy(c, rows.senders, "event_catalog_senders (app, day, sender, keys)")
+        guard !tally.shapesLeftToSQL else { return .withoutPaths }
+        try c.executeScript(
+            """
+            CREATE TEMP TABLE catalog_shapes (
+                app text, type text, event text, app_version text, properties jsonb, n bigint, first_seen timestamptz, last_seen timestamptz
+            ) ON COMMIT DROP
+            """)
+        try copy(c, rows.shapes, "catalog_shapes")
+        try c.query(Self.addPaths(shapes: "SELECT * FROM catalog_shapes"))
+        try c.executeScript("DROP TABLE catalog_shapes")
+        return .all
+    }
+
+    private func copy(_ c: Connection, _ rows: BinaryCopyRows, _ table: String) throws {
+        guard rows.rowCount > 0 else { return }
+        try c.copyIn("COPY \(table) FROM STDIN (FORMAT binary)") { try $0.write(rows) }
+    }
+
+    /// After the run's passes: counts in SQL what `whole` holds that no
+    /// tally stored (`counted`: the apps the job read, by what their tallies
+    /// stored), adds the events of `window` (from the last run's snapshot,
+    /// whatever this run's mode) of the apps not counted whole, and records
+    /// how the days were cut.
+    func finish(_ c: Connection, whole: Whole, counted: [String: Counted], window: LogWindow, layout: EventLogLayout) throws {
+        let stored = counted.filter { $0.value == .all }.map(\.key).sorted()
+        let withoutPaths = counted.filter { $0.value == .withoutPaths }.map(\.key).sorted()
+        let everything = LogWindow.upTo(window.to)
+        switch whole {
+        case .everything:
+            let done = stored + withoutPaths
+            if layout == .distributed {
+                try everything.bind(c)
+                try add(c, where: "\(LogWindow.condition) AND NOT e.app = ANY($1::text[])", [.textArray(done)], everything: true)
+            } else {
+                // The log's other apps, one probe of an index each: a scan for none would read the log again.
+                let others = try Self.apps(c).filter { !done.contains($0) }
+                if !others.isEmpty {
+                    try everything.bind(c)
+                    try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(others)], everything: true)
                 }
-                try LogWindow.upTo(window.to).bind(c)
-                try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(erased)], everything: true)
+            }
+        case .apps(let erased):
+            let left = erased.filter { counted[$0] == nil }.sorted()
+            if !left.isEmpty {
+                try everything.bind(c)
+                try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(left)], everything: true)
             }
             // A month's messages restored from the archive (docs/lifecycle.md) come back with new transaction
             // ids, but the catalogue counted them when they were first received: they are not added again.
@@ -62,16 +140,37 @@ struct EventCatalog {
                     \(LogWindow.condition) AND NOT e.app = ANY($1::text[])
                     AND NOT (e.app || chr(31) || to_char(e.received_at AT TIME ZONE 'UTC', 'YYYY-MM')) = ANY($2::text[])
                     """,
-                [.textArray(erased), .textArray(restored)])
+                [.textArray(erased.sorted()), .textArray(restored)])
+        }
+        if !withoutPaths.isEmpty {
+            try everything.bind(c)
+            try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(withoutPaths)], everything: true, pathsOnly: true)
         }
         try c.query(
             "INSERT INTO event_catalog_state (zones) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET zones = excluded.zones", [.text(cut)])
     }
 
+    /// The apps the log holds, found by skipping from one to the next along the index that starts with the app.
+    private static func apps(_ c: Connection) throws -> [String] {
+        try c.query(
+            """
+            WITH RECURSIVE a(app) AS (
+                SELECT min(app) FROM events
+                UNION ALL
+                SELECT (SELECT min(e.app) FROM events e WHERE e.app > a.app) FROM a WHERE a.app IS NOT NULL
+            )
+            SELECT app FROM a WHERE app IS NOT NULL
+            """
+        ).rows.map { try $0.decode(String.self, at: 0) }
+    }
+
     /// Adds the events `condition` selects (over `e`, with `parameters` as
     /// `$1` on) to the catalogue.
-    /// `everything`: the tables hold nothing of these events' apps yet.
-    private func add(_ c: Connection, where condition: String, _ parameters: [PostgresValue], everything: Bool = false) throws {
+    /// `everything`: the tables hold nothing of these events' apps yet;
+    /// `pathsOnly`: their days and senders are stored already.
+    private func add(
+        _ c: Connection, where condition: String, _ parameters: [PostgresValue], everything: Bool = false, pathsOnly: Bool = false
+    ) throws {
         let sorted = zones.sorted { $0.key < $1.key }
         let zoneParameters: [PostgresValue] = [.textArray(sorted.map(\.key)), .textArray(sorted.map(\.value)), .text(fallback)]
         let first = parameters.count + 1
@@ -90,7 +189,9 @@ struct EventCatalog {
                 WHERE \(condition)
             ) e
             """, parameters + zoneParameters)
-        if everything {
+        if pathsOnly {
+            // Only the paths below.
+        } else if everything {
             // Nothing stored to add to: each key's senders counted at once.
             try c.query(
                 """
@@ -156,29 +257,37 @@ struct EventCatalog {
                 """)
             try c.executeScript("DROP TABLE catalog_keys")
         }
-        // Paths are walked once per distinct properties object of a label and
-        // version (most events of a step carry the same few), weighted by its events.
-        try c.query(
-            """
-            INSERT INTO event_catalog_properties AS p (app, type, event, app_version, path, json_type, events, first_seen, last_seen)
-            WITH RECURSIVE shapes AS (
-                SELECT app, type, event, app_version, properties, count(*) AS n, min("timestamp") AS first_seen, max("timestamp") AS last_seen
-                FROM catalog_new WHERE properties <> '{}'::jsonb AND jsonb_typeof(properties) = 'object'
-                GROUP BY app, type, event, app_version, properties
-            ), paths AS (
-                SELECT s.app, s.type, s.event, s.app_version, s.n, s.first_seen, s.last_seen, 'properties.' || j.key AS path, j.value, 1 AS depth
-                FROM shapes s, jsonb_each(s.properties) AS j
-                UNION ALL
-                SELECT p.app, p.type, p.event, p.app_version, p.n, p.first_seen, p.last_seen, p.path || '.' || j.key, j.value, p.depth + 1
-                FROM paths p, jsonb_each(p.value) AS j
-                WHERE jsonb_typeof(p.value) = 'object' AND p.depth < 4
-            )
-            SELECT app, type, event, app_version, path, jsonb_typeof(value), sum(n), min(first_seen), max(last_seen)
-            FROM paths GROUP BY 1, 2, 3, 4, 5, 6
-            ON CONFLICT (app, type, event, app_version, path, json_type) DO UPDATE
-            SET events = p.events + excluded.events, first_seen = least(p.first_seen, excluded.first_seen),
-                last_seen = greatest(p.last_seen, excluded.last_seen)
-            """)
+        try c.query(Self.addPaths(shapes: """
+            SELECT app, type, event, app_version, properties, count(*) AS n, min("timestamp") AS first_seen, max("timestamp") AS last_seen
+            FROM catalog_new WHERE properties <> '{}'::jsonb AND jsonb_typeof(properties) = 'object'
+            GROUP BY app, type, event, app_version, properties
+            """))
         try c.executeScript("DROP TABLE catalog_new")
+    }
+
+    /// Adds the property paths of `shapes` (a query of app, type, event,
+    /// app_version, properties, n, first_seen, last_seen: distinct objects
+    /// and their events). Paths are walked once per distinct object of a
+    /// label and version (most events of a step carry the same few),
+    /// weighted by its events; an object listed twice is summed.
+    private static func addPaths(shapes: String) -> String {
+        """
+        INSERT INTO event_catalog_properties AS p (app, type, event, app_version, path, json_type, events, first_seen, last_seen)
+        WITH RECURSIVE shapes AS (
+            \(shapes)
+        ), paths AS (
+            SELECT s.app, s.type, s.event, s.app_version, s.n, s.first_seen, s.last_seen, 'properties.' || j.key AS path, j.value, 1 AS depth
+            FROM shapes s, jsonb_each(s.properties) AS j
+            UNION ALL
+            SELECT p.app, p.type, p.event, p.app_version, p.n, p.first_seen, p.last_seen, p.path || '.' || j.key, j.value, p.depth + 1
+            FROM paths p, jsonb_each(p.value) AS j
+            WHERE jsonb_typeof(p.value) = 'object' AND p.depth < 4
+        )
+        SELECT app, type, event, app_version, path, jsonb_typeof(value), sum(n), min(first_seen), max(last_seen)
+        FROM paths GROUP BY 1, 2, 3, 4, 5, 6
+        ON CONFLICT (app, type, event, app_version, path, json_type) DO UPDATE
+        SET events = p.events + excluded.events, first_seen = least(p.first_seen, excluded.first_seen),
+            last_seen = greatest(p.last_seen, excluded.last_seen)
+        """
     }
 }

@@ -1,0 +1,368 @@
+import Foundation
+import Funnels
+import LibPQ
+import LogReading
+
+/// One app's event catalogue counted whole from the job's own read of the
+/// app's history (`HistoryTally`): the rows `EventCatalog` counts from the
+/// log in SQL, without reading the log a second time. Fields are kept as
+/// read (COPY text) and counted by small ids; they are decoded once, when
+/// the rows are written, so labels that differ only in how they were read
+/// (an event `\N` or empty) come together as SQL's `COALESCE` brings them.
+struct EventCatalogTally: HistoryTally, Sendable {
+    let app: String
+    let columns: [String]
+    /// Where the row holds what the catalogue keys on.
+    private let version: Int, os: Int, properties: Int
+    /// The run's snapshot, when the read may show more (Citus: `LogWindow`): the transaction id's field and the snapshot.
+    private let snapshot: (txid: Int, horizon: Int64, pending: Set<Int64>)?
+    private var cutter: DayCutter
+
+    private var names = ByteTable()  // "type<tab>event", as read
+    private var values = ByteTable()  // app versions and OS names
+    private var senders = ByteTable()  // the user id, else the anonymous id
+    private var senderHashes: [Int64] = []  // by sender: the key the senders table stores
+    private var shapes = ByteTable()  // properties objects
+    /// (name, version, OS) ids -> label.
+    private var labels: [UInt64: Int32] = [:]
+    private var labelParts: [(name: Int32, version: Int32, os: Int32)] = []
+    private var days: [UInt64: Seen] = [:]  // (label, day) -> events
+    private var sent: [SenderDay: [Int32]] = [:]  // labels by sender and day
+    private var shapeCounts: [UInt64: Seen] = [:]  // (name, version, shape) -> events
+    /// Distinct property objects kept before they are left to SQL (an app
+    /// whose every event carries its own would hold its log in memory).
+    struct ShapeLimit: Sendable {
+        var count = 100_000
+        var bytes = 32 << 20
+    }
+    private let shapeLimit: ShapeLimit
+    /// The property objects were too many to keep: `EventCatalog` walks this app's in SQL.
+    private(set) var shapesLeftToSQL = false
+    /// Ids outgrew their packing (two million labels or versions): `EventCatalog` counts the whole app in SQL.
+    private(set) var abandoned = false
+
+    struct Seen: Sendable {
+        var events = 0
+        var persons = 0
+        var first = Int64.max
+        var last = Int64.min
+
+        mutating func add(_ time: Int64, person: Bool) {
+            events += 1
+            if person { persons += 1 }
+            first = min(first, time)
+            last = max(last, time)
+        }
+
+        mutating func add(_ other: Seen) {
+            events += other.events
+            persons += other.persons
+            first = min(first, other.first)
+            last = max(last, other.last)
+        }
+    }
+
+    /// For `reader`'s read of `app`, days cut in `zone`; `snapshot`: the run's, on a layout whose reads may show more.
+    init?(reader: PersonHistoryReader, zone: String, snapshot: Checkpoint?, shapeLimit: ShapeLimit = ShapeLimit()) {
+        guard let timeZone = TimeZone(identifier: zone) else { return nil }
+        app = reader.app
+        self.shapeLimit = shapeLimit
+        cutter = DayCutter(zone: timeZone)
+        var columns: [String] = []
+        let own = 6 + reader.paths.count
+        // context.app.version and context.os.name are often the funnels' breakdowns, read already.
+        func column(_ path: String, _ expression: String) -> Int {
+            if let index = reader.paths.firstIndex(of: path) { return 6 + index }
+            columns.append(expression)
+            return own + columns.count - 1
+        }
+        version = column("context.app.version", "e.context #>> '{app,version}'")
+        os = column("context.os.name", "e.context #>> '{os,name}'")
+        properties = column("", "e.properties")
+        if let snapshot {
+            self.snapshot = (column("", "e.txid"), snapshot.horizon, Set(snapshot.pending))
+        } else {
+            self.snapshot = nil
+        }
+        self.columns = columns
+    }
+
+    mutating func count(_ row: UnsafeRawBufferPointer, fields: [Range<Int>]) throws {
+        guard !abandoned else { return }
+        func bytes(_ index: Int) -> UnsafeRawBufferPointer { UnsafeRawBufferPointer(rebasing: row[fields[index]]) }
+        if let snapshot {
+            guard let txid = Int64(String(decoding: bytes(snapshot.txid), as: UTF8.self)) else {
+                throw PostgresError(.unexpectedResult, message: "unreadable transaction id in a history row of app \(app)")
+            }
+            if txid >= snapshot.horizon || snapshot.pending.contains(txid) { return }
+        }
+        guard let time = Timestamps.parse(bytes: bytes(5)) else {
+            throw PostgresError(.unexpectedResult, message: "unreadable timestamp in a history row of app \(app)")
+        }
+        let day = Int32(truncatingIfNeeded: cutter.day(of: time))
+        // The type and the event are side by side in the row: one id for both.
+        let name = names.id(of: UnsafeRawBufferPointer(rebasing: row[fields[3].lowerBound..<fields[4].upperBound]))
+        let version = values.id(of: bytes(self.version))
+        let os = values.id(of: bytes(self.os))
+        guard let labelKey = Self.pack(name, version, os) else { return abandon() }
+        let label: Int32
+        if let known = labels[labelKey] {
+            label = known
+        } else {
+            label = Int32(labelParts.count)
+            labels[labelKey] = label
+            labelParts.append((name, version, os))
+        }
+
+        let user = bytes(0)
+        let sender = senders.id(of: Self.isNull(user) ? bytes(1) : user)
+        if Int(sender) == senderHashes.count {
+            senderHashes.append(senders.withBytes(of: sender) { escaped in
+                var id: [UInt8] = []
+                CopyText.appendUnescaped(escaped, to: &id)
+                return PostgresHash.textExtended(id)
+            })
+        }
+        // A sender counts once a label and day: when first seen under it.
+        let firstTime = sent[SenderDay(sender: senderHashes[Int(sender)], day: day), default: []].addIfAbsent(label)
+        days[UInt64(UInt32(bitPattern: label)) << 32 | UInt64(UInt32(bitPattern: day)), default: Seen()].add(time, person: firstTime)
+
+        guard !shapesLeftToSQL else { return }
+        let object = bytes(properties)
+        // Only objects with keys carry paths: `{}`, other JSON and \N carry none.
+        guard object.count > 2, object[0] == UInt8(ascii: "{") else { return }
+        let shape = shapes.id(of: object)
+        if shapes.count > shapeLimit.count || shapes.byteCount > shapeLimit.bytes {
+            shapesLeftToSQL = true
+            shapes = ByteTable()
+            shapeCounts = [:]
+            return
+        }
+        guard let shapeKey = Self.pack(name, version, shape) else { return abandon() }
+        shapeCounts[shapeKey, default: Seen()].add(time, person: false)
+    }
+
+    struct SenderDay: Hashable, Sendable {
+        let sender: Int64
+        let day: Int32
+    }
+
+    private mutating func abandon() {
+        abandoned = true
+        names = ByteTable()
+        values = ByteTable()
+        senders = ByteTable()
+        shapes = ByteTable()
+        labels = [:]
+        days = [:]
+        sent = [:]
+        shapeCounts = [:]
+    }
+
+    /// Three ids of at most 21 bits in one key; nil when one is larger.
+    private static func pack(_ a: Int32, _ b: Int32, _ c: Int32) -> UInt64? {
+        guard a < 1 << 21, b < 1 << 21, c < 1 << 21 else { return nil }
+        return UInt64(a) << 42 | UInt64(b) << 21 | UInt64(c)
+    }
+
+    private static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {
+        field.count == 2 && field[0] == 92 && field[1] == 78
+    }
+
+    /// What is written of the tally (`EventCatalog.write`): binary COPY rows of the three tables.
+    struct Rows: Sendable {
+        var days = BinaryCopyRows()
+        var senders = BinaryCopyRows()
+        /// (app, type, event, app_version, properties, events, first_seen, last_seen): the objects whose paths SQL walks.
+        var shapes = BinaryCopyRows()
+    }
+
+    /// The rows, with labels as SQL keys them: decoded, `\N` as empty.
+    func rows() throws -> Rows {
+        let parts = labelParts.map { part -> [String] in
+            let (type, event) = typeAndEvent(part.name)
+            return [type, event, text(part.version), text(part.os)]
+        }
+        // Labels read apart that SQL keys as one (`\N` and an empty string) come together.
+        var canonical: [[String]: Int32] = [:]
+        var labels: [[String]] = []
+        let canon = parts.map { label -> Int32 in
+            if let known = canonical[label] { return known }
+            canonical[label] = Int32(labels.count)
+            labels.append(label)
+            return Int32(labels.count - 1)
+        }
+        let keys = labels.map { PostgresHash.textExtended(Array($0.joined(separator: "\u{1F}").utf8)) }
+
+        var days: [UInt64: Seen] = [:]
+        for (key, seen) in self.days {
+            days[UInt64(UInt32(bitPattern: canon[Int(key >> 32)])) << 32 | key & 0xFFFF_FFFF, default: Seen()].add(seen)
+        }
+        var rows = Rows()
+        var senderRows: [(day: Int32, sender: Int64, keys: [Int64])] = []
+        senderRows.reserveCapacity(sent.count)
+        let merged = labels.count < parts.count
+        var persons: [UInt64: Int] = [:]
+        for (senderDay, labelIndexes) in sent {
+            var senderKeys = labelIndexes.map { keys[Int(canon[Int($0)])] }
+            senderKeys.sort()
+            senderRows.append((senderDay.day, senderDay.sender, senderKeys.uniqued()))
+            // Where labels came together, a sender seen under both was counted twice: count again by label.
+            if merged {
+                for label in Set(labelIndexes.map { canon[Int($0)] }) {
+                    persons[UInt64(UInt32(bitPattern: label)) << 32 | UInt64(UInt32(bitPattern: senderDay.day)), default: 0] += 1
+                }
+            }
+        }
+        for (key, seen) in days {
+            let label = labels[Int(key >> 32)]
+            rows.days.startRow(fields: 10)
+            guard rows.days.append(text: app), rows.days.append(text: label[0]), rows.days.append(text: label[1]) else {
+                throw PostgresError(.invalidParameter, message: "a label of app \(app) holds a NUL byte")
+            }
+            rows.days.append(date: Int64(Int32(bitPattern: UInt32(key & 0xFFFF_FFFF))))
+            guard rows.days.append(text: label[2]), rows.days.append(text: label[3]) else {
+                throw PostgresError(.invalidParameter, message: "a version or OS name of app \(app) holds a NUL byte")
+            }
+            rows.days.append(int64: Int64(seen.events))
+            rows.days.append(int64: Int64(merged ? persons[key] ?? 0 : seen.persons))
+            rows.days.append(timestamp: seen.first)
+            rows.days.append(timestamp: seen.last)
+        }
+        // In the primary key's order: the index grows at its end.
+        senderRows.sort { ($0.day, $0.sender) < ($1.day, $1.sender) }
+        for row in senderRows {
+            rows.senders.startRow(fields: 4)
+            _ = rows.senders.append(text: app)
+            rows.senders.append(date: Int64(row.day))
+            rows.senders.append(int64: row.sender)
+            rows.senders.append(int8Array: row.keys)
+        }
+        for (key, seen) in shapeCounts {
+            let name = Int32(key >> 42), version = Int32(key >> 21 & 0x1F_FFFF), shape = Int32(key & 0x1F_FFFF)
+            let object = shapes.withBytes(of: shape) { CopyText.field($0) } ?? "{}"
+            rows.shapes.startRow(fields: 8)
+            let (type, event) = typeAndEvent(name)
+            guard rows.shapes.append(text: app), rows.shapes.append(text: type), rows.shapes.append(text: event),
+                  rows.shapes.append(text: text(version)), rows.shapes.append(jsonb: object)
+            else { throw PostgresError(.invalidParameter, message: "a property of app \(app) holds a NUL byte") }
+            rows.shapes.append(int64: Int64(seen.events))
+            rows.shapes.append(timestamp: seen.first)
+            rows.shapes.append(timestamp: seen.last)
+        }
+        return rows
+    }
+}
+
+extension EventCatalogTally {
+    /// A version's or OS name's text, `\N` as empty.
+    private func text(_ value: Int32) -> String { values.withBytes(of: value) { CopyText.field($0) } ?? "" }
+
+    /// The type and the event of a name id (read side by side), `\N` as empty.
+    private func typeAndEvent(_ name: Int32) -> (String, String) {
+        names.withBytes(of: name) { bytes in
+            let tab = bytes.firstIndex(of: 9) ?? bytes.count
+            let type = CopyText.field(UnsafeRawBufferPointer(rebasing: bytes[..<tab])) ?? ""
+            guard tab < bytes.count else { return (type, "") }
+            return (type, CopyText.field(UnsafeRawBufferPointer(rebasing: bytes[(tab + 1)...])) ?? "")
+        }
+    }
+}
+
+/// Byte strings by small ids, in one buffer, found by their hash: no key is
+/// built for a lookup, as a dictionary of arrays would for every row.
+struct ByteTable: Sendable {
+    private var storage: [UInt8] = []
+    private var ranges: [Range<Int>] = []
+    /// Hash -> the last id with it; `previous` chains the others.
+    private var byHash: [UInt64: Int32] = [:]
+    private var previous: [Int32] = []
+    private var last: Int32?
+
+    var count: Int { ranges.count }
+    var byteCount: Int { storage.count }
+
+    /// The id of `bytes`, given a new one when they were never seen.
+    mutating func id(of bytes: UnsafeRawBufferPointer) -> Int32 {
+        // A person's events are mostly read one after another: the last id is tried first.
+        if let last, ranges[Int(last)].count == bytes.count, withBytes(of: last, { $0.elementsEqual(bytes) }) { return last }
+        let id = lookUp(bytes)
+        last = id
+        return id
+    }
+
+    private mutating func lookUp(_ bytes: UnsafeRawBufferPointer) -> Int32 {
+        let hash = FNV1a.hash(bytes: bytes)
+        var candidate = byHash[hash] ?? -1
+        while candidate >= 0 {
+            let range = ranges[Int(candidate)]
+            if range.count == bytes.count, withBytes(of: candidate, { $0.elementsEqual(bytes) }) { return candidate }
+            candidate = previous[Int(candidate)]
+        }
+        let id = Int32(ranges.count)
+        ranges.append(storage.count..<storage.count + bytes.count)
+        storage.append(contentsOf: bytes)
+        previous.append(byHash[hash] ?? -1)
+        byHash[hash] = id
+        return id
+    }
+
+    func withBytes<T>(of id: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[ranges[Int(id)]])) }
+    }
+}
+
+/// Local days of timestamps in one zone, as `CohortCalendar.dayNumber`
+/// cuts them, the zone's offset looked up once for each UTC day it holds
+/// all day long (every day but those of a change of clocks).
+struct DayCutter: Sendable {
+    let zone: TimeZone
+    private var offsets: [Int64: Int64] = [:]
+    private var last: (day: Int64, offset: Int64)?
+
+    init(zone: TimeZone) { self.zone = zone }
+
+    mutating func day(of microseconds: Int64) -> Int64 {
+        let seconds = Self.floorDivide(microseconds, 1_000_000)
+        let utcDay = Self.floorDivide(seconds, 86_400)
+        if let last, last.day == utcDay { return Self.floorDivide(seconds + last.offset, 86_400) }
+        let offset: Int64
+        if let known = offsets[utcDay] {
+            offset = known
+        } else {
+            let start = Date(timeIntervalSince1970: Double(utcDay * 86_400))
+            let end = Date(timeIntervalSince1970: Double(utcDay * 86_400 + 86_399))
+            guard zone.secondsFromGMT(for: start) == zone.secondsFromGMT(for: end) else {
+                return CohortCalendar.dayNumber(of: microseconds, in: zone)
+            }
+            offset = Int64(zone.secondsFromGMT(for: start))
+            offsets[utcDay] = offset
+        }
+        last = (utcDay, offset)
+        return Self.floorDivide(seconds + offset, 86_400)
+    }
+
+    private static func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
+        let q = a / b
+        return a % b < 0 ? q - 1 : q
+    }
+}
+
+extension Array where Element == Int32 {
+    /// Appends `value` unless it is there; whether it was appended. For the few labels a sender sends in a day.
+    fileprivate mutating func addIfAbsent(_ value: Int32) -> Bool {
+        if contains(value) { return false }
+        append(value)
+        return true
+    }
+}
+
+extension Array where Element == Int64 {
+    /// A sorted array without its repeats.
+    fileprivate func uniqued() -> [Int64] {
+        var out: [Int64] = []
+        out.reserveCapacity(count)
+        for value in self where out.last != value { out.append(value) }
+        return out
+    }
+}
