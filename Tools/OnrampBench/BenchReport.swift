@@ -53,7 +53,7 @@ struct BenchReport: AsyncParsableCommand {
             """
             events                       \(r.events) over \(r.days) days   (scan, rebuild, SQL funnels and report: medians of \(r.rounds) interleaved rounds, ratios: median of the rounds' ratios; \(r.rounds == 1 ? "the report" : "each report") on a copy of the rebuilt database with the day appended)
             load (COPY, incl. ledger)    \(fmt(r.loadSeconds)) s   \(Int(Double(r.events) / r.loadSeconds)) events/s
-            first rebuild (+ catalogue)  \(fmt(r.firstRebuildSeconds)) s   (before the rounds: it also builds the event catalogue, once)
+            first rebuild (+ catalogue)  \(fmt(r.firstRebuildSeconds)) s   \(fmt(r.firstRebuildOverRebuild)) × the rounds' rebuild, peak RSS \(fmt(r.firstRebuildPeakRSSMegabytes)) MB (before the rounds: it also counts the event catalogue, once)
             raw scan (COPY TO STDOUT)    \(fmt(r.rawScanSeconds)) s   \(Int(Double(r.events) / r.rawScanSeconds)) events/s, \(r.rawScanBytes / 1_048_576) MB
             rebuild                      \(fmt(r.rebuildSeconds)) s   \(Int(r.rebuildEventsPerSecond)) events/s, peak RSS \(fmt(r.rebuildPeakRSSMegabytes)) MB
             SQL funnels (\(r.sqlFunnels.count) queries)   \(fmt(r.sqlFunnelSeconds)) s   \(r.sqlFunnels.map { "\($0.funnel) \(fmt($0.seconds)) s" }.joined(separator: ", "))

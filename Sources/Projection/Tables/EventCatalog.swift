@@ -14,7 +14,8 @@ import LogReading
 /// id), the keys that sender was already counted under. The catalogue
 /// follows the log, not the funnels: a rebuild carries it on from the last
 /// run like a night; it is counted whole when first built, when an app's
-/// time zone changes, and for an app that had an erasure.
+/// time zone changes, and for an app that had an erasure: in a rebuild on
+/// the job's own read of each app (`EventCatalogTally`), else in SQL.
 struct EventCatalog: Sendable {
     /// The run's zone per app, the rest in `fallback`: the days are cut where the funnels' are.
     let zones: [String: String]
