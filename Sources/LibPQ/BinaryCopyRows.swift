@@ -20,6 +20,13 @@ public struct BinaryCopyRows: Sendable {
     /// The stream's end marker, sent after the last row.
     static let trailer: [UInt8] = [0xFF, 0xFF]
 
+    /// Forgets the bytes sent so far (`CopyWriter.writePart`), the header
+    /// with them: what is appended next continues the same stream, so a
+    /// large COPY is rendered and sent a piece at a time.
+    public mutating func removeSent() {
+        bytes.removeAll(keepingCapacity: true)
+    }
+
     /// Starts a row of `fields` values.
     public mutating func startRow(fields: Int) {
         put(Int16(fields))

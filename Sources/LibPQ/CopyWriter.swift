@@ -110,6 +110,18 @@ public struct CopyWriter: ~Copyable {
         rowCount += rows.rowCount
     }
 
+    /// Sends a binary COPY's rows so far, without its end: one piece of a
+    /// COPY sent in pieces (`BinaryCopyRows.removeSent`); `endBinary` ends it.
+    public mutating func writePart(_ rows: BinaryCopyRows) throws {
+        try flush()
+        try send(rows.bytes)
+    }
+
+    /// Ends a binary COPY sent in pieces.
+    public mutating func endBinary() throws {
+        try send(BinaryCopyRows.trailer)
+    }
+
     /// Sends what is buffered.
     mutating func flush() throws(PostgresError) {
         guard !buffer.bytes.isEmpty else { return }

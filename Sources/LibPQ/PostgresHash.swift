@@ -6,28 +6,29 @@
 public enum PostgresHash {
     /// `hashtextextended(text, 0)` of the text whose UTF-8 is `bytes` (a
     /// deterministic collation's: the bytes alone are hashed).
-    public static func textExtended(_ bytes: some Collection<UInt8>) -> Int64 {
+    public static func textExtended(_ bytes: [UInt8]) -> Int64 {
+        bytes.withUnsafeBytes { textExtended($0) }
+    }
+
+    /// `textExtended` of bytes in place (a COPY field's, without escapes).
+    public static func textExtended(_ bytes: UnsafeRawBufferPointer) -> Int64 {
         var a: UInt32 = 0x9e37_79b9 &+ UInt32(truncatingIfNeeded: bytes.count) &+ 3_923_095
         var b = a
         var c = a
-        var k = bytes.makeIterator()
-        var remaining = bytes.count
-        func word(_ k: inout some IteratorProtocol<UInt8>) -> UInt32 {
-            var value: UInt32 = 0
-            for shift in stride(from: 0, to: 32, by: 8) { value |= UInt32(k.next() ?? 0) << UInt32(shift) }
-            return value
+        func word(_ at: Int) -> UInt32 {
+            UInt32(bytes[at]) | UInt32(bytes[at + 1]) << 8 | UInt32(bytes[at + 2]) << 16 | UInt32(bytes[at + 3]) << 24
         }
-        while remaining >= 12 {
-            a &+= word(&k)
-            b &+= word(&k)
-            c &+= word(&k)
+        var at = 0
+        while bytes.count - at >= 12 {
+            a &+= word(at)
+            b &+= word(at + 4)
+            c &+= word(at + 8)
             mix(&a, &b, &c)
-            remaining -= 12
+            at += 12
         }
         // The last 11 bytes, little-endian; the lowest byte of `c` stays empty.
-        var tail: [UInt32] = []
-        while let byte = k.next() { tail.append(UInt32(byte)) }
-        for (index, byte) in tail.enumerated() {
+        for index in 0..<(bytes.count - at) {
+            let byte = UInt32(bytes[at + index])
             switch index {
             case 0..<4: a &+= byte << UInt32(8 * index)
             case 4..<8: b &+= byte << UInt32(8 * (index - 4))

@@ -78,9 +78,13 @@ struct EventCatalog: Sendable {
     /// gave up and the app is left to `finish`.
     func write(_ c: Connection, _ tally: EventCatalogTally) throws -> Counted? {
         guard !tally.abandoned else { return nil }
-        let rows = try tally.rows()
-        try copy(c, rows.days, "event_catalog_days (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen)")
-        try copy(c, rows.senders, "event_catalog_senders (app, day, sender, keys)")
+        let labels = tally.labelsAsKeyed()
+        try copy(c, try tally.dayRows(labels), "event_catalog_days (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen)")
+        if tally.hasSenders {
+            try c.copyIn("COPY event_catalog_senders (app, day, sender, keys) FROM STDIN (FORMAT binary)") { writer in
+                try tally.sendSenders(labels, through: &writer)
+            }
+        }
         guard !tally.shapesLeftToSQL else { return .withoutPaths }
         try c.executeScript(
             """
@@ -88,7 +92,7 @@ struct EventCatalog: Sendable {
                 app text, type text, event text, app_version text, properties jsonb, n bigint, first_seen timestamptz, last_seen timestamptz
             ) ON COMMIT DROP
             """)
-        try copy(c, rows.shapes, "catalog_shapes")
+        try copy(c, try tally.shapeRows(), "catalog_shapes")
         try c.query(Self.addPaths(shapes: "SELECT * FROM catalog_shapes"))
         try c.executeScript("DROP TABLE catalog_shapes")
         return .all

@@ -20,14 +20,19 @@ struct EventCatalogTally: HistoryTally, Sendable {
 
     private var names = ByteTable()  // "type<tab>event", as read
     private var values = ByteTable()  // app versions and OS names
-    private var senders = ByteTable()  // the user id, else the anonymous id
-    private var senderHashes: [Int64] = []  // by sender: the key the senders table stores
     private var shapes = ByteTable()  // properties objects
     /// (name, version, OS) ids -> label.
     private var labels: [UInt64: Int32] = [:]
     private var labelParts: [(name: Int32, version: Int32, os: Int32)] = []
     private var days: [UInt64: Seen] = [:]  // (label, day) -> events
-    private var sent: [SenderDay: [Int32]] = [:]  // labels by sender and day
+    /// Sender (as the senders table keys it: a hash of the user id, else
+    /// the anonymous id) and day -> the first of its labels, listed in
+    /// `sentLabels` and chained by `sentNext`: four bytes a label, where an
+    /// array per sender and day cost a heap object each.
+    private var sent: [SenderDay: Int32] = [:]
+    private var sentLabels: [Int32] = []
+    private var sentNext: [Int32] = []
+    private var unescaped: [UInt8] = []
     private var shapeCounts: [UInt64: Seen] = [:]  // (name, version, shape) -> events
     /// Distinct property objects kept before they are left to SQL (an app
     /// whose every event carries its own would hold its log in memory).
@@ -115,16 +120,17 @@ struct EventCatalogTally: HistoryTally, Sendable {
         }
 
         let user = bytes(0)
-        let sender = senders.id(of: Self.isNull(user) ? bytes(1) : user)
-        if Int(sender) == senderHashes.count {
-            senderHashes.append(senders.withBytes(of: sender) { escaped in
-                var id: [UInt8] = []
-                CopyText.appendUnescaped(escaped, to: &id)
-                return PostgresHash.textExtended(id)
-            })
+        let id = Self.isNull(user) ? bytes(1) : user
+        let sender: Int64
+        if CopyText.hasBackslash(id) {
+            unescaped.removeAll(keepingCapacity: true)
+            CopyText.appendUnescaped(id, to: &unescaped)
+            sender = PostgresHash.textExtended(unescaped)
+        } else {
+            sender = PostgresHash.textExtended(id)
         }
         // A sender counts once a label and day: when first seen under it.
-        let firstTime = sent[SenderDay(sender: senderHashes[Int(sender)], day: day), default: []].addIfAbsent(label)
+        let firstTime = addSent(label, SenderDay(sender: sender, day: day))
         days[UInt64(UInt32(bitPattern: label)) << 32 | UInt64(UInt32(bitPattern: day)), default: Seen()].add(time, person: firstTime)
 
         guard !shapesLeftToSQL else { return }
@@ -142,6 +148,31 @@ struct EventCatalogTally: HistoryTally, Sendable {
         shapeCounts[shapeKey, default: Seen()].add(time, person: false)
     }
 
+    /// Lists `label` under `key` unless it is there; whether it was listed.
+    private mutating func addSent(_ label: Int32, _ key: SenderDay) -> Bool {
+        let head = sent[key] ?? -1
+        var at = head
+        while at >= 0 {
+            if sentLabels[Int(at)] == label { return false }
+            at = sentNext[Int(at)]
+        }
+        sent[key] = Int32(sentLabels.count)
+        sentLabels.append(label)
+        sentNext.append(head)
+        return true
+    }
+
+    /// The labels listed under `key`'s first.
+    private func labelsSent(from head: Int32) -> [Int32] {
+        var labels: [Int32] = []
+        var at = head
+        while at >= 0 {
+            labels.append(sentLabels[Int(at)])
+            at = sentNext[Int(at)]
+        }
+        return labels
+    }
+
     struct SenderDay: Hashable, Sendable {
         let sender: Int64
         let day: Int32
@@ -151,11 +182,12 @@ struct EventCatalogTally: HistoryTally, Sendable {
         abandoned = true
         names = ByteTable()
         values = ByteTable()
-        senders = ByteTable()
         shapes = ByteTable()
         labels = [:]
         days = [:]
         sent = [:]
+        sentLabels = []
+        sentNext = []
         shapeCounts = [:]
     }
 
@@ -169,86 +201,117 @@ struct EventCatalogTally: HistoryTally, Sendable {
         field.count == 2 && field[0] == 92 && field[1] == 78
     }
 
-    /// What is written of the tally (`EventCatalog.write`): binary COPY rows of the three tables.
-    struct Rows: Sendable {
-        var days = BinaryCopyRows()
-        var senders = BinaryCopyRows()
-        /// (app, type, event, app_version, properties, events, first_seen, last_seen): the objects whose paths SQL walks.
-        var shapes = BinaryCopyRows()
+    /// The labels as SQL keys them: decoded, `\N` as empty, and those read
+    /// apart that SQL keys as one (`\N` and an empty string) together.
+    struct Labels {
+        /// By label: type, event, version, OS.
+        var parts: [[String]] = []
+        /// By label as read: its label.
+        var canonical: [Int32] = []
+        /// By label: the key the senders table lists it by.
+        var keys: [Int64] = []
+        /// Whether some labels came together.
+        var merged: Bool { parts.count < canonical.count }
     }
 
-    /// The rows, with labels as SQL keys them: decoded, `\N` as empty.
-    func rows() throws -> Rows {
-        let parts = labelParts.map { part -> [String] in
+    func labelsAsKeyed() -> Labels {
+        var labels = Labels()
+        var index: [[String]: Int32] = [:]
+        for part in labelParts {
             let (type, event) = typeAndEvent(part.name)
-            return [type, event, text(part.version), text(part.os)]
+            let label = [type, event, text(part.version), text(part.os)]
+            if let known = index[label] {
+                labels.canonical.append(known)
+            } else {
+                index[label] = Int32(labels.parts.count)
+                labels.canonical.append(Int32(labels.parts.count))
+                labels.parts.append(label)
+            }
         }
-        // Labels read apart that SQL keys as one (`\N` and an empty string) come together.
-        var canonical: [[String]: Int32] = [:]
-        var labels: [[String]] = []
-        let canon = parts.map { label -> Int32 in
-            if let known = canonical[label] { return known }
-            canonical[label] = Int32(labels.count)
-            labels.append(label)
-            return Int32(labels.count - 1)
-        }
-        let keys = labels.map { PostgresHash.textExtended(Array($0.joined(separator: "\u{1F}").utf8)) }
+        labels.keys = labels.parts.map { PostgresHash.textExtended(Array($0.joined(separator: "\u{1F}").utf8)) }
+        return labels
+    }
 
+    /// `event_catalog_days`' rows (app, type, event, day, app_version, os_name, events, persons, first_seen, last_seen).
+    func dayRows(_ labels: Labels) throws -> BinaryCopyRows {
         var days: [UInt64: Seen] = [:]
         for (key, seen) in self.days {
-            days[UInt64(UInt32(bitPattern: canon[Int(key >> 32)])) << 32 | key & 0xFFFF_FFFF, default: Seen()].add(seen)
+            days[UInt64(UInt32(bitPattern: labels.canonical[Int(key >> 32)])) << 32 | key & 0xFFFF_FFFF, default: Seen()].add(seen)
         }
-        var rows = Rows()
-        var senderRows: [(day: Int32, sender: Int64, keys: [Int64])] = []
-        senderRows.reserveCapacity(sent.count)
-        let merged = labels.count < parts.count
+        // Where labels came together, a sender seen under two of them was counted twice: counted again by label.
         var persons: [UInt64: Int] = [:]
-        for (senderDay, labelIndexes) in sent {
-            var senderKeys = labelIndexes.map { keys[Int(canon[Int($0)])] }
-            senderKeys.sort()
-            senderRows.append((senderDay.day, senderDay.sender, senderKeys.uniqued()))
-            // Where labels came together, a sender seen under both was counted twice: count again by label.
-            if merged {
-                for label in Set(labelIndexes.map { canon[Int($0)] }) {
+        if labels.merged {
+            for (senderDay, head) in sent {
+                for label in Set(labelsSent(from: head).map { labels.canonical[Int($0)] }) {
                     persons[UInt64(UInt32(bitPattern: label)) << 32 | UInt64(UInt32(bitPattern: senderDay.day)), default: 0] += 1
                 }
             }
         }
+        var rows = BinaryCopyRows()
         for (key, seen) in days {
-            let label = labels[Int(key >> 32)]
-            rows.days.startRow(fields: 10)
-            guard rows.days.append(text: app), rows.days.append(text: label[0]), rows.days.append(text: label[1]) else {
+            let label = labels.parts[Int(key >> 32)]
+            rows.startRow(fields: 10)
+            guard rows.append(text: app), rows.append(text: label[0]), rows.append(text: label[1]) else {
                 throw PostgresError(.invalidParameter, message: "a label of app \(app) holds a NUL byte")
             }
-            rows.days.append(date: Int64(Int32(bitPattern: UInt32(key & 0xFFFF_FFFF))))
-            guard rows.days.append(text: label[2]), rows.days.append(text: label[3]) else {
+            rows.append(date: Int64(Int32(bitPattern: UInt32(key & 0xFFFF_FFFF))))
+            guard rows.append(text: label[2]), rows.append(text: label[3]) else {
                 throw PostgresError(.invalidParameter, message: "a version or OS name of app \(app) holds a NUL byte")
             }
-            rows.days.append(int64: Int64(seen.events))
-            rows.days.append(int64: Int64(merged ? persons[key] ?? 0 : seen.persons))
-            rows.days.append(timestamp: seen.first)
-            rows.days.append(timestamp: seen.last)
+            rows.append(int64: Int64(seen.events))
+            rows.append(int64: Int64(labels.merged ? persons[key] ?? 0 : seen.persons))
+            rows.append(timestamp: seen.first)
+            rows.append(timestamp: seen.last)
         }
+        return rows
+    }
+
+    /// Sends `event_catalog_senders`' rows (app, day, sender, keys) through
+    /// `writer`, a binary COPY, a piece at a time: at ten million events an
+    /// app has hundreds of thousands, not to be held rendered at once.
+    func sendSenders(_ labels: Labels, through writer: inout CopyWriter) throws {
         // In the primary key's order: the index grows at its end.
-        senderRows.sort { ($0.day, $0.sender) < ($1.day, $1.sender) }
-        for row in senderRows {
-            rows.senders.startRow(fields: 4)
-            _ = rows.senders.append(text: app)
-            rows.senders.append(date: Int64(row.day))
-            rows.senders.append(int64: row.sender)
-            rows.senders.append(int8Array: row.keys)
+        let order = sent.keys.sorted { ($0.day, $0.sender) < ($1.day, $1.sender) }
+        var rows = BinaryCopyRows(capacity: 1 << 20)
+        var keys: [Int64] = []
+        for senderDay in order {
+            keys.removeAll(keepingCapacity: true)
+            var at = sent[senderDay] ?? -1
+            while at >= 0 {
+                keys.append(labels.keys[Int(labels.canonical[Int(sentLabels[Int(at)])])])
+                at = sentNext[Int(at)]
+            }
+            keys.sort()
+            rows.startRow(fields: 4)
+            _ = rows.append(text: app)
+            rows.append(date: Int64(senderDay.day))
+            rows.append(int64: senderDay.sender)
+            rows.append(int8Array: keys.uniqued())
+            if rows.bytes.count >= 1 << 20 {
+                try writer.writePart(rows)
+                rows.removeSent()
+            }
         }
+        try writer.writePart(rows)
+        try writer.endBinary()
+    }
+
+    var hasSenders: Bool { !sent.isEmpty }
+
+    /// The distinct property objects (app, type, event, app_version, properties, events, first_seen, last_seen) whose paths SQL walks.
+    func shapeRows() throws -> BinaryCopyRows {
+        var rows = BinaryCopyRows()
         for (key, seen) in shapeCounts {
             let name = Int32(key >> 42), version = Int32(key >> 21 & 0x1F_FFFF), shape = Int32(key & 0x1F_FFFF)
             let object = shapes.withBytes(of: shape) { CopyText.field($0) } ?? "{}"
-            rows.shapes.startRow(fields: 8)
+            rows.startRow(fields: 8)
             let (type, event) = typeAndEvent(name)
-            guard rows.shapes.append(text: app), rows.shapes.append(text: type), rows.shapes.append(text: event),
-                  rows.shapes.append(text: text(version)), rows.shapes.append(jsonb: object)
+            guard rows.append(text: app), rows.append(text: type), rows.append(text: event),
+                  rows.append(text: text(version)), rows.append(jsonb: object)
             else { throw PostgresError(.invalidParameter, message: "a property of app \(app) holds a NUL byte") }
-            rows.shapes.append(int64: Int64(seen.events))
-            rows.shapes.append(timestamp: seen.first)
-            rows.shapes.append(timestamp: seen.last)
+            rows.append(int64: Int64(seen.events))
+            rows.append(timestamp: seen.first)
+            rows.append(timestamp: seen.last)
         }
         return rows
     }
@@ -345,15 +408,6 @@ struct DayCutter: Sendable {
     private static func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
         let q = a / b
         return a % b < 0 ? q - 1 : q
-    }
-}
-
-extension Array where Element == Int32 {
-    /// Appends `value` unless it is there; whether it was appended. For the few labels a sender sends in a day.
-    fileprivate mutating func addIfAbsent(_ value: Int32) -> Bool {
-        if contains(value) { return false }
-        append(value)
-        return true
     }
 }
 
