@@ -80,6 +80,30 @@ struct EventCatalogReadTests {
                 #expect((read[table] ?? []).count > 10, "\(name): \(table)")
             }
         }
+
+        // A rebuild after an erasure counts the erased app whole on its read, the other apps carried on.
+        try await pool.withConnection { c in
+            try c.executeScript(
+                """
+                BEGIN; SET LOCAL ROLE onramp_privacy;
+                DELETE FROM events WHERE app = 'ops' AND anonymous_id IN (SELECT anonymous_id FROM events WHERE app = 'ops' LIMIT 5);
+                COMMIT;
+                """)
+        }
+        let request = try await pool.query(
+            "INSERT INTO privacy_requests (kind, app, requested_by, id_hashes) VALUES ('erase', 'ops', 'test', '{}') RETURNING id"
+        ).scalar(Int64.self)
+        try await pool.query("INSERT INTO privacy_pending (app, person_id, request_id) VALUES ('ops', 'someone', $1)", [.int(request)])
+        _ = try await pool.withConnection { c in try job.run(c, mode: .rebuild) }
+        let erased = try await pool.withConnection { try TableDump.dump($0) }
+        #expect(try await pool.query("SELECT count(*) FROM privacy_pending").scalar(Int.self) == 0)
+        try await pool.query("UPDATE event_catalog_state SET zones = 'elsewhere'")
+        _ = try await pool.withConnection { c in try job.run(c, mode: .incremental) }
+        let recounted = try await pool.withConnection { try TableDump.dump($0) }
+        for table in tables {
+            #expect(erased[table] == recounted[table], "after an erasure: \(table)")
+            #expect(erased[table] != sql[table], "after an erasure: \(table) changed")
+        }
         await pool.close()
         try await db.drop()
     }

@@ -133,7 +133,7 @@ public struct ProjectionJob: Sendable {
         // is counted on the rebuild's own read of the apps' histories.
         let catalog = EventCatalog(configuration: configuration)
         let erased = try ErasedPersons.apps(c)
-        let whole = try catalog.begin(c, erased: erased)
+        let catalogueWhole = try catalog.begin(c, erased: erased)
         var catalogue: [String: EventCatalog.Counted] = [:]
         func pass(
             _ plan: some ProjectionPlan, _ funnels: [Funnel], counting: ProjectionRun.CatalogueCount? = nil
@@ -159,7 +159,7 @@ public struct ProjectionJob: Sendable {
         if rebuildAll {
             summary = try pass(
                 RebuildPlan(counted: counted, frozen: frozen), configuration.funnels,
-                counting: .init(catalog: catalog, whole: whole, snapshot: layout == .distributed ? current : nil))
+                counting: .init(catalog: catalog, whole: catalogueWhole.whole, snapshot: layout == .distributed ? current : nil))
             try analyzeUnplanned(c, layout: layout)
         } else {
             summary = try pass(
@@ -176,7 +176,7 @@ public struct ProjectionJob: Sendable {
         }
         // What no tally counted; a rebuild adds what came since the last run too.
         try catalog.finish(
-            c, whole: whole, counted: catalogue, window: LogWindow(from: mode == .rebuild ? try Checkpoint.load(c) : previous, to: current),
+            c, catalogueWhole, counted: catalogue, window: LogWindow(from: mode == .rebuild ? try Checkpoint.load(c) : previous, to: current),
             layout: layout)
         // Who entered and left each audience, now that every unit evaluated has its spans.
         let audiences = try AudienceMembership.update(

@@ -58,19 +58,40 @@ struct EventCatalog: Sendable {
         case withoutPaths
     }
 
+    /// What a run counts whole, and how the tables wait for it.
+    struct Counting: Sendable {
+        let whole: Whole
+        /// The senders' primary key, dropped while the table is filled from
+        /// empty and built once at the end: a third of the rows' cost, row by row.
+        fileprivate let deferredIndexes: [String]
+        /// Whether the tallies' property objects gather in `catalog_shapes`, walked once by `finish`.
+        fileprivate let gathersShapes: Bool
+    }
+
+    /// The tallies' distinct property objects, gathered for one walk of their paths.
+    private static let shapesTable = """
+        CREATE TEMP TABLE catalog_shapes (
+            app text, type text, event text, app_version text, properties jsonb, n bigint, first_seen timestamptz, last_seen timestamptz
+        ) ON COMMIT DROP
+        """
+
     /// Before a run reads the log: says what it counts whole and empties
     /// those rows, so that the tallies of the job's read (`write`) and
     /// `finish` fill them.
-    func begin(_ c: Connection, erased: [String]) throws -> Whole {
+    func begin(_ c: Connection, erased: [String]) throws -> Counting {
         let stored = try c.query("SELECT zones FROM event_catalog_state").rows.first.map { try $0.decode(String.self, at: 0) }
         if stored != cut {
             try c.executeScript("TRUNCATE " + Self.tables.joined(separator: ", "))
-            return .everything
+            try c.executeScript(Self.shapesTable)
+            return Counting(
+                whole: .everything, deferredIndexes: try RebuildPlan.dropIndexes(c, table: "event_catalog_senders"), gathersShapes: true)
         }
-        for table in Self.tables where !erased.isEmpty {
+        guard !erased.isEmpty else { return Counting(whole: .apps([]), deferredIndexes: [], gathersShapes: false) }
+        for table in Self.tables {
             try c.query("DELETE FROM \(table) WHERE app = ANY($1::text[])", [.textArray(erased)])
         }
-        return .apps(Set(erased))
+        try c.executeScript(Self.shapesTable)
+        return Counting(whole: .apps(Set(erased)), deferredIndexes: [], gathersShapes: true)
     }
 
     /// Stores the tally of an app counted whole on the job's read (on the
@@ -86,15 +107,7 @@ struct EventCatalog: Sendable {
             }
         }
         guard !tally.shapesLeftToSQL else { return .withoutPaths }
-        try c.executeScript(
-            """
-            CREATE TEMP TABLE catalog_shapes (
-                app text, type text, event text, app_version text, properties jsonb, n bigint, first_seen timestamptz, last_seen timestamptz
-            ) ON COMMIT DROP
-            """)
         try copy(c, try tally.shapeRows(), "catalog_shapes")
-        try c.query(Self.addPaths(shapes: "SELECT * FROM catalog_shapes"))
-        try c.executeScript("DROP TABLE catalog_shapes")
         return .all
     }
 
@@ -108,11 +121,11 @@ struct EventCatalog: Sendable {
     /// stored), adds the events of `window` (from the last run's snapshot,
     /// whatever this run's mode) of the apps not counted whole, and records
     /// how the days were cut.
-    func finish(_ c: Connection, whole: Whole, counted: [String: Counted], window: LogWindow, layout: EventLogLayout) throws {
+    func finish(_ c: Connection, _ counting: Counting, counted: [String: Counted], window: LogWindow, layout: EventLogLayout) throws {
         let stored = counted.filter { $0.value == .all }.map(\.key).sorted()
         let withoutPaths = counted.filter { $0.value == .withoutPaths }.map(\.key).sorted()
         let everything = LogWindow.upTo(window.to)
-        switch whole {
+        switch counting.whole {
         case .everything:
             let done = stored + withoutPaths
             if layout == .distributed {
@@ -126,6 +139,7 @@ struct EventCatalog: Sendable {
                     try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(others)], everything: true)
                 }
             }
+            for definition in counting.deferredIndexes { try c.executeScript(definition) }
         case .apps(let erased):
             let left = erased.filter { counted[$0] == nil }.sorted()
             if !left.isEmpty {
@@ -146,6 +160,10 @@ struct EventCatalog: Sendable {
                     AND NOT (e.app || chr(31) || to_char(e.received_at AT TIME ZONE 'UTC', 'YYYY-MM')) = ANY($2::text[])
                     """,
                 [.textArray(erased.sorted()), .textArray(restored)])
+        }
+        if counting.gathersShapes {
+            try c.query(Self.addPaths(shapes: "SELECT * FROM catalog_shapes"))
+            try c.executeScript("DROP TABLE catalog_shapes")
         }
         if !withoutPaths.isEmpty {
             try everything.bind(c)
