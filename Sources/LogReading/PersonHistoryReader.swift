@@ -74,6 +74,7 @@ package struct PersonHistoryReader {
         _ c: Connection, scope: Scope, partitions: Int, spillBuffer: Int, tally: inout some HistoryTally
     ) throws -> SpilledHistory {
         try ReadScope.bind(c, app: app, paths: paths)
+        try tally.bind(c)
         // Buffers take at most ~48 MB together, however many partitions there are.
         let count = max(1, partitions)
         var spill = SpillFiles(count: count, flushAt: min(spillBuffer, max(64 << 10, (48 << 20) / count)))

@@ -12,8 +12,9 @@ import Testing
 @Suite("the event catalogue counted on the job's read, on a real PostgreSQL")
 struct EventCatalogReadTests {
     /// Events that read differently in COPY than they are stored: escapes in
-    /// ids and properties, a missing version beside an empty one, days cut
-    /// across a change of clocks, and an app without funnels.
+    /// ids and properties, a missing version beside an empty one, event
+    /// names spelt in two canonically equivalent ways, days cut across a
+    /// change of clocks, and an app without funnels.
     static func events(configuration: FunnelConfiguration) -> [SeedEvent] {
         var events = EventSeeder.journeys(configuration: configuration, personsPerFunnel: 25, seed: 23, aliases: true)
             + CompanyLog.events(seed: 6)
@@ -26,6 +27,10 @@ struct EventCatalogReadTests {
             default: break
             }
         }
+        // One name in two spellings Swift's strings compare as equal and the server keeps apart.
+        for (n, name) in ["caf\u{E9}_opened", "cafe\u{301}_opened"].enumerated() {
+            events.append(SeedEvent(app: "umuve", messageId: "spelling-\(n)", event: name, anonymousId: "speller", timestamp: events[0].timestamp))
+        }
         // Ids COPY escapes, sent on both sides of New York's change of clocks.
         let change = Timestamps.microseconds(ISO8601DateFormatter().date(from: "2026-11-01T06:30:00Z") ?? Date())
         for (offset, id) in ["tab\tid", "back\\slash", "new\nline", "plain", "ünïcode"].enumerated() {
@@ -34,6 +39,13 @@ struct EventCatalogReadTests {
                     app: "yoked", messageId: "dst-\(offset)-\(hour)", event: "onboarding_started", anonymousId: id,
                     timestamp: change + Int64(hour) * 3_600_000_000 + Int64(offset)))
             }
+        }
+        // A summer evening in forma's zone, CET: PostgreSQL reads the name as a fixed UTC+1, Foundation as Central European time.
+        let summer = Timestamps.microseconds(ISO8601DateFormatter().date(from: "2026-07-01T22:30:00Z") ?? Date())
+        for n in 0..<3 {
+            events.append(SeedEvent(
+                app: "forma", messageId: "summer-\(n)", event: "onboarding_step_viewed", anonymousId: "summer-\(n)",
+                timestamp: summer + Int64(n) * 60_000_000))
         }
         // An app no funnel reads: counted in SQL beside the tallies.
         for n in 0..<20 {
@@ -44,16 +56,18 @@ struct EventCatalogReadTests {
         return events
     }
 
-    @Test("a first rebuild's catalogue, counted on its read of each app (days cut in New York for one app; property objects kept or left to SQL), equals the catalogue counted whole from the log in SQL")
+    @Test("a first rebuild's catalogue, counted on its read of each app (days cut in New York for one app and in CET, a name PostgreSQL and Foundation read apart, for another; property objects kept or left to SQL; an app's erasure), equals the catalogue counted whole from the log in SQL")
     func countedOnTheReadEqualsSQL() async throws {
         let db = try await TestDatabase.create()
         let pool = db.pool(maxConnections: 1)
         var configuration = try FunnelConfiguration.default()
         configuration.funnels.append(CompanyLog.funnel)
-        if let yoked = configuration.apps.firstIndex(where: { $0.name == "yoked" }) {
-            configuration.apps[yoked].timeZone = "America/New_York"
-        } else {
-            configuration.apps.append(AppConfiguration(name: "yoked", timeZone: "America/New_York"))
+        for (app, zone) in [("yoked", "America/New_York"), ("forma", "CET")] {
+            if let index = configuration.apps.firstIndex(where: { $0.name == app }) {
+                configuration.apps[index].timeZone = zone
+            } else {
+                configuration.apps.append(AppConfiguration(name: app, timeZone: zone))
+            }
         }
         let events = Self.events(configuration: configuration)
         try await pool.withConnection { c in try EventSeeder.insert(c, events) }

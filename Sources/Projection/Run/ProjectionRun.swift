@@ -128,12 +128,11 @@ final class ProjectionRun {
     /// run counts the app's event catalogue whole, counted on the way and
     /// stored beside the evaluation (the next app's read does not wait for it).
     func spillWhole(_ reader: PersonHistoryReader, scope: PersonHistoryReader.Scope) throws -> SpilledHistory {
-        guard let catalogue, catalogue.whole.contains(reader.app),
-              var tally = EventCatalogTally(
-                reader: reader, zone: catalogue.catalog.zone(of: reader.app), snapshot: catalogue.snapshot, shapeLimit: options.catalogueShapes)
-        else {
+        guard let catalogue, catalogue.whole.contains(reader.app) else {
             return try reader.spill(self.reader, scope: scope, partitions: reading.partitions, spillBuffer: options.spillBuffer)
         }
+        var tally = EventCatalogTally(
+            reader: reader, zone: catalogue.catalog.zone(of: reader.app), snapshot: catalogue.snapshot, shapeLimit: options.catalogueShapes)
         let history = try reader.spill(
             self.reader, scope: scope, partitions: reading.partitions, spillBuffer: options.spillBuffer, tally: &tally)
         let (counted, session, catalog) = (tally, self.session, catalogue.catalog)
@@ -161,22 +160,30 @@ final class ProjectionRun {
         var totals = PartitionEvaluation.Totals()
         var running: PartitionEvaluation.Running?
         defer { _ = try? running?.finish() }
-        for reader in reading.readers {
-            let funnels = configuration.funnels(forApp: reader.app)
-            let history = try plan.history(of: reader, self)
-            if let previous = running {
-                running = nil
-                totals.merge(try previous.finish())
+        do {
+            for reader in reading.readers {
+                let funnels = configuration.funnels(forApp: reader.app)
+                let history = try plan.history(of: reader, self)
+                if let previous = running {
+                    running = nil
+                    totals.merge(try previous.finish())
+                }
+                let evaluation = PartitionEvaluation(
+                    funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
+                    persons: plan.persons(of: reader.app), analyses: analyses, audiences: configuration.audiences(forApp: reader.app),
+                    now: now, frozen: plan.frozen)
+                running = evaluation.start(history, reader: reader, workers: workerLane, session: session, progress: progress)
             }
-            let evaluation = PartitionEvaluation(
-                funnels: funnels, timeZones: funnels.map(timeZone(for:)), shapes: funnels.map(FunnelTally.Shape.init),
-                persons: plan.persons(of: reader.app), analyses: analyses, audiences: configuration.audiences(forApp: reader.app),
-                now: now, frozen: plan.frozen)
-            running = evaluation.start(history, reader: reader, workers: workerLane, session: session, progress: progress)
-        }
-        if let last = running {
-            running = nil
-            totals.merge(try last.finish())
+            if let last = running {
+                running = nil
+                totals.merge(try last.finish())
+            }
+        } catch {
+            // A catalogue write that failed aborted the run's transaction: its error says why, not the next statement's.
+            for (_, write) in catalogueWrites {
+                if case .failure(let failure) = Result(catching: { try write.wait() }) { throw failure }
+            }
+            throw error
         }
         for (app, write) in catalogueWrites {
             if let counted = try write.wait() { cataloguesCounted[app] = counted }

@@ -1,3 +1,4 @@
+import CivilDate
 import Foundation
 import Funnels
 import LibPQ
@@ -16,10 +17,13 @@ struct EventCatalogTally: HistoryTally, Sendable {
     private let version: Int, os: Int, properties: Int
     /// The run's snapshot, when the read may show more (Citus: `LogWindow`): the transaction id's field and the snapshot.
     private let snapshot: (txid: Int, horizon: Int64, pending: Set<Int64>)?
-    private var cutter: DayCutter
+    /// The app's zone, when it is not UTC: its days are cut by the server, as SQL cuts them, and read from `day`.
+    private let zone: String?
+    private let day: Int?
 
     private var names = ByteTable()  // "type<tab>event", as read
-    private var values = ByteTable()  // app versions and OS names
+    private var versions = ByteTable()  // app versions
+    private var systems = ByteTable()  // OS names
     private var shapes = ByteTable()  // properties objects
     /// (name, version, OS) ids -> label.
     private var labels: [UInt64: Int32] = [:]
@@ -67,12 +71,16 @@ struct EventCatalogTally: HistoryTally, Sendable {
         }
     }
 
+    /// Zones whose day is the UTC day wherever they are named: cut here.
+    /// Any other is cut by the server: Foundation and PostgreSQL read some
+    /// names differently (`CET`, `IST`, `GMT+5`) and may hold other rules.
+    static let utc: Set<String> = ["UTC", "Etc/UTC", "GMT", "Etc/GMT"]
+
     /// For `reader`'s read of `app`, days cut in `zone`; `snapshot`: the run's, on a layout whose reads may show more.
-    init?(reader: PersonHistoryReader, zone: String, snapshot: Checkpoint?, shapeLimit: ShapeLimit = ShapeLimit()) {
-        guard let timeZone = TimeZone(identifier: zone) else { return nil }
+    init(reader: PersonHistoryReader, zone: String, snapshot: Checkpoint?, shapeLimit: ShapeLimit = ShapeLimit()) {
         app = reader.app
         self.shapeLimit = shapeLimit
-        cutter = DayCutter(zone: timeZone)
+        self.zone = Self.utc.contains(zone) ? nil : zone
         var columns: [String] = []
         let own = 6 + reader.paths.count
         // context.app.version and context.os.name are often the funnels' breakdowns, read already.
@@ -84,12 +92,18 @@ struct EventCatalogTally: HistoryTally, Sendable {
         version = column("context.app.version", "e.context #>> '{app,version}'")
         os = column("context.os.name", "e.context #>> '{os,name}'")
         properties = column("", "e.properties")
+        day = self.zone == nil ? nil : column("", #"(e."timestamp" AT TIME ZONE (SELECT current_setting('onramp.catalog_zone')))::date"#)
         if let snapshot {
             self.snapshot = (column("", "e.txid"), snapshot.horizon, Set(snapshot.pending))
         } else {
             self.snapshot = nil
         }
         self.columns = columns
+    }
+
+    func bind(_ c: Connection) throws {
+        guard let zone else { return }
+        try c.query("SELECT set_config('onramp.catalog_zone', $1, true)", [.text(zone)])
     }
 
     mutating func count(_ row: UnsafeRawBufferPointer, fields: [Range<Int>]) throws {
@@ -104,11 +118,14 @@ struct EventCatalogTally: HistoryTally, Sendable {
         guard let time = Timestamps.parse(bytes: bytes(5)) else {
             throw PostgresError(.unexpectedResult, message: "unreadable timestamp in a history row of app \(app)")
         }
-        let day = Int32(truncatingIfNeeded: cutter.day(of: time))
+        // An infinite timestamp (a row loaded by hand) has an infinite day: SQL stores it, this tally does not.
+        guard time != .max, time != .min, let day = self.day.map({ Self.day(ofText: bytes($0)) }) ?? Self.utcDay(of: time) else {
+            return abandon()
+        }
         // The type and the event are side by side in the row: one id for both.
         let name = names.id(of: UnsafeRawBufferPointer(rebasing: row[fields[3].lowerBound..<fields[4].upperBound]))
-        let version = values.id(of: bytes(self.version))
-        let os = values.id(of: bytes(self.os))
+        let version = versions.id(of: bytes(self.version))
+        let os = systems.id(of: bytes(self.os))
         guard let labelKey = Self.pack(name, version, os) else { return abandon() }
         let label: Int32
         if let known = labels[labelKey] {
@@ -181,7 +198,8 @@ struct EventCatalogTally: HistoryTally, Sendable {
     private mutating func abandon() {
         abandoned = true
         names = ByteTable()
-        values = ByteTable()
+        versions = ByteTable()
+        systems = ByteTable()
         shapes = ByteTable()
         labels = [:]
         days = [:]
@@ -189,6 +207,24 @@ struct EventCatalogTally: HistoryTally, Sendable {
         sentLabels = []
         sentNext = []
         shapeCounts = [:]
+    }
+
+    /// The UTC day of a timestamp.
+    private static func utcDay(of microseconds: Int64) -> Int32? {
+        let day = microseconds / 86_400_000_000 - (microseconds % 86_400_000_000 < 0 ? 1 : 0)
+        return Int32(exactly: day)
+    }
+
+    /// The day count of a `date` as the server writes it (`2026-11-01`); nil for another form (infinity, BC).
+    private static func day(ofText bytes: UnsafeRawBufferPointer) -> Int32? {
+        guard bytes.count == 10, bytes[4] == 45, bytes[7] == 45 else { return nil }
+        var digits: [Int64] = []
+        for index in [0, 1, 2, 3, 5, 6, 8, 9] {
+            guard bytes[index] >= 48, bytes[index] <= 57 else { return nil }
+            digits.append(Int64(bytes[index] - 48))
+        }
+        let year = digits[0] * 1000 + digits[1] * 100 + digits[2] * 10 + digits[3]
+        return Int32(exactly: CivilDate.days(year: year, month: digits[4] * 10 + digits[5], day: digits[6] * 10 + digits[7]))
     }
 
     /// Three ids of at most 21 bits in one key; nil when one is larger.
@@ -216,14 +252,17 @@ struct EventCatalogTally: HistoryTally, Sendable {
 
     func labelsAsKeyed() -> Labels {
         var labels = Labels()
-        var index: [[String]: Int32] = [:]
+        // Keyed by bytes, as the server groups them: Swift's strings compare
+        // canonically equivalent spellings (`é` and `e` + U+0301) as equal.
+        var index: [[[UInt8]]: Int32] = [:]
         for part in labelParts {
             let (type, event) = typeAndEvent(part.name)
-            let label = [type, event, text(part.version), text(part.os)]
-            if let known = index[label] {
+            let label = [type, event, text(versions, part.version), text(systems, part.os)]
+            let key = label.map { Array($0.utf8) }
+            if let known = index[key] {
                 labels.canonical.append(known)
             } else {
-                index[label] = Int32(labels.parts.count)
+                index[key] = Int32(labels.parts.count)
                 labels.canonical.append(Int32(labels.parts.count))
                 labels.parts.append(label)
             }
@@ -307,7 +346,7 @@ struct EventCatalogTally: HistoryTally, Sendable {
             rows.startRow(fields: 8)
             let (type, event) = typeAndEvent(name)
             guard rows.append(text: app), rows.append(text: type), rows.append(text: event),
-                  rows.append(text: text(version)), rows.append(jsonb: object)
+                  rows.append(text: text(versions, version)), rows.append(jsonb: object)
             else { throw PostgresError(.invalidParameter, message: "a property of app \(app) holds a NUL byte") }
             rows.append(int64: Int64(seen.events))
             rows.append(timestamp: seen.first)
@@ -319,7 +358,7 @@ struct EventCatalogTally: HistoryTally, Sendable {
 
 extension EventCatalogTally {
     /// A version's or OS name's text, `\N` as empty.
-    private func text(_ value: Int32) -> String { values.withBytes(of: value) { CopyText.field($0) } ?? "" }
+    private func text(_ table: ByteTable, _ value: Int32) -> String { table.withBytes(of: value) { CopyText.field($0) } ?? "" }
 
     /// The type and the event of a name id (read side by side), `\N` as empty.
     private func typeAndEvent(_ name: Int32) -> (String, String) {
@@ -372,42 +411,6 @@ struct ByteTable: Sendable {
 
     func withBytes<T>(of id: Int32, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
         try storage.withUnsafeBytes { try body(UnsafeRawBufferPointer(rebasing: $0[ranges[Int(id)]])) }
-    }
-}
-
-/// Local days of timestamps in one zone, as `CohortCalendar.dayNumber`
-/// cuts them, the zone's offset looked up once for each UTC day it holds
-/// all day long (every day but those of a change of clocks).
-struct DayCutter: Sendable {
-    let zone: TimeZone
-    private var offsets: [Int64: Int64] = [:]
-    private var last: (day: Int64, offset: Int64)?
-
-    init(zone: TimeZone) { self.zone = zone }
-
-    mutating func day(of microseconds: Int64) -> Int64 {
-        let seconds = Self.floorDivide(microseconds, 1_000_000)
-        let utcDay = Self.floorDivide(seconds, 86_400)
-        if let last, last.day == utcDay { return Self.floorDivide(seconds + last.offset, 86_400) }
-        let offset: Int64
-        if let known = offsets[utcDay] {
-            offset = known
-        } else {
-            let start = Date(timeIntervalSince1970: Double(utcDay * 86_400))
-            let end = Date(timeIntervalSince1970: Double(utcDay * 86_400 + 86_399))
-            guard zone.secondsFromGMT(for: start) == zone.secondsFromGMT(for: end) else {
-                return CohortCalendar.dayNumber(of: microseconds, in: zone)
-            }
-            offset = Int64(zone.secondsFromGMT(for: start))
-            offsets[utcDay] = offset
-        }
-        last = (utcDay, offset)
-        return Self.floorDivide(seconds + offset, 86_400)
-    }
-
-    private static func floorDivide(_ a: Int64, _ b: Int64) -> Int64 {
-        let q = a / b
-        return a % b < 0 ? q - 1 : q
     }
 }
 
