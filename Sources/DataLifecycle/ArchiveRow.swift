@@ -26,18 +26,7 @@ enum ArchiveRow {
 
     /// The same into `fields`, emptied first: a month's rows reuse one array.
     static func fields(_ line: UnsafeRawBufferPointer, into fields: inout [Range<Int>]) {
-        fields.removeAll(keepingCapacity: true)
-        guard let base = line.baseAddress else {
-            fields.append(0..<0)
-            return
-        }
-        var start = 0
-        while start <= line.count, let tab = memchr(base + start, 9, line.count - start) {
-            let index = base.distance(to: UnsafeRawPointer(tab))
-            fields.append(start..<index)
-            start = index + 1
-        }
-        fields.append(start..<line.count)
+        CopyText.fieldRanges(of: line, into: &fields)
     }
 
     /// A field's text, unescaped; nil for NULL.

@@ -32,7 +32,7 @@ struct CSVLines: Sendable {
         for (index, range) in fields.enumerated() {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             let field = UnsafeRawBufferPointer(rebasing: line[range])
-            if field.count == 2, field[0] == 92, field[1] == 78 { continue }  // \N: NULL is nothing, unquoted
+            if CopyText.isNull(field) { continue }  // NULL is nothing, unquoted
             if CopyText.hasBackslash(field) {
                 scratch.removeAll(keepingCapacity: true)
                 CopyText.appendUnescaped(field, to: &scratch)

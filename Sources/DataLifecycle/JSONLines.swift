@@ -42,7 +42,7 @@ struct JSONLines: Sendable {
             if index > 0 { out.append(UInt8(ascii: ",")) }
             out.append(contentsOf: keys[index])
             let field = UnsafeRawBufferPointer(rebasing: line[range])
-            if field.count == 2, field[0] == 92, field[1] == 78 {  // \N
+            if CopyText.isNull(field) {
                 out.append(contentsOf: Self.null)
                 continue
             }

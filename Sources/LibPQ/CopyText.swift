@@ -33,16 +33,22 @@ public enum CopyText {
         ranges.removeAll(keepingCapacity: true)
         var end = line.count
         if end > 0 && line[end - 1] == 10 { end -= 1 }
+        guard let base = line.baseAddress else {
+            ranges.append(0..<0)
+            return
+        }
         var start = 0
-        var index = 0
-        while index < end {
-            if line[index] == 9 {
-                ranges.append(start..<index)
-                start = index + 1
-            }
-            index += 1
+        while start <= end, let tab = memchr(base + start, 9, end - start) {
+            let index = base.distance(to: UnsafeRawPointer(tab))
+            ranges.append(start..<index)
+            start = index + 1
         }
         ranges.append(start..<end)
+    }
+
+    /// Whether a field's raw bytes are `\N`, COPY's NULL.
+    public static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {
+        field.count == 2 && field[0] == 92 && field[1] == 78
     }
 
     /// The raw bytes of the first field (escapes left in place): enough to
@@ -91,7 +97,7 @@ public enum CopyText {
 
     private static func field(_ bytes: UnsafeRawBufferPointer, escaped: Bool) -> String? {
         guard escaped else { return String(decoding: bytes, as: UTF8.self) }
-        if bytes.count == 2 && bytes[0] == 92 && bytes[1] == 78 { return nil }  // \N
+        if isNull(bytes) { return nil }
         var out: [UInt8] = []
         out.reserveCapacity(bytes.count)
         appendUnescaped(bytes, to: &out)

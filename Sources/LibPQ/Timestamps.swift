@@ -68,12 +68,11 @@ public enum Timestamps {
     /// Parses the ISO output PostgreSQL gives for timestamptz with `DateStyle=ISO`
     /// (`2026-11-21 10:00:01.234+00`, offsets `+05:30` too). Nil if malformed.
     public static func parse(_ text: String) -> Int64? {
-        if text == "infinity" { return Int64.max }
-        if text == "-infinity" { return Int64.min }
-        return DateTimeText.scan(text)?.microseconds
+        var text = text  // native strings are read in place
+        return text.withUTF8 { parse(bytes: UnsafeRawBufferPointer($0)) }
     }
 
-    /// `parse` of a field's bytes as read (a COPY row's), with no string made for it.
+    /// `parse` of bytes as read (a COPY row's field), with no string made for them.
     public static func parse(bytes: UnsafeRawBufferPointer) -> Int64? {
         if bytes.elementsEqual("infinity".utf8) { return Int64.max }
         if bytes.elementsEqual("-infinity".utf8) { return Int64.min }

@@ -320,8 +320,8 @@ private struct LinkedPersons {
         let afterUser = UnsafeRawBufferPointer(rebasing: line[min(line.count, userId.count + 1)...])
         let anonymous = CopyText.firstField(of: afterUser)
         let rest = UnsafeRawBufferPointer(rebasing: afterUser[anonymous.count...])
-        let id = Self.isNull(userId) ? anonymous : userId
-        if !Self.isNull(id), hashes.contains(FNV1a.hash(bytes: id)), let key = CopyText.field(id), let owner = owners[key] {
+        let id = CopyText.isNull(userId) ? anonymous : userId
+        if !CopyText.isNull(id), hashes.contains(FNV1a.hash(bytes: id)), let key = CopyText.field(id), let owner = owners[key] {
             person.removeAll(keepingCapacity: true)
             if CopyText.appendEscaped(owner, to: &person) {
                 try person.withUnsafeBytes { person in try handOver(person, rest, owner, body) }
@@ -348,10 +348,6 @@ private struct LinkedPersons {
 
     /// The rest of a line that repeats the event of the line before.
     private static let newline: [UInt8] = [10]
-
-    private static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {
-        field.count == 2 && field[0] == 92 && field[1] == 78
-    }
 }
 
 /// Append-only scratch files, one per partition, buffered in memory and
