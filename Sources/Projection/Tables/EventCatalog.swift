@@ -122,30 +122,26 @@ struct EventCatalog: Sendable {
     /// whatever this run's mode) of the apps not counted whole, and records
     /// how the days were cut.
     func finish(_ c: Connection, _ counting: Counting, counted: [String: Counted], window: LogWindow, layout: EventLogLayout) throws {
-        let stored = counted.filter { $0.value == .all }.map(\.key).sorted()
         let withoutPaths = counted.filter { $0.value == .withoutPaths }.map(\.key).sorted()
-        let everything = LogWindow.upTo(window.to)
+        // Every event of `apps` up to the window's end.
+        func countWhole(_ apps: [String], _ part: Part = .whole) throws {
+            guard !apps.isEmpty else { return }
+            try LogWindow.upTo(window.to).bind(c)
+            try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(apps)], part)
+        }
         switch counting.whole {
         case .everything:
-            let done = stored + withoutPaths
+            let done = counted.keys.sorted()
             if layout == .distributed {
-                try everything.bind(c)
-                try add(c, where: "\(LogWindow.condition) AND NOT e.app = ANY($1::text[])", [.textArray(done)], everything: true)
+                try LogWindow.upTo(window.to).bind(c)
+                try add(c, where: "\(LogWindow.condition) AND NOT e.app = ANY($1::text[])", [.textArray(done)], .whole)
             } else {
                 // The log's other apps, one probe of an index each: a scan for none would read the log again.
-                let others = try Self.apps(c).filter { !done.contains($0) }
-                if !others.isEmpty {
-                    try everything.bind(c)
-                    try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(others)], everything: true)
-                }
+                try countWhole(try Self.apps(c).filter { !done.contains($0) })
             }
             for definition in counting.deferredIndexes { try c.executeScript(definition) }
         case .apps(let erased):
-            let left = erased.filter { counted[$0] == nil }.sorted()
-            if !left.isEmpty {
-                try everything.bind(c)
-                try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(left)], everything: true)
-            }
+            try countWhole(erased.filter { counted[$0] == nil }.sorted())
             // A month's messages restored from the archive (docs/lifecycle.md) come back with new transaction
             // ids, but the catalogue counted them when they were first received: they are not added again.
             // Each as "app, unit separator, YYYY-MM", matched by `= ANY`: on Citus a multi-shard statement takes no table of parameters.
@@ -159,16 +155,13 @@ struct EventCatalog: Sendable {
                     \(LogWindow.condition) AND NOT e.app = ANY($1::text[])
                     AND NOT (e.app || chr(31) || to_char(e.received_at AT TIME ZONE 'UTC', 'YYYY-MM')) = ANY($2::text[])
                     """,
-                [.textArray(erased.sorted()), .textArray(restored)])
+                [.textArray(erased.sorted()), .textArray(restored)], .window)
         }
         if counting.gathersShapes {
             try c.query(Self.addPaths(shapes: "SELECT * FROM catalog_shapes"))
             try c.executeScript("DROP TABLE catalog_shapes")
         }
-        if !withoutPaths.isEmpty {
-            try everything.bind(c)
-            try add(c, where: "\(LogWindow.condition) AND e.app = ANY($1::text[])", [.textArray(withoutPaths)], everything: true, pathsOnly: true)
-        }
+        try countWhole(withoutPaths, .paths)
         try c.query(
             "INSERT INTO event_catalog_state (zones) VALUES ($1) ON CONFLICT (only_row) DO UPDATE SET zones = excluded.zones", [.text(cut)])
     }
@@ -187,13 +180,19 @@ struct EventCatalog: Sendable {
         ).rows.map { try $0.decode(String.self, at: 0) }
     }
 
+    /// What `add` counts of its events.
+    private enum Part {
+        /// Everything, added to what the tables hold of their apps.
+        case window
+        /// Everything, the tables holding nothing of their apps yet.
+        case whole
+        /// The property paths alone: their days and senders are stored already.
+        case paths
+    }
+
     /// Adds the events `condition` selects (over `e`, with `parameters` as
     /// `$1` on) to the catalogue.
-    /// `everything`: the tables hold nothing of these events' apps yet;
-    /// `pathsOnly`: their days and senders are stored already.
-    private func add(
-        _ c: Connection, where condition: String, _ parameters: [PostgresValue], everything: Bool = false, pathsOnly: Bool = false
-    ) throws {
+    private func add(_ c: Connection, where condition: String, _ parameters: [PostgresValue], _ part: Part) throws {
         let sorted = zones.sorted { $0.key < $1.key }
         let zoneParameters: [PostgresValue] = [.textArray(sorted.map(\.key)), .textArray(sorted.map(\.value)), .text(fallback)]
         let first = parameters.count + 1
@@ -212,9 +211,10 @@ struct EventCatalog: Sendable {
                 WHERE \(condition)
             ) e
             """, parameters + zoneParameters)
-        if pathsOnly {
-            // Only the paths below.
-        } else if everything {
+        switch part {
+        case .paths:
+            break
+        case .whole:
             // Nothing stored to add to: each key's senders counted at once.
             try c.query(
                 """
@@ -227,7 +227,7 @@ struct EventCatalog: Sendable {
                 INSERT INTO event_catalog_senders (app, day, sender, keys)
                 SELECT app, day, sender, array_agg(DISTINCT key ORDER BY key) FROM catalog_new GROUP BY sender, day, app
                 """)
-        } else {
+        case .window:
             // Each key's events once: the days' counts and the labels the senders' counts join back to.
             try c.query(
                 """

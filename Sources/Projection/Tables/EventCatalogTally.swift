@@ -137,7 +137,7 @@ struct EventCatalogTally: HistoryTally, Sendable {
         }
 
         let user = bytes(0)
-        let id = Self.isNull(user) ? bytes(1) : user
+        let id = CopyText.isNull(user) ? bytes(1) : user
         let sender: Int64
         if CopyText.hasBackslash(id) {
             unescaped.removeAll(keepingCapacity: true)
@@ -148,7 +148,7 @@ struct EventCatalogTally: HistoryTally, Sendable {
         }
         // A sender counts once a label and day: when first seen under it.
         let firstTime = addSent(label, SenderDay(sender: sender, day: day))
-        days[UInt64(UInt32(bitPattern: label)) << 32 | UInt64(UInt32(bitPattern: day)), default: Seen()].add(time, person: firstTime)
+        days[Self.dayKey(label, day), default: Seen()].add(time, person: firstTime)
 
         guard !shapesLeftToSQL else { return }
         let object = bytes(properties)
@@ -179,15 +179,22 @@ struct EventCatalogTally: HistoryTally, Sendable {
         return true
     }
 
-    /// The labels listed under `key`'s first.
-    private func labelsSent(from head: Int32) -> [Int32] {
-        var labels: [Int32] = []
+    /// Calls `body` with each label listed from `head`, a sender's first of a day.
+    private func forEachLabel(sentFrom head: Int32, _ body: (Int32) -> Void) {
         var at = head
         while at >= 0 {
-            labels.append(sentLabels[Int(at)])
+            body(sentLabels[Int(at)])
             at = sentNext[Int(at)]
         }
-        return labels
+    }
+
+    /// A label and a day in one key (`days`), and back.
+    private static func dayKey(_ label: Int32, _ day: Int32) -> UInt64 {
+        UInt64(UInt32(bitPattern: label)) << 32 | UInt64(UInt32(bitPattern: day))
+    }
+
+    private static func labelAndDay(of key: UInt64) -> (label: Int32, day: Int32) {
+        (Int32(bitPattern: UInt32(key >> 32)), Int32(bitPattern: UInt32(key & 0xFFFF_FFFF)))
     }
 
     struct SenderDay: Hashable, Sendable {
@@ -218,23 +225,22 @@ struct EventCatalogTally: HistoryTally, Sendable {
     /// The day count of a `date` as the server writes it (`2026-11-01`); nil for another form (infinity, BC).
     private static func day(ofText bytes: UnsafeRawBufferPointer) -> Int32? {
         guard bytes.count == 10, bytes[4] == 45, bytes[7] == 45 else { return nil }
-        var digits: [Int64] = []
-        for index in [0, 1, 2, 3, 5, 6, 8, 9] {
-            guard bytes[index] >= 48, bytes[index] <= 57 else { return nil }
-            digits.append(Int64(bytes[index] - 48))
+        func number(_ range: Range<Int>) -> Int64? {
+            var value: Int64 = 0
+            for index in range {
+                guard bytes[index] >= 48, bytes[index] <= 57 else { return nil }
+                value = value * 10 + Int64(bytes[index] - 48)
+            }
+            return value
         }
-        let year = digits[0] * 1000 + digits[1] * 100 + digits[2] * 10 + digits[3]
-        return Int32(exactly: CivilDate.days(year: year, month: digits[4] * 10 + digits[5], day: digits[6] * 10 + digits[7]))
+        guard let year = number(0..<4), let month = number(5..<7), let day = number(8..<10) else { return nil }
+        return Int32(exactly: CivilDate.days(year: year, month: month, day: day))
     }
 
     /// Three ids of at most 21 bits in one key; nil when one is larger.
     private static func pack(_ a: Int32, _ b: Int32, _ c: Int32) -> UInt64? {
         guard a < 1 << 21, b < 1 << 21, c < 1 << 21 else { return nil }
         return UInt64(a) << 42 | UInt64(b) << 21 | UInt64(c)
-    }
-
-    private static func isNull(_ field: UnsafeRawBufferPointer) -> Bool {
-        field.count == 2 && field[0] == 92 && field[1] == 78
     }
 
     /// The labels as SQL keys them: decoded, `\N` as empty, and those read
@@ -275,25 +281,27 @@ struct EventCatalogTally: HistoryTally, Sendable {
     func dayRows(_ labels: Labels) throws -> BinaryCopyRows {
         var days: [UInt64: Seen] = [:]
         for (key, seen) in self.days {
-            days[UInt64(UInt32(bitPattern: labels.canonical[Int(key >> 32)])) << 32 | key & 0xFFFF_FFFF, default: Seen()].add(seen)
+            let (label, day) = Self.labelAndDay(of: key)
+            days[Self.dayKey(labels.canonical[Int(label)], day), default: Seen()].add(seen)
         }
         // Where labels came together, a sender seen under two of them was counted twice: counted again by label.
         var persons: [UInt64: Int] = [:]
         if labels.merged {
             for (senderDay, head) in sent {
-                for label in Set(labelsSent(from: head).map { labels.canonical[Int($0)] }) {
-                    persons[UInt64(UInt32(bitPattern: label)) << 32 | UInt64(UInt32(bitPattern: senderDay.day)), default: 0] += 1
-                }
+                var canonical = Set<Int32>()
+                forEachLabel(sentFrom: head) { canonical.insert(labels.canonical[Int($0)]) }
+                for label in canonical { persons[Self.dayKey(label, senderDay.day), default: 0] += 1 }
             }
         }
         var rows = BinaryCopyRows()
         for (key, seen) in days {
-            let label = labels.parts[Int(key >> 32)]
+            let (index, day) = Self.labelAndDay(of: key)
+            let label = labels.parts[Int(index)]
             rows.startRow(fields: 10)
             guard rows.append(text: app), rows.append(text: label[0]), rows.append(text: label[1]) else {
                 throw PostgresError(.invalidParameter, message: "a label of app \(app) holds a NUL byte")
             }
-            rows.append(date: Int64(Int32(bitPattern: UInt32(key & 0xFFFF_FFFF))))
+            rows.append(date: Int64(day))
             guard rows.append(text: label[2]), rows.append(text: label[3]) else {
                 throw PostgresError(.invalidParameter, message: "a version or OS name of app \(app) holds a NUL byte")
             }
@@ -315,11 +323,7 @@ struct EventCatalogTally: HistoryTally, Sendable {
         var keys: [Int64] = []
         for senderDay in order {
             keys.removeAll(keepingCapacity: true)
-            var at = sent[senderDay] ?? -1
-            while at >= 0 {
-                keys.append(labels.keys[Int(labels.canonical[Int(sentLabels[Int(at)])])])
-                at = sentNext[Int(at)]
-            }
+            forEachLabel(sentFrom: sent[senderDay] ?? -1) { keys.append(labels.keys[Int(labels.canonical[Int($0)])]) }
             keys.sort()
             rows.startRow(fields: 4)
             _ = rows.append(text: app)
