@@ -76,7 +76,12 @@ public struct ProjectionJob: Sendable {
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
     public func run(_ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date())) throws -> Summary {
         return try Self.locked(c) {
-            try c.transaction(isolation: .repeatableRead) { c in try run(inTransaction: c, mode: mode, now: now) }
+            var statistics = MissingStatistics()
+            let summary = try c.transaction(isolation: .repeatableRead) { c in
+                try run(inTransaction: c, mode: mode, now: now, statistics: &statistics)
+            }
+            try statistics.take(beside: c)
+            return summary
         }
     }
 
@@ -89,8 +94,9 @@ public struct ProjectionJob: Sendable {
         return changes
     }
 
-    /// The run, in its transaction on `c`, holding the job's lock.
-    func run(inTransaction c: Connection, mode: Mode, now: Int64) throws -> Summary {
+    /// The run, in its transaction on `c`, holding the job's lock; the
+    /// tables it leaves without statistics, to be taken once it commits, in `statistics`.
+    func run(inTransaction c: Connection, mode: Mode, now: Int64, statistics: inout MissingStatistics) throws -> Summary {
         // Once a night, for the run's session and its reader: room for the
         // incremental run's sorts and the rebuild's index builds, which
         // spill to disk at the defaults.
@@ -160,7 +166,7 @@ public struct ProjectionJob: Sendable {
             summary = try pass(
                 RebuildPlan(counted: counted, frozen: frozen), configuration.funnels,
                 counting: .init(catalog: catalog, whole: catalogueWhole.whole, snapshot: layout == .distributed ? current : nil))
-            try analyzeUnplanned(c, layout: layout)
+            statistics = try MissingStatistics.find(c, tables: sampled(layout: layout))
         } else {
             summary = try pass(
                 IncrementalPlan(window: LogWindow(from: previous, to: current), frozen: frozen),
@@ -198,17 +204,11 @@ public struct ProjectionJob: Sendable {
         return summary
     }
 
-    /// Takes statistics, after a rebuild, of the tables that have none yet:
-    /// what the next night's statements are planned with. Without them its
-    /// per-person lookups were planned blind, until autovacuum came. A table
-    /// that has statistics keeps them: the rows a rebuild replaced came from
-    /// the same log, so they describe the new ones as well, and autovacuum
-    /// takes them again after the commit, off the rebuild's clock (an
-    /// ANALYZE of every table was a measurable share of a rebuild: BENCHMARKS.md).
-    /// The per-person tables only on the columns those lookups filter on:
-    /// their arrays and breakdowns cost most of the sampling and are never
-    /// filtered on.
-    private func analyzeUnplanned(_ c: Connection, layout: EventLogLayout) throws {
+    /// The tables a rebuild samples when they have no statistics
+    /// (`MissingStatistics`). The per-person tables only on the columns
+    /// the next night's lookups filter on: their arrays and breakdowns cost
+    /// most of the sampling and are never filtered on.
+    private func sampled(layout: EventLogLayout) -> [(table: String, columns: String)] {
         let perPerson = [(table: "funnel_persons", columns: "(app, person_id, funnel, cohort_day, in_progress, open_until)")]
             + personTables.map { (table: $0, columns: "(app, person_id, funnel)") }
         let days = DefinitionChanges.funnelTables(analyses: analyses).filter {
@@ -218,15 +218,7 @@ public struct ProjectionJob: Sendable {
         // nodes that hold them, on statistics their autovacuum keeps; an
         // ANALYZE of them here, after the run wrote the coordinator's copy
         // of the links, is refused.
-        let tables = (layout == .distributed ? [] : [(table: "identity_links", columns: "")] + perPerson) + days
-        let unplanned = Set(try c.query(
-            """
-            SELECT t FROM unnest($1::text[]) AS t
-            WHERE NOT EXISTS (SELECT 1 FROM pg_stats s WHERE s.schemaname = current_schema() AND s.tablename = t)
-            """, [.textArray(tables.map(\.table))]
-        ).rows.map { try $0.decode(String.self, at: 0) })
-        let statements = tables.filter { unplanned.contains($0.table) }.map { "\($0.table) \($0.columns)" }
-        if !statements.isEmpty { try c.executeScript("ANALYZE " + statements.joined(separator: ", ")) }
+        return (layout == .distributed ? [] : [(table: "identity_links", columns: "")] + perPerson) + days
     }
 
     /// Says what the run recomputes and removes, before it writes.
