@@ -28,11 +28,7 @@ extension ProjectionJob {
                     c, audiences: configuration.audiences, stored: stored, whole: [], touched: false, now: now)
             }
             if let quiet { return AudienceRunSummary(job: nil, entered: quiet.entered, left: quiet.left) }
-            var statistics = MissingStatistics()
-            let summary = try c.transaction(isolation: .repeatableRead) { c in
-                try run(inTransaction: c, mode: .incremental, now: now, statistics: &statistics)
-            }
-            try statistics.take(beside: c)
+            let summary = try runCommitted(c, mode: .incremental, now: now)
             return AudienceRunSummary(job: summary, entered: summary.audiencesEntered, left: summary.audiencesLeft)
         }
     }

@@ -75,14 +75,18 @@ public struct ProjectionJob: Sendable {
 
     /// Runs the job on `c` (blocking; call it inside `pool.withConnection`).
     public func run(_ c: Connection, mode: Mode, now: Int64 = Timestamps.microseconds(Date())) throws -> Summary {
-        return try Self.locked(c) {
-            var statistics = MissingStatistics()
-            let summary = try c.transaction(isolation: .repeatableRead) { c in
-                try run(inTransaction: c, mode: mode, now: now, statistics: &statistics)
-            }
-            try statistics.take(beside: c)
-            return summary
+        return try Self.locked(c) { try runCommitted(c, mode: mode, now: now) }
+    }
+
+    /// The run in a transaction of its own on `c`, holding the job's lock;
+    /// then, once it has committed, the statistics it left missing.
+    func runCommitted(_ c: Connection, mode: Mode, now: Int64) throws -> Summary {
+        var statistics = MissingStatistics()
+        let summary = try c.transaction(isolation: .repeatableRead) { c in
+            try run(inTransaction: c, mode: mode, now: now, statistics: &statistics)
         }
+        try statistics.take(beside: c)
+        return summary
     }
 
     /// Which funnels a run with this configuration would recompute from the
@@ -96,7 +100,7 @@ public struct ProjectionJob: Sendable {
 
     /// The run, in its transaction on `c`, holding the job's lock; the
     /// tables it leaves without statistics, to be taken once it commits, in `statistics`.
-    func run(inTransaction c: Connection, mode: Mode, now: Int64, statistics: inout MissingStatistics) throws -> Summary {
+    private func run(inTransaction c: Connection, mode: Mode, now: Int64, statistics: inout MissingStatistics) throws -> Summary {
         // Once a night, for the run's session and its reader: room for the
         // incremental run's sorts and the rebuild's index builds, which
         // spill to disk at the defaults.
