@@ -12,7 +12,8 @@ import Testing
 @Suite("the event catalogue counted on the job's read, on a real PostgreSQL")
 struct EventCatalogReadTests {
     /// Events that read differently in COPY than they are stored: escapes in
-    /// ids and properties, a missing version beside an empty one, event
+    /// ids and properties, a missing version beside an empty one (one
+    /// device's, on one day, too), event
     /// names spelt in two canonically equivalent ways, days cut across a
     /// change of clocks, and an app without funnels.
     static func events(configuration: FunnelConfiguration) -> [SeedEvent] {
@@ -30,6 +31,13 @@ struct EventCatalogReadTests {
         // One name in two spellings Swift's strings compare as equal and the server keeps apart.
         for (n, name) in ["caf\u{E9}_opened", "cafe\u{301}_opened"].enumerated() {
             events.append(SeedEvent(app: "umuve", messageId: "spelling-\(n)", event: name, anonymousId: "speller", timestamp: events[0].timestamp))
+        }
+        // One device's event on one day with its version missing, then empty: SQL keys the two as one label, listed once in the senders' keys.
+        for (n, context) in [#"{"os": {"name": "iOS"}}"#, #"{"os": {"name": "iOS"}, "app": {"version": ""}}"#].enumerated() {
+            var event = SeedEvent(
+                app: "umuve", messageId: "versionless-\(n)", event: "opened", anonymousId: "versionless", timestamp: events[0].timestamp + Int64(n))
+            event.context = context
+            events.append(event)
         }
         // Ids COPY escapes, sent on both sides of New York's change of clocks.
         let change = Timestamps.microseconds(ISO8601DateFormatter().date(from: "2026-11-01T06:30:00Z") ?? Date())

@@ -325,11 +325,12 @@ struct EventCatalogTally: HistoryTally, Sendable {
             keys.removeAll(keepingCapacity: true)
             forEachLabel(sentFrom: sent[senderDay] ?? -1) { keys.append(labels.keys[Int(labels.canonical[Int($0)])]) }
             keys.sort()
+            keys.removeRepeats()
             rows.startRow(fields: 4)
             _ = rows.append(text: app)
             rows.append(date: Int64(senderDay.day))
             rows.append(int64: senderDay.sender)
-            rows.append(int8Array: keys.uniqued())
+            rows.append(int8Array: keys)
             if rows.bytes.count >= 1 << 20 {
                 try writer.writePart(rows)
                 rows.removeSent()
@@ -419,11 +420,15 @@ struct ByteTable: Sendable {
 }
 
 extension Array where Element == Int64 {
-    /// A sorted array without its repeats.
-    fileprivate func uniqued() -> [Int64] {
-        var out: [Int64] = []
-        out.reserveCapacity(count)
-        for value in self where out.last != value { out.append(value) }
-        return out
+    /// Drops the repeats of a sorted array in place, its buffer kept: one
+    /// array serves every sender's row, where a copy per row cost a heap object each.
+    fileprivate mutating func removeRepeats() {
+        guard count > 1 else { return }
+        var kept = 1
+        for index in 1..<count where self[index] != self[kept - 1] {
+            self[kept] = self[index]
+            kept += 1
+        }
+        removeLast(count - kept)
     }
 }
